@@ -1,0 +1,69 @@
+//! A global allocator that counts the bytes each thread holds (allocated minus freed on that
+//! thread), so that memory figures are measured, not estimated. Shared by the memory bench and
+//! the memory test through `#[path]`.
+
+// Shared by several bench and test crates, each of which uses a part.
+#![allow(dead_code, unreachable_pub)]
+// A global allocator cannot be written without `unsafe`; it only forwards to `System`.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+/// Forwards to [`System`] and keeps a per-thread tally of the bytes held.
+pub struct CountingAllocator;
+
+thread_local! {
+    // Const-initialized and without a destructor: reading it never allocates.
+    static HELD: Cell<isize> = const { Cell::new(0) };
+}
+
+fn tally(delta: isize) {
+    // `try_with` fails only while the thread is being torn down; nothing is measured then.
+    let _ = HELD.try_with(|held| held.set(held.get() + delta));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the tally is
+// plain arithmetic on a thread-local that never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded under the caller's guarantees.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            tally(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded under the caller's guarantees.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            tally(layout.size() as isize);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded under the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) };
+        tally(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded under the caller's guarantees.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            tally(new_size as isize - layout.size() as isize);
+        }
+        new
+    }
+}
+
+/// Runs `f` and returns its result with the bytes it left allocated on this thread (what the
+/// result holds on the heap, if `f` frees everything else).
+pub fn held_after<R>(f: impl FnOnce() -> R) -> (R, isize) {
+    let before = HELD.with(Cell::get);
+    let result = f();
+    (result, HELD.with(Cell::get) - before)
+}

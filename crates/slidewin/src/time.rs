@@ -1,0 +1,590 @@
+//! The timeline: [`Moment`], and the clocks that supply it.
+//!
+//! Every structure in this crate takes time as a parameter (`record(t, x)`, `expire(now, f)`),
+//! so tests and replays choose it. A [`Clock`] supplies it at the convenience level.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub, SubAssign};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::TimeRangeError;
+
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+const NANOS_PER_MILLI: u64 = 1_000_000;
+
+/// A point on a clock's timeline: whole nanoseconds since the clock's origin.
+///
+/// A `u64` so that atomics and Redis can hold it; it spans 584 years from its origin. Moments are
+/// comparable only when they come from the same timeline: [`SystemClock`] and the conversions
+/// from [`SystemTime`] and [`jiff::Timestamp`] count from the Unix epoch; [`MonotonicClock`]
+/// counts from the first time any `MonotonicClock` was read in this process; a [`ManualClock`]
+/// counts from wherever the test puts it.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::Moment;
+///
+/// let t = Moment::from_secs(10);
+/// assert_eq!(t + Duration::from_millis(500), Moment::from_millis(10_500));
+/// assert_eq!(t.checked_sub(Duration::from_secs(11)), None);
+/// assert_eq!(t.to_string(), "10s");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Moment(u64);
+
+impl Moment {
+    /// The origin of the timeline.
+    pub const ZERO: Moment = Moment(0);
+    /// The last representable moment, 584 years after the origin.
+    pub const MAX: Moment = Moment(u64::MAX);
+
+    /// The moment `nanos` nanoseconds after the origin.
+    ///
+    /// ```
+    /// assert_eq!(slidewin::Moment::from_nanos(1_500).as_nanos(), 1_500);
+    /// ```
+    #[must_use]
+    pub const fn from_nanos(nanos: u64) -> Moment {
+        Moment(nanos)
+    }
+
+    /// The moment `millis` milliseconds after the origin.
+    ///
+    /// # Panics
+    ///
+    /// If `millis` is beyond [`Moment::MAX`] (more than 584 years). Use
+    /// [`Moment::try_from`]`(Duration)` to get an error instead.
+    ///
+    /// ```
+    /// assert_eq!(slidewin::Moment::from_millis(3).as_nanos(), 3_000_000);
+    /// ```
+    #[must_use]
+    pub const fn from_millis(millis: u64) -> Moment {
+        match millis.checked_mul(NANOS_PER_MILLI) {
+            Some(nanos) => Moment(nanos),
+            None => panic!("Moment::from_millis: more than 584 years of milliseconds"),
+        }
+    }
+
+    /// The moment `secs` seconds after the origin.
+    ///
+    /// # Panics
+    ///
+    /// If `secs` is beyond [`Moment::MAX`] (more than 584 years). Use
+    /// [`Moment::try_from`]`(Duration)` to get an error instead.
+    ///
+    /// ```
+    /// assert_eq!(slidewin::Moment::from_secs(2).as_nanos(), 2_000_000_000);
+    /// ```
+    #[must_use]
+    pub const fn from_secs(secs: u64) -> Moment {
+        match secs.checked_mul(NANOS_PER_SEC) {
+            Some(nanos) => Moment(nanos),
+            None => panic!("Moment::from_secs: more than 584 years of seconds"),
+        }
+    }
+
+    /// Nanoseconds since the origin.
+    ///
+    /// ```
+    /// assert_eq!(slidewin::Moment::from_secs(1).as_nanos(), 1_000_000_000);
+    /// ```
+    #[must_use]
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// Time since the origin.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(slidewin::Moment::from_millis(1_500).since_origin(), Duration::from_millis(1_500));
+    /// ```
+    #[must_use]
+    pub const fn since_origin(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+
+    /// Seconds since the origin, as a float (for display and rates).
+    ///
+    /// ```
+    /// assert_eq!(slidewin::Moment::from_millis(2_500).as_secs_f64(), 2.5);
+    /// ```
+    #[must_use]
+    pub fn as_secs_f64(self) -> f64 {
+        self.since_origin().as_secs_f64()
+    }
+
+    /// `self + d`, or `None` past [`Moment::MAX`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Moment;
+    /// assert_eq!(Moment::from_secs(1).checked_add(Duration::from_secs(1)), Some(Moment::from_secs(2)));
+    /// assert_eq!(Moment::MAX.checked_add(Duration::from_nanos(1)), None);
+    /// ```
+    #[must_use]
+    pub fn checked_add(self, d: Duration) -> Option<Moment> {
+        let nanos = duration_nanos(d)?;
+        self.0.checked_add(nanos).map(Moment)
+    }
+
+    /// `self - d`, or `None` before the origin.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Moment;
+    /// assert_eq!(Moment::from_secs(3).checked_sub(Duration::from_secs(1)), Some(Moment::from_secs(2)));
+    /// assert_eq!(Moment::from_secs(3).checked_sub(Duration::from_secs(4)), None);
+    /// ```
+    #[must_use]
+    pub fn checked_sub(self, d: Duration) -> Option<Moment> {
+        let nanos = duration_nanos(d)?;
+        self.0.checked_sub(nanos).map(Moment)
+    }
+
+    /// The time from `earlier` to `self`, or `None` if `earlier` is later than `self`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Moment;
+    /// let (a, b) = (Moment::from_secs(1), Moment::from_secs(3));
+    /// assert_eq!(b.checked_duration_since(a), Some(Duration::from_secs(2)));
+    /// assert_eq!(a.checked_duration_since(b), None);
+    /// ```
+    #[must_use]
+    pub const fn checked_duration_since(self, earlier: Moment) -> Option<Duration> {
+        match self.0.checked_sub(earlier.0) {
+            Some(nanos) => Some(Duration::from_nanos(nanos)),
+            None => None,
+        }
+    }
+
+    /// The time from `earlier` to `self`, or zero if `earlier` is later than `self` (as
+    /// [`Instant::saturating_duration_since`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Moment;
+    /// let (a, b) = (Moment::from_secs(1), Moment::from_secs(3));
+    /// assert_eq!(b.saturating_duration_since(a), Duration::from_secs(2));
+    /// assert_eq!(a.saturating_duration_since(b), Duration::ZERO);
+    /// ```
+    #[must_use]
+    pub const fn saturating_duration_since(self, earlier: Moment) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+/// A duration in whole nanoseconds, if it fits a `u64` (584 years).
+pub(crate) fn duration_nanos(d: Duration) -> Option<u64> {
+    u64::try_from(d.as_nanos()).ok()
+}
+
+impl fmt::Debug for Moment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Moment({:?})", self.since_origin())
+    }
+}
+
+/// Shows the time since the origin, as [`Duration`]'s `Debug` does: `1.5s`, `250ms`.
+impl fmt::Display for Moment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.since_origin(), f)
+    }
+}
+
+/// `Moment + Duration`.
+///
+/// # Panics
+///
+/// Past [`Moment::MAX`], as `Instant + Duration` does; see [`Moment::checked_add`].
+impl Add<Duration> for Moment {
+    type Output = Moment;
+
+    fn add(self, d: Duration) -> Moment {
+        self.checked_add(d)
+            .unwrap_or_else(|| panic!("{self:?} + {d:?} is past Moment::MAX"))
+    }
+}
+
+impl AddAssign<Duration> for Moment {
+    fn add_assign(&mut self, d: Duration) {
+        *self = *self + d;
+    }
+}
+
+/// `Moment - Duration`.
+///
+/// # Panics
+///
+/// Before the origin, as `Instant - Duration` does; see [`Moment::checked_sub`].
+impl Sub<Duration> for Moment {
+    type Output = Moment;
+
+    fn sub(self, d: Duration) -> Moment {
+        self.checked_sub(d)
+            .unwrap_or_else(|| panic!("{self:?} - {d:?} is before the origin"))
+    }
+}
+
+impl SubAssign<Duration> for Moment {
+    fn sub_assign(&mut self, d: Duration) {
+        *self = *self - d;
+    }
+}
+
+/// `later - earlier`, saturating at zero as `Instant - Instant` does; see
+/// [`Moment::checked_duration_since`].
+impl Sub<Moment> for Moment {
+    type Output = Duration;
+
+    fn sub(self, earlier: Moment) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+/// A moment `d` after the origin; an error past [`Moment::MAX`].
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::Moment;
+/// assert_eq!(Moment::try_from(Duration::from_secs(5)), Ok(Moment::from_secs(5)));
+/// assert!(Moment::try_from(Duration::MAX).is_err());
+/// ```
+impl TryFrom<Duration> for Moment {
+    type Error = TimeRangeError;
+
+    fn try_from(d: Duration) -> Result<Moment, TimeRangeError> {
+        duration_nanos(d)
+            .map(Moment)
+            .ok_or_else(|| TimeRangeError::new(format!("{d:?} after the origin")))
+    }
+}
+
+/// The Unix time of `t`; an error before 1970 or after 2554.
+///
+/// ```
+/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+/// use slidewin::Moment;
+/// let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+/// assert_eq!(Moment::try_from(t), Ok(Moment::from_secs(1_700_000_000)));
+/// assert!(Moment::try_from(UNIX_EPOCH - Duration::from_secs(1)).is_err());
+/// ```
+impl TryFrom<SystemTime> for Moment {
+    type Error = TimeRangeError;
+
+    fn try_from(t: SystemTime) -> Result<Moment, TimeRangeError> {
+        match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => duration_nanos(d)
+                .map(Moment)
+                .ok_or_else(|| TimeRangeError::new(format!("{t:?} (after 2554)"))),
+            Err(_) => Err(TimeRangeError::new(format!("{t:?} (before 1970)"))),
+        }
+    }
+}
+
+/// The Unix time of `ts`; an error before 1970 or after 2554.
+///
+/// ```
+/// use slidewin::Moment;
+/// let ts: jiff::Timestamp = "2026-11-30T00:00:00Z".parse()?;
+/// let m = Moment::try_from(ts)?;
+/// assert_eq!(m, Moment::from_secs(1_795_996_800));
+/// assert_eq!(jiff::Timestamp::from(m), ts);
+/// assert!(Moment::try_from("1969-12-31T23:59:59Z".parse::<jiff::Timestamp>()?).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl TryFrom<jiff::Timestamp> for Moment {
+    type Error = TimeRangeError;
+
+    fn try_from(ts: jiff::Timestamp) -> Result<Moment, TimeRangeError> {
+        u64::try_from(ts.as_nanosecond())
+            .map(Moment)
+            .map_err(|_| TimeRangeError::new(ts.to_string()))
+    }
+}
+
+/// The timestamp of a moment read as Unix time (as [`SystemClock`] gives).
+impl From<Moment> for jiff::Timestamp {
+    fn from(m: Moment) -> jiff::Timestamp {
+        // 2554 is well inside jiff's range (years -9999 to 9999), so this cannot fail.
+        jiff::Timestamp::from_nanosecond(i128::from(m.0))
+            .expect("every Moment is within jiff's range")
+    }
+}
+
+/// A source of [`Moment`]s.
+///
+/// Structures take time explicitly at their lowest level; a `Clock` supplies it where a
+/// convenience wrapper reads "now". Implemented by [`MonotonicClock`], [`SystemClock`],
+/// [`ManualClock`], and by references, `Box` and `Arc` of any clock.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::{Clock, ManualClock, Moment};
+///
+/// fn stamp(clock: &impl Clock) -> Moment {
+///     clock.now()
+/// }
+///
+/// let clock = ManualClock::new(Moment::from_secs(7));
+/// assert_eq!(stamp(&clock), Moment::from_secs(7));
+/// ```
+pub trait Clock {
+    /// The current moment on this clock's timeline.
+    fn now(&self) -> Moment;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now(&self) -> Moment {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Box<C> {
+    fn now(&self) -> Moment {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Moment {
+        (**self).now()
+    }
+}
+
+/// A clock that never goes back, on [`Instant`].
+///
+/// Every `MonotonicClock` in a process shares one origin (the first time any of them was read),
+/// so their moments compare with each other. Use it for windows and limits inside one process;
+/// use [`SystemClock`] when moments must mean the same thing in other processes.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::{Clock, MonotonicClock};
+///
+/// let clock = MonotonicClock;
+/// let a = clock.now();
+/// let b = MonotonicClock.now();
+/// assert!(b >= a);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MonotonicClock;
+
+impl Clock for MonotonicClock {
+    fn now(&self) -> Moment {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        let origin = *ORIGIN.get_or_init(Instant::now);
+        // A process would have to run for 584 years to saturate.
+        Moment(duration_nanos(origin.elapsed()).unwrap_or(u64::MAX))
+    }
+}
+
+/// Wall-clock time since the Unix epoch, on [`SystemTime`]. It can go back (NTP, an operator).
+///
+/// Use it where moments cross processes (a shared log, Redis keys with explicit time). A system
+/// clock set before 1970 reads as [`Moment::ZERO`].
+///
+/// # Example
+///
+/// ```
+/// use slidewin::{Clock, Moment, SystemClock};
+///
+/// let now = SystemClock.now();
+/// assert!(now > Moment::from_secs(1_600_000_000)); // after September 2020
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Moment {
+        Moment::try_from(SystemTime::now()).unwrap_or(Moment::ZERO)
+    }
+}
+
+/// A clock that moves only when told to: for tests and replays.
+///
+/// Clones share one time, so a test can keep a handle while the structure under test holds
+/// another. It may be [`set`](ManualClock::set) backwards, to test that case.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::{Clock, ManualClock, Moment};
+///
+/// let clock = ManualClock::new(Moment::ZERO);
+/// let shared = clock.clone();
+/// clock.advance(Duration::from_secs(5));
+/// assert_eq!(shared.now(), Moment::from_secs(5));
+/// shared.set(Moment::from_secs(1)); // back in time
+/// assert_eq!(clock.now(), Moment::from_secs(1));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock {
+    nanos: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock reading `start`.
+    ///
+    /// ```
+    /// use slidewin::{Clock, ManualClock, Moment};
+    /// assert_eq!(ManualClock::new(Moment::from_secs(3)).now(), Moment::from_secs(3));
+    /// ```
+    #[must_use]
+    pub fn new(start: Moment) -> ManualClock {
+        ManualClock {
+            nanos: Arc::new(AtomicU64::new(start.0)),
+        }
+    }
+
+    /// Moves the clock to `t`, forwards or backwards.
+    ///
+    /// ```
+    /// use slidewin::{Clock, ManualClock, Moment};
+    /// let clock = ManualClock::default();
+    /// clock.set(Moment::from_millis(250));
+    /// assert_eq!(clock.now(), Moment::from_millis(250));
+    /// ```
+    pub fn set(&self, t: Moment) {
+        self.nanos.store(t.0, Ordering::SeqCst);
+    }
+
+    /// Moves the clock forward by `d` and returns the new time.
+    ///
+    /// # Panics
+    ///
+    /// Past [`Moment::MAX`]; see [`ManualClock::checked_advance`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{ManualClock, Moment};
+    /// let clock = ManualClock::default();
+    /// assert_eq!(clock.advance(Duration::from_secs(2)), Moment::from_secs(2));
+    /// ```
+    pub fn advance(&self, d: Duration) -> Moment {
+        self.checked_advance(d)
+            .unwrap_or_else(|| panic!("ManualClock::advance({d:?}) goes past Moment::MAX"))
+    }
+
+    /// Moves the clock forward by `d` and returns the new time, or leaves it and returns `None`
+    /// if that would pass [`Moment::MAX`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Clock, ManualClock, Moment};
+    /// let clock = ManualClock::new(Moment::MAX);
+    /// assert_eq!(clock.checked_advance(Duration::from_nanos(1)), None);
+    /// assert_eq!(clock.now(), Moment::MAX);
+    /// ```
+    pub fn checked_advance(&self, d: Duration) -> Option<Moment> {
+        let step = duration_nanos(d)?;
+        self.nanos
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_add(step))
+            .ok()
+            .map(|old| Moment(old + step))
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Moment {
+        Moment(self.nanos.load(Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_at_the_edges() {
+        assert_eq!(Moment::ZERO.checked_sub(Duration::from_nanos(1)), None);
+        assert_eq!(Moment::MAX.checked_add(Duration::from_nanos(1)), None);
+        assert_eq!(Moment::ZERO.checked_add(Duration::MAX), None);
+        assert_eq!(
+            Moment::MAX.checked_sub(Duration::from_nanos(u64::MAX)),
+            Some(Moment::ZERO)
+        );
+        assert_eq!(
+            Moment::from_secs(1) - Moment::from_secs(2),
+            Duration::ZERO,
+            "saturates like Instant"
+        );
+        let mut t = Moment::from_secs(1);
+        t += Duration::from_secs(1);
+        t -= Duration::from_millis(500);
+        assert_eq!(t, Moment::from_millis(1_500));
+    }
+
+    #[test]
+    #[should_panic(expected = "is past Moment::MAX")]
+    fn add_past_max_panics_with_the_values() {
+        let _ = Moment::MAX + Duration::from_nanos(1);
+    }
+
+    #[test]
+    #[should_panic(expected = "is before the origin")]
+    fn sub_before_origin_panics_with_the_values() {
+        let _ = Moment::ZERO - Duration::from_nanos(1);
+    }
+
+    #[test]
+    fn display_and_debug() {
+        assert_eq!(Moment::from_millis(1_500).to_string(), "1.5s");
+        assert_eq!(format!("{:?}", Moment::from_millis(250)), "Moment(250ms)");
+    }
+
+    #[test]
+    fn conversions_reject_out_of_range_values_by_name() {
+        let err = Moment::try_from(UNIX_EPOCH - Duration::from_secs(1)).unwrap_err();
+        assert!(err.to_string().contains("before 1970"), "{err}");
+        let far: jiff::Timestamp = "2600-01-01T00:00:00Z".parse().unwrap();
+        let err = Moment::try_from(far).unwrap_err();
+        assert!(err.to_string().contains("2600-01-01T00:00:00Z"), "{err}");
+        let err = Moment::try_from(Duration::MAX).unwrap_err();
+        assert!(err.to_string().contains("18446744073709551615"), "{err}");
+        // The last moment converts both ways.
+        let last = jiff::Timestamp::from(Moment::MAX);
+        assert_eq!(Moment::try_from(last), Ok(Moment::MAX));
+    }
+
+    #[test]
+    fn system_clock_agrees_with_jiff() {
+        let before = Moment::try_from(jiff::Timestamp::now()).unwrap();
+        let now = SystemClock.now();
+        let after = Moment::try_from(jiff::Timestamp::now()).unwrap();
+        assert!(before <= now && now <= after);
+    }
+
+    #[test]
+    fn monotonic_clocks_share_an_origin_and_never_go_back() {
+        let mut last = MonotonicClock.now();
+        for _ in 0..1_000 {
+            let now = MonotonicClock.now();
+            assert!(now >= last);
+            last = now;
+        }
+    }
+
+    #[test]
+    fn manual_clock_clones_share_time_and_overflow_is_refused() {
+        let a = ManualClock::new(Moment::from_secs(1));
+        let b = a.clone();
+        assert_eq!(b.advance(Duration::from_secs(1)), Moment::from_secs(2));
+        assert_eq!(a.now(), Moment::from_secs(2));
+        a.set(Moment::MAX);
+        assert_eq!(b.checked_advance(Duration::from_nanos(1)), None);
+        assert_eq!(b.checked_advance(Duration::MAX), None);
+        assert_eq!(a.now(), Moment::MAX, "a refused advance leaves the clock");
+        let via_trait: &dyn Clock = &Arc::new(b);
+        assert_eq!(via_trait.now(), Moment::MAX);
+    }
+}
