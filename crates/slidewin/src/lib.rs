@@ -39,3 +39,7 @@ pub use error::{ConfigError, TimeRangeError};
 pub use event_window::{EventWindow, Events};
 pub use time::{Clock, ManualClock, Moment, MonotonicClock, SystemClock};
 
+// The README's examples are tests too.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
