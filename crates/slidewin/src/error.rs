@@ -29,6 +29,8 @@ pub enum ConfigError {
     },
     /// A cap on the number of events was zero.
     ZeroMaxLen,
+    /// A cap on the number of keys was zero.
+    ZeroMaxKeys,
 }
 
 impl fmt::Display for ConfigError {
@@ -41,6 +43,7 @@ impl fmt::Display for ConfigError {
                  (u64::MAX nanoseconds, about 584 years)"
             ),
             ConfigError::ZeroMaxLen => f.write_str("max_len must be at least 1, got 0"),
+            ConfigError::ZeroMaxKeys => f.write_str("max_keys must be at least 1, got 0"),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::slice;
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::slide_vec::SlideVec;
+use crate::slide_vec::{SlideVec, gallop};
 use crate::time::{Moment, duration_nanos};
 
 /// An exact sliding window of events: every event of the last `span`, each with a payload.
@@ -433,24 +433,10 @@ impl<T> EventWindow<T> {
     #[inline(always)]
     fn expired_len(&self, now: Moment) -> usize {
         match self.cutoff(now) {
-            Some(cutoff) => expired_prefix(self.events.as_slice(), cutoff),
+            Some(cutoff) => gallop(self.events.as_slice(), |e| e.0 <= cutoff),
             None => 0,
         }
     }
-}
-
-/// The length of the prefix of `events` (sorted by time) at or before `cutoff`. A gallop from
-/// the front then a binary search: O(log k) for a prefix of k, and most calls expire few events.
-#[inline]
-fn expired_prefix<T>(events: &[(Moment, T)], cutoff: Moment) -> usize {
-    let mut end = 1;
-    // Invariant: every event before `end / 2` is expired, and so is `events[end / 2]` once
-    // `end >= 2`.
-    while end < events.len() && events[end].0 <= cutoff {
-        end *= 2;
-    }
-    let start = end / 2;
-    start + events[start..end.min(events.len())].partition_point(|e| e.0 <= cutoff)
 }
 
 /// Shows the span, the cap and the events, oldest first.

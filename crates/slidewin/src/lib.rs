@@ -10,6 +10,31 @@
 //! the half-open interval `(now - S, now]`. An event exactly `S` old has left. Every structure
 //! of slidewin agrees, so the windows ending at `now - S` and at `now` never share an event.
 //!
+//! # Rate limits
+//!
+//! A [`Quota`] (`"100/minute"`, `"10/s burst 20"`), one of four [`Algorithm`]s, and a holder
+//! for its state: [`Limiter`] (one owner, `&mut self`), [`SharedLimiter`] (threads, a mutex),
+//! [`AtomicLimiter`] (threads, lock-free) or [`Keyed`] (a limiter per key, bounded memory).
+//! Every one answers `check(now, cost)` and `peek(now, cost)` with the same [`Decision`], and
+//! a denied request consumes nothing.
+//!
+//! | algorithm | guarantee in any window `(t - span, t]` | state | lock-free |
+//! |---|---|---|---|
+//! | [`SlidingLog`] | **exact**: at most `limit` | up to `limit` timestamps | no |
+//! | [`SlidingCounter`] | approximate: up to `2 × limit` after a burst at a window's end | 24 bytes | no |
+//! | [`FixedWindow`] | `2 × limit` across a window boundary | 16 bytes (one word packed) | yes |
+//! | [`Gcra`] | `burst + limit - 1` (a token bucket) | 8 bytes | yes |
+//!
+//! ```
+//! use slidewin::{Limiter, Moment, SlidingLog};
+//!
+//! let mut limiter = Limiter::<SlidingLog>::new("3 per 10 seconds".parse()?)?;
+//! let now = Moment::from_secs(100);
+//! let decisions: Vec<bool> = (0..4).map(|_| limiter.check(now, 1).unwrap().allowed()).collect();
+//! assert_eq!(decisions, [true, true, true, false]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Example
 //!
 //! ```
@@ -32,11 +57,17 @@
 
 mod error;
 mod event_window;
+mod limit;
 mod slide_vec;
 mod time;
 
 pub use error::{ConfigError, TimeRangeError};
 pub use event_window::{EventWindow, Events};
+pub use limit::{
+    Algorithm, AtomicAlgorithm, AtomicLimiter, Decision, FixedWindow, FixedWindowState, Gcra,
+    Keyed, LimitError, Limiter, Quota, QuotaError, SharedLimiter, SlidingCounter,
+    SlidingCounterState, SlidingLog, SlidingLogState,
+};
 pub use time::{Clock, ManualClock, Moment, MonotonicClock, SystemClock};
 
 // The README's examples are tests too.

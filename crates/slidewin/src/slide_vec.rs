@@ -18,6 +18,21 @@ use std::mem::ManuallyDrop;
 /// Below this many slots a buffer is not worth shrinking.
 pub(crate) const MIN_CAPACITY: usize = 8;
 
+/// The length of the prefix of `items` for which `before` holds (it must hold for a prefix
+/// and then never): a gallop from the front, then a binary search. O(log k) for a prefix of k,
+/// where a plain binary search is O(log n): windows usually drop a few items at a time.
+#[inline]
+pub(crate) fn gallop<T>(items: &[T], before: impl Fn(&T) -> bool) -> usize {
+    let mut end = 1;
+    // Invariant: every item before `end / 2` is in the prefix, and so is `items[end / 2]` once
+    // `end >= 2`.
+    while end < items.len() && before(&items[end]) {
+        end *= 2;
+    }
+    let start = end / 2;
+    start + items[start..end.min(items.len())].partition_point(before)
+}
+
 /// A sequence that grows at the back and shrinks at the front, stored contiguously.
 ///
 /// Invariant: `buf[head..]` hold live values; `buf[..head]` hold values already moved out (or
@@ -63,6 +78,16 @@ impl<T> SlideVec<T> {
     #[inline]
     pub(crate) fn push(&mut self, value: T) {
         self.buf.push(ManuallyDrop::new(value));
+    }
+
+    /// Pushes `n` copies of `value`.
+    #[inline]
+    pub(crate) fn push_copies(&mut self, value: T, n: usize)
+    where
+        T: Copy,
+    {
+        self.buf
+            .extend(std::iter::repeat_n(ManuallyDrop::new(value), n));
     }
 
     /// Inserts `value` before the live value at `index` (at the back when `index == len`).
@@ -267,6 +292,16 @@ mod tests {
         assert_eq!(ids(&v), [4, 5]);
         drop(v);
         assert_eq!(*log.borrow(), [0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn gallop_finds_the_prefix_at_every_length() {
+        for len in 0..70usize {
+            let items: Vec<usize> = (0..len).collect();
+            for prefix in 0..=len {
+                assert_eq!(gallop(&items, |&i| i < prefix), prefix, "{prefix} of {len}");
+            }
+        }
     }
 
     #[test]

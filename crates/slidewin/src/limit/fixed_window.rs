@@ -1,0 +1,167 @@
+//! [`FixedWindow`]: a counter per window aligned to the span.
+
+use crate::limit::{Algorithm, AtomicAlgorithm, Decision, LimitError, Quota, QuotaError, until};
+use crate::time::Moment;
+
+/// A counter per fixed window: the windows `[k * span, (k + 1) * span)` from the timeline's
+/// origin, each admitting up to `limit`. The simplest and cheapest algorithm (8 bytes of state,
+/// lock-free in an [`AtomicLimiter`](crate::AtomicLimiter)), and the one Redis's documentation
+/// shows.
+///
+/// **It is not a sliding window.** A client that spends its whole limit at the end of one
+/// window and again at the start of the next gets **twice the limit** through in an instant:
+/// with `100/minute`, 100 at 0:59.9 and 100 at 1:00.0. Use [`SlidingLog`](crate::SlidingLog)
+/// when that matters.
+///
+/// A clock that goes back to an earlier window is counted in the later one, so it can only
+/// deny more.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::{FixedWindow, Limiter, Moment};
+///
+/// let mut limiter = Limiter::<FixedWindow>::new("100/minute".parse()?)?;
+/// let late = Moment::from_millis(59_900);
+/// assert!(limiter.check(late, 100)?.allowed());
+/// assert_eq!(limiter.check(late, 1)?.retry_after(), Some(Duration::from_millis(100)));
+/// // The boundary burst: another 100, a tenth of a second later.
+/// assert!(limiter.check(Moment::from_secs(60), 100)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct FixedWindow {
+    quota: Quota,
+}
+
+/// The window a [`FixedWindow`] counts in, and its count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FixedWindowState {
+    /// The window's index: its start divided by the span.
+    pub window: u64,
+    /// The cost admitted in it.
+    pub count: u64,
+}
+
+impl FixedWindow {
+    /// The state as of `now`: a later window starts empty; an earlier one (the clock went
+    /// back) counts in the window the state is in.
+    #[inline]
+    fn current(&self, state: FixedWindowState, now: Moment) -> FixedWindowState {
+        let window = now.as_nanos() / self.quota.span_nanos();
+        if window > state.window {
+            FixedWindowState { window, count: 0 }
+        } else {
+            state
+        }
+    }
+
+    #[inline]
+    fn decide(
+        &self,
+        state: FixedWindowState,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Decision, LimitError> {
+        let limit = self.quota.limit();
+        if cost > limit {
+            return Err(LimitError::CostTooHigh { cost, max: limit });
+        }
+        let ends = (u128::from(state.window) + 1) * u128::from(self.quota.span_nanos());
+        let used = state.count + cost;
+        Ok(if used <= limit {
+            let reset_after = if used > 0 { until(ends, now) } else { 0 };
+            Decision::allow(limit, limit - used, reset_after)
+        } else {
+            Decision::deny(
+                limit,
+                limit - state.count,
+                until(ends, now),
+                until(ends, now),
+            )
+        })
+    }
+}
+
+impl Algorithm for FixedWindow {
+    type State = FixedWindowState;
+
+    fn new(quota: Quota) -> Result<FixedWindow, QuotaError> {
+        let quota = quota.without_burst("FixedWindow")?;
+        // The state packs into one word as `window * (limit + 1) + count` (see `pack`): the
+        // last window of the timeline must fit.
+        let last_window = u128::from(u64::MAX / quota.span_nanos());
+        let limit = u128::from(quota.limit());
+        if last_window * (limit + 1) + limit > u128::from(u64::MAX) {
+            return Err(QuotaError::Unrepresentable {
+                algorithm: "FixedWindow",
+                quota,
+                reason: "its windows and counts do not fit one 64-bit word \
+                         (the limit is near the span in nanoseconds)",
+            });
+        }
+        Ok(FixedWindow { quota })
+    }
+
+    #[inline]
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    #[inline]
+    fn fresh(&self) -> FixedWindowState {
+        FixedWindowState::default()
+    }
+
+    #[inline]
+    fn check(
+        &self,
+        state: &mut FixedWindowState,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Decision, LimitError> {
+        let current = self.current(*state, now);
+        let decision = self.decide(current, now, cost)?;
+        // A cost of 0 is a question, not a request: it changes nothing.
+        if decision.allowed() && cost > 0 {
+            *state = FixedWindowState {
+                count: current.count + cost,
+                ..current
+            };
+        }
+        Ok(decision)
+    }
+
+    #[inline]
+    fn peek(
+        &self,
+        state: &FixedWindowState,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Decision, LimitError> {
+        self.decide(self.current(*state, now), now, cost)
+    }
+
+    #[inline]
+    fn is_idle(&self, state: &FixedWindowState, now: Moment) -> bool {
+        self.current(*state, now).count == 0
+    }
+}
+
+impl AtomicAlgorithm for FixedWindow {
+    #[inline]
+    fn pack(&self, state: &FixedWindowState) -> u64 {
+        // Fits: checked in `new` for the last window, and `count <= limit`.
+        state.window * (self.quota.limit() + 1) + state.count
+    }
+
+    #[inline]
+    fn unpack(&self, word: u64) -> FixedWindowState {
+        let base = self.quota.limit() + 1;
+        FixedWindowState {
+            window: word / base,
+            count: word % base,
+        }
+    }
+}

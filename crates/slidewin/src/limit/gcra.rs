@@ -1,0 +1,179 @@
+//! [`Gcra`]: the token bucket as the generic cell rate algorithm, in one word of state.
+
+use std::time::Duration;
+
+use crate::limit::{Algorithm, AtomicAlgorithm, Decision, LimitError, Quota, QuotaError};
+use crate::time::Moment;
+
+/// The token bucket, as the generic cell rate algorithm (GCRA): a bucket of `burst` units that
+/// refills at `limit` per `span`, kept as one number, the *theoretical arrival time* (TAT) at
+/// which the bucket would be full again. 8 bytes of state; lock-free in an
+/// [`AtomicLimiter`](crate::AtomicLimiter).
+///
+/// With emission interval `T = span / limit` and tolerance `τ = T × (burst - 1)`, a cost `n`
+/// is admitted at `now` when `now >= TAT + T × (n - 1) - τ`, and then
+/// `TAT = max(TAT, now) + T × n`. `T` is rounded **up** to the nanosecond, so the sustained
+/// rate never exceeds the quota (it is below it by at most one nanosecond per unit).
+///
+/// **It is not a sliding window.** After a quiet spell it admits `burst` at once and then
+/// refills while the window still holds them: in a window of one span it can admit up to
+/// `burst + limit - 1` (governor issues #16 and #39, where `10/s` let about 15 per second
+/// through). With `burst` 1 it spaces requests evenly; [`SlidingLog`](crate::SlidingLog) is
+/// the exact limit.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::{Gcra, Limiter, Moment};
+///
+/// let mut limiter = Limiter::<Gcra>::new("10/s burst 2".parse()?)?;
+/// assert!(limiter.check(Moment::ZERO, 2)?.allowed()); // the burst
+/// let denied = limiter.check(Moment::ZERO, 1)?;
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(100))); // one interval
+/// assert!(limiter.check(Moment::from_millis(100), 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Gcra {
+    quota: Quota,
+    /// `T`, in nanoseconds: the span divided by the limit, rounded up. At least 1.
+    interval: u64,
+    /// `τ = T × (burst - 1)`, in nanoseconds.
+    tolerance: u64,
+}
+
+impl Gcra {
+    /// The emission interval `T`: the time one unit of cost takes to refill.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Algorithm, Gcra};
+    /// let rules = Gcra::new("3/s".parse()?)?;
+    /// assert_eq!(rules.interval(), Duration::from_nanos(333_333_334)); // rounded up
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval)
+    }
+
+    /// How many more units are admitted at `now` for a bucket whose TAT is `tat`: those `k`
+    /// with `tat + T × (k - 1) - τ <= now`.
+    #[inline]
+    fn remaining(&self, tat: u64, now: u64) -> u64 {
+        match now.saturating_add(self.tolerance).checked_sub(tat) {
+            Some(room) => (room / self.interval)
+                .saturating_add(1)
+                .min(self.quota.burst()),
+            None => 0,
+        }
+    }
+
+    /// The decision, and the TAT after it. Plain 64-bit arithmetic: an overflow can only mean
+    /// the end of the timeline (584 years from its origin), where a TAT cannot be recorded, so
+    /// a cost that would need one is denied for good.
+    #[inline(always)]
+    fn decide(&self, tat: u64, now: Moment, cost: u64) -> Result<(Decision, u64), LimitError> {
+        let burst = self.quota.burst();
+        if cost > burst {
+            return Err(LimitError::CostTooHigh { cost, max: burst });
+        }
+        let now = now.as_nanos();
+        let reset_after = |tat: u64| tat.saturating_sub(now);
+        if cost == 0 {
+            let decision = Decision::allow(burst, self.remaining(tat, now), reset_after(tat));
+            return Ok((decision, tat));
+        }
+        // `T × (cost - 1) <= τ`, which fits, since `cost <= burst`.
+        let admits_at = tat
+            .checked_add(self.interval * (cost - 1))
+            .map(|t| t.saturating_sub(self.tolerance));
+        let next = (self.interval * (cost - 1))
+            .checked_add(self.interval)
+            .and_then(|weight| tat.max(now).checked_add(weight));
+        match (admits_at, next) {
+            (Some(admits_at), Some(next)) if now >= admits_at => {
+                let decision = Decision::allow(burst, self.remaining(next, now), reset_after(next));
+                Ok((decision, next))
+            }
+            (admits_at, next) => {
+                let retry_after = match (admits_at, next) {
+                    (Some(admits_at), Some(_)) => admits_at.saturating_sub(now),
+                    _ => u64::MAX, // never
+                };
+                let decision = Decision::deny(
+                    burst,
+                    self.remaining(tat, now),
+                    reset_after(tat),
+                    retry_after,
+                );
+                Ok((decision, tat))
+            }
+        }
+    }
+}
+
+impl Algorithm for Gcra {
+    /// The theoretical arrival time, in nanoseconds; 0 (or any time past) is a full bucket.
+    type State = u64;
+
+    fn new(quota: Quota) -> Result<Gcra, QuotaError> {
+        let unrepresentable = |reason| QuotaError::Unrepresentable {
+            algorithm: "Gcra",
+            quota,
+            reason,
+        };
+        if quota.span_nanos() < quota.limit() {
+            return Err(unrepresentable("more than one unit of cost per nanosecond"));
+        }
+        let interval = quota.span_nanos().div_ceil(quota.limit());
+        let tolerance = interval
+            .checked_mul(quota.burst() - 1)
+            .ok_or_else(|| unrepresentable("the burst takes longer than 584 years to refill"))?;
+        Ok(Gcra {
+            quota,
+            interval,
+            tolerance,
+        })
+    }
+
+    #[inline]
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    #[inline]
+    fn fresh(&self) -> u64 {
+        0
+    }
+
+    #[inline(always)]
+    fn check(&self, tat: &mut u64, now: Moment, cost: u64) -> Result<Decision, LimitError> {
+        let (decision, next) = self.decide(*tat, now, cost)?;
+        *tat = next;
+        Ok(decision)
+    }
+
+    #[inline]
+    fn peek(&self, tat: &u64, now: Moment, cost: u64) -> Result<Decision, LimitError> {
+        Ok(self.decide(*tat, now, cost)?.0)
+    }
+
+    #[inline]
+    fn is_idle(&self, tat: &u64, now: Moment) -> bool {
+        *tat <= now.as_nanos()
+    }
+}
+
+impl AtomicAlgorithm for Gcra {
+    #[inline]
+    fn pack(&self, tat: &u64) -> u64 {
+        *tat
+    }
+
+    #[inline]
+    fn unpack(&self, word: u64) -> u64 {
+        word
+    }
+}
