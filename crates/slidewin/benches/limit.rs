@@ -1,0 +1,222 @@
+//! The limiters against governor, in the same run: a direct limiter and a keyed one over
+//! 100,000 keys, on one thread and on two sharing the limiter.
+//! `cargo bench -p slidewin --bench limit`.
+//!
+//! Both libraries read time from the same kind of clock: a per-thread counter that moves one
+//! emission interval per reading, so every request arrives just as the quota allows (the
+//! admitting path), and no clock costs more for one than for the other.
+
+use std::cell::Cell;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{
+    BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
+};
+use governor::clock::Clock as GovernorClock;
+use governor::nanos::Nanos;
+use slidewin::{
+    Algorithm, AtomicLimiter, Clock, FixedWindow, Gcra, Keyed, Limiter, Moment, Quota,
+    SharedLimiter, SlidingCounter, SlidingLog,
+};
+
+/// 1,000 per second: one every millisecond.
+const LIMIT: u32 = 1_000;
+const INTERVAL: u64 = 1_000_000;
+const KEYS: u64 = 100_000;
+
+thread_local! {
+    static NOW: Cell<u64> = const { Cell::new(0) };
+}
+/// Where a new thread's clock starts: the latest time any thread reached.
+static LATEST: AtomicU64 = AtomicU64::new(0);
+
+/// A per-thread clock moving `step` nanoseconds at each reading.
+#[derive(Clone, Copy)]
+struct Ticker {
+    step: u64,
+}
+
+impl Ticker {
+    fn tick(self) -> u64 {
+        NOW.with(|now| {
+            let t = now.get() + self.step;
+            now.set(t);
+            t
+        })
+    }
+}
+
+impl Clock for Ticker {
+    fn now(&self) -> Moment {
+        Moment::from_nanos(self.tick())
+    }
+}
+
+impl GovernorClock for Ticker {
+    type Instant = Nanos;
+    fn now(&self) -> Nanos {
+        Nanos::from(self.tick())
+    }
+}
+
+fn quota() -> Quota {
+    Quota::new(u64::from(LIMIT), Duration::from_secs(1)).unwrap()
+}
+
+fn governor_quota() -> governor::Quota {
+    governor::Quota::per_second(NonZeroU32::new(LIMIT).unwrap())
+}
+
+/// Runs `op` `iters` times on each of `threads` threads at once; the wall time. Each thread
+/// walks its own part of the keys, as threads serving different clients would.
+fn on_threads(threads: usize, iters: u64, op: &(dyn Fn() + Sync)) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for thread in 0..threads as u64 {
+            scope.spawn(move || {
+                NOW.with(|now| now.set(LATEST.load(Ordering::Relaxed)));
+                NEXT_KEY.with(|key| key.set(thread * KEYS / threads as u64));
+                for _ in 0..iters {
+                    op();
+                }
+                LATEST.fetch_max(NOW.with(Cell::get), Ordering::Relaxed);
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn bench(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    threads: usize,
+    op: &(dyn Fn() + Sync),
+) {
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| on_threads(threads, iters, op))
+    });
+}
+
+fn direct(c: &mut Criterion) {
+    let direct_clock = Ticker { step: INTERVAL };
+    for threads in [1, 2] {
+        let mut group = c.benchmark_group(format!("limit/direct/{threads}_thread"));
+        group
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3));
+
+        let governor = governor::RateLimiter::direct_with_clock(governor_quota(), direct_clock);
+        bench(&mut group, "governor_gcra", threads, &|| {
+            black_box(governor.check().is_ok());
+        });
+        let gcra = AtomicLimiter::<Gcra>::new(quota()).unwrap();
+        bench(&mut group, "slidewin_atomic_gcra", threads, &|| {
+            black_box(gcra.check_now(&direct_clock, 1).unwrap().allowed());
+        });
+        let fixed = AtomicLimiter::<FixedWindow>::new(quota()).unwrap();
+        bench(&mut group, "slidewin_atomic_fixed_window", threads, &|| {
+            black_box(fixed.check_now(&direct_clock, 1).unwrap().allowed());
+        });
+        shared::<SlidingLog>(
+            &mut group,
+            "slidewin_shared_sliding_log",
+            threads,
+            direct_clock,
+        );
+        shared::<SlidingCounter>(
+            &mut group,
+            "slidewin_shared_sliding_counter",
+            threads,
+            direct_clock,
+        );
+        if threads == 1 {
+            owned::<Gcra>(&mut group, "slidewin_gcra", direct_clock);
+            owned::<SlidingLog>(&mut group, "slidewin_sliding_log", direct_clock);
+            owned::<SlidingCounter>(&mut group, "slidewin_sliding_counter", direct_clock);
+            owned::<FixedWindow>(&mut group, "slidewin_fixed_window", direct_clock);
+        }
+        group.finish();
+    }
+}
+
+fn shared<A: Algorithm>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    threads: usize,
+    clock: Ticker,
+) where
+    A::State: Send,
+{
+    let limiter = SharedLimiter::<A>::new(quota()).unwrap();
+    bench(group, name, threads, &|| {
+        black_box(limiter.check_now(&clock, 1).unwrap().allowed());
+    });
+}
+
+fn owned<A: Algorithm>(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, clock: Ticker) {
+    let mut limiter = Limiter::<A>::new(quota()).unwrap();
+    group.bench_function(name, |b| {
+        b.iter(|| black_box(limiter.check_now(&clock, 1).unwrap().allowed()))
+    });
+}
+
+thread_local! {
+    static NEXT_KEY: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The keys in turn, so each is checked once per emission interval of the clock below.
+fn next_key() -> u64 {
+    NEXT_KEY.with(|k| {
+        let key = k.get();
+        k.set((key + 1) % KEYS);
+        key
+    })
+}
+
+fn keyed(c: &mut Criterion) {
+    let keyed_clock = Ticker {
+        step: INTERVAL / KEYS,
+    };
+    for threads in [1, 2] {
+        let mut group = c.benchmark_group(format!("limit/keyed_100k/{threads}_thread"));
+        group
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3));
+
+        let governor = governor::RateLimiter::dashmap_with_clock(governor_quota(), keyed_clock);
+        for key in 0..KEYS {
+            let _ = governor.check_key(&key);
+        }
+        bench(&mut group, "governor_gcra", threads, &|| {
+            black_box(governor.check_key(&next_key()).is_ok());
+        });
+        keyed_ours::<Gcra>(&mut group, "slidewin_gcra", threads, keyed_clock);
+        keyed_ours::<FixedWindow>(&mut group, "slidewin_fixed_window", threads, keyed_clock);
+        keyed_ours::<SlidingCounter>(&mut group, "slidewin_sliding_counter", threads, keyed_clock);
+        keyed_ours::<SlidingLog>(&mut group, "slidewin_sliding_log", threads, keyed_clock);
+        group.finish();
+    }
+}
+
+fn keyed_ours<A: Algorithm>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    threads: usize,
+    clock: Ticker,
+) where
+    A::State: Send,
+{
+    let limiter = Keyed::<u64, A>::new(quota()).unwrap();
+    for key in 0..KEYS {
+        let _ = limiter.check_now(&key, &clock, 1);
+    }
+    bench(group, name, threads, &|| {
+        black_box(limiter.check_now(&next_key(), &clock, 1).unwrap().allowed());
+    });
+}
+
+criterion_group!(benches, direct, keyed);
+criterion_main!(benches);
