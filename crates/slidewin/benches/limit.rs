@@ -30,8 +30,19 @@ const KEYS: u64 = 100_000;
 thread_local! {
     static NOW: Cell<u64> = const { Cell::new(0) };
 }
-/// Where a new thread's clock starts: the latest time any thread reached.
+/// The latest time any thread's clock reached. Every measured stretch starts its thread's
+/// clock here and publishes where it ended, so clocks never run behind a limiter's state (a
+/// governor limiter takes its origin from the clock when it is built: a clock behind it would
+/// see every request denied, and measure only the cheap path).
 static LATEST: AtomicU64 = AtomicU64::new(0);
+
+fn sync_clock() {
+    NOW.with(|now| now.set(LATEST.load(Ordering::Relaxed)));
+}
+
+fn publish_clock() {
+    LATEST.fetch_max(NOW.with(Cell::get), Ordering::Relaxed);
+}
 
 /// A per-thread clock moving `step` nanoseconds at each reading.
 #[derive(Clone, Copy)]
@@ -77,12 +88,12 @@ fn on_threads(threads: usize, iters: u64, op: &(dyn Fn() + Sync)) -> Duration {
     std::thread::scope(|scope| {
         for thread in 0..threads as u64 {
             scope.spawn(move || {
-                NOW.with(|now| now.set(LATEST.load(Ordering::Relaxed)));
+                sync_clock();
                 NEXT_KEY.with(|key| key.set(thread * KEYS / threads as u64));
                 for _ in 0..iters {
                     op();
                 }
-                LATEST.fetch_max(NOW.with(Cell::get), Ordering::Relaxed);
+                publish_clock();
             });
         }
     });
@@ -108,6 +119,7 @@ fn direct(c: &mut Criterion) {
             .warm_up_time(Duration::from_secs(1))
             .measurement_time(Duration::from_secs(3));
 
+        sync_clock();
         let governor = governor::RateLimiter::direct_with_clock(governor_quota(), direct_clock);
         bench(&mut group, "governor_gcra", threads, &|| {
             black_box(governor.check().is_ok());
@@ -186,10 +198,12 @@ fn keyed(c: &mut Criterion) {
             .warm_up_time(Duration::from_secs(1))
             .measurement_time(Duration::from_secs(3));
 
+        sync_clock();
         let governor = governor::RateLimiter::dashmap_with_clock(governor_quota(), keyed_clock);
         for key in 0..KEYS {
             let _ = governor.check_key(&key);
         }
+        publish_clock();
         bench(&mut group, "governor_gcra", threads, &|| {
             black_box(governor.check_key(&next_key()).is_ok());
         });
@@ -210,9 +224,11 @@ fn keyed_ours<A: Algorithm>(
     A::State: Send,
 {
     let limiter = Keyed::<u64, A>::new(quota()).unwrap();
+    sync_clock();
     for key in 0..KEYS {
         let _ = limiter.check_now(&key, &clock, 1);
     }
+    publish_clock();
     bench(group, name, threads, &|| {
         black_box(limiter.check_now(&next_key(), &clock, 1).unwrap().allowed());
     });

@@ -291,3 +291,16 @@ impl<A: slidewin::Algorithm> Check for Limiter<A> {
         self.check(now, cost).unwrap()
     }
 }
+
+#[test]
+fn the_shared_limiters_are_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<SharedLimiter<SlidingLog>>();
+    shared::<SharedLimiter<SlidingCounter>>();
+    shared::<AtomicLimiter<Gcra>>();
+    shared::<AtomicLimiter<FixedWindow>>();
+    shared::<Keyed<String, SlidingLog>>();
+    shared::<Keyed<std::net::IpAddr, Gcra>>();
+    fn owned<T: Send>() {}
+    owned::<Limiter<SlidingLog>>();
+}

@@ -187,6 +187,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// assert!(!limiter.check("10.0.0.1", Moment::ZERO, 1)?.allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn check<Q>(&self, key: &Q, now: Moment, cost: u64) -> Result<Decision, LimitError>
     where
         K: Borrow<Q>,
@@ -212,6 +213,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// assert!(!limiter.check_now(&7, &MonotonicClock, 1)?.allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn check_now<Q>(
         &self,
         key: &Q,
@@ -226,6 +228,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         self.check_in(shard, hash, key, clock.now(), cost)
     }
 
+    #[inline]
     fn check_in<Q>(
         &self,
         mut shard: MutexGuard<'_, Shard<K, A::State>>,
@@ -375,6 +378,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     }
 
     /// The key's hash and its shard, locked.
+    #[inline]
     fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, MutexGuard<'_, Shard<K, A::State>>) {
         let hash = self.hasher.hash_one(key);
         // Bits below the top seven, which the table keeps as its probe tags: a shard's keys
@@ -387,6 +391,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
 }
 
 /// The states are only written whole, so a lock poisoned by a panic elsewhere is still sound.
+#[inline]
 fn lock<T>(mutex: &CachePadded<Mutex<T>>) -> MutexGuard<'_, T> {
     mutex.0.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -394,6 +399,7 @@ fn lock<T>(mutex: &CachePadded<Mutex<T>>) -> MutexGuard<'_, T> {
 impl<K: Hash, S> Shard<K, S> {
     /// Sweeps if a span has passed since the last sweep: every key idle since then is gone,
     /// and the cost, O(keys), is paid by the keys added since.
+    #[inline]
     fn sweep_if_due<A: Algorithm<State = S>>(
         &mut self,
         rules: &A,
@@ -405,6 +411,7 @@ impl<K: Hash, S> Shard<K, S> {
         }
     }
 
+    #[inline(never)]
     fn sweep<A: Algorithm<State = S>>(
         &mut self,
         rules: &A,
