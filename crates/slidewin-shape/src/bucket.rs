@@ -330,7 +330,10 @@ mod tests {
         let (mut b, admit) = Bucket::<u32>::start(ms(0), &t);
         assert_eq!(admit, Admit::Run(Edge::Leading));
         let mut log = Log::default();
-        assert_eq!(call(&mut b, 100, &t, 2, &mut log), Admit::Run(Edge::Leading));
+        assert_eq!(
+            call(&mut b, 100, &t, 2, &mut log),
+            Admit::Run(Edge::Leading)
+        );
         assert_eq!(call(&mut b, 120, &t, 3, &mut log), Admit::Refuse);
         assert!(log.0.is_empty());
     }

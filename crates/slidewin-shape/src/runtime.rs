@@ -124,7 +124,8 @@ impl Runtime {
         Runtime::with_event_capacity(concurrency, DEFAULT_EVENT_CAPACITY)
     }
 
-    /// As [`new`](Runtime::new), with room for `capacity` unread events per subscriber.
+    /// As [`new`](Runtime::new), with room for `capacity` unread events per subscriber
+    /// (rounded up to a power of two by tokio's broadcast channel).
     ///
     /// # Errors
     ///
@@ -290,14 +291,16 @@ impl Runtime {
             stats.queued += 1;
             self.inner.events.emit(|| Event::TaskRegistered { id });
         }
-        let inner = Arc::clone(&self.inner);
+        // Made outside the task, so that a task aborted before its first poll (its future is
+        // then dropped unpolled) still leaves the counts.
+        let life = Life {
+            inner: Arc::clone(&self.inner),
+            id,
+            permit: None,
+            outcome: Outcome::Aborted,
+        };
         let join = self.inner.handle.spawn(async move {
-            let mut life = Life {
-                inner,
-                id,
-                permit: None,
-                outcome: Outcome::Aborted,
-            };
+            let mut life = life;
             let slots = Arc::clone(&life.inner.slots);
             // The semaphore is never closed, so this only waits.
             let Ok(permit) = slots.acquire_owned().await else {
@@ -331,13 +334,13 @@ impl Inner {
 /// Polls `future`, catching a panic so that the task can record it before it goes on.
 async fn catching_panics<F: Future>(future: F) -> std::thread::Result<F::Output> {
     let mut future = pin!(future);
-    std::future::poll_fn(
-        |cx| match panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+    std::future::poll_fn(|cx| {
+        match panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
             Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
             Ok(Poll::Pending) => Poll::Pending,
             Err(panic) => Poll::Ready(Err(panic)),
-        },
-    )
+        }
+    })
     .await
 }
 

@@ -254,8 +254,11 @@ fn ops(o: Options) -> impl Strategy<Value = Vec<Op>> {
         1 => Just(Kind::Cancel),
     ];
     prop::collection::vec(
-        (gap, prop_oneof![3 => Just(0u8), 1 => 1u8..3], kind)
-            .prop_map(|(gap, key, kind)| Op { gap, key, kind }),
+        (gap, prop_oneof![3 => Just(0u8), 1 => 1u8..3], kind).prop_map(|(gap, key, kind)| Op {
+            gap,
+            key,
+            kind,
+        }),
         1..80,
     )
 }
@@ -319,7 +322,10 @@ fn check(o: Options, ops: &[Op]) -> Result<(), TestCaseError> {
             }
         }
         model.run_until(u64::MAX);
-        sleep(Duration::from_millis(10 * (o.max_wait.unwrap_or(o.wait) + 1))).await;
+        sleep(Duration::from_millis(
+            10 * (o.max_wait.unwrap_or(o.wait) + 1),
+        ))
+        .await;
 
         let mut ran = polled.lock().unwrap().clone();
         ran.sort_unstable();
