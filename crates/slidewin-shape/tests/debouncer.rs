@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidewin_shape::{
-    Cancelled, ConfigError, DebounceOptions, Debouncer, Edge, Event, Outcome, Runtime, TaskId,
+    Cancelled, ConfigError, DebounceOptions, Debouncer, Edge, Event, Outcome, Runtime,
     ThrottleOptions, Throttler,
 };
 use support::{Log, Probe, block_runtime_for, drain, script};

@@ -113,13 +113,13 @@ async fn the_guard_discards_stale_results_of_work_that_ignores_cancellation() {
     for (query, took) in [("ru", 300), ("rust", 100)] {
         let ticket = guard.issue();
         let results = results.clone();
-        let _ = latest.call("box", async move {
+        drop(latest.call("box", async move {
             let work = tokio::spawn(async move {
                 tokio::time::sleep(ms(took)).await;
                 let _ = results.send((ticket, query));
             });
             let _ = work.await;
-        });
+        }));
         tokio::time::sleep(ms(10)).await;
     }
     drop(results);
