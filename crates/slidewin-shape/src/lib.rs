@@ -73,3 +73,8 @@ pub use pending::Pending;
 pub use runtime::{DEFAULT_EVENT_CAPACITY, Runtime, Stats, Task};
 pub use sequence_guard::{SequenceGuard, Ticket};
 pub use throttler::{ThrottleOptions, Throttler};
+
+// The README's example is a test too.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
