@@ -18,6 +18,10 @@ use crate::event::{Event, Events, Outcome, Subscription, TaskId};
 
 /// The event capacity of [`Runtime::new`]: how far a subscriber may fall behind before it
 /// loses the oldest events.
+///
+/// ```
+/// assert_eq!(slidewin_shape::DEFAULT_EVENT_CAPACITY, 256);
+/// ```
 pub const DEFAULT_EVENT_CAPACITY: usize = 256;
 
 /// A small task runtime on tokio: at most `concurrency` tasks run at once, the rest wait in

@@ -533,3 +533,49 @@ async fn a_very_long_wait_is_accepted_and_just_never_closes() {
     assert!(d.pending(&1));
     assert!(d.flush(&1));
 }
+
+#[test]
+fn calls_from_many_threads_merge_exactly() {
+    // 4 threads × 10,000 calls on 100 shared keys, all inside one window: after a flush,
+    // exactly one call per key ran and every other one was answered `Cancelled`.
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let rt = Runtime::with_handle(8, tokio_rt.handle().clone()).unwrap();
+    let d: Debouncer<u32, u32> = Debouncer::new(&rt, Duration::from_secs(3_600)).unwrap();
+    let answers: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4u32)
+            .map(|t| {
+                let d = d.clone();
+                s.spawn(move || {
+                    (0..10_000u32)
+                        .map(|i| d.call(i % 100, async move { t * 100_000 + i }))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(d.len(), 100);
+    assert_eq!(d.flush_all(), 100);
+    let results = tokio_rt.block_on(async {
+        let mut results = Vec::new();
+        for answer in answers {
+            results.push(answer.await);
+        }
+        results
+    });
+    let ran: Vec<u32> = results.iter().filter_map(|r| r.ok()).collect();
+    assert_eq!(ran.len(), 100);
+    let mut keys: Vec<u32> = ran.iter().map(|v| v % 100_000 % 100).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), 100, "one run per key");
+    assert_eq!(results.iter().filter(|r| r.is_err()).count(), 39_900);
+    assert_eq!(rt.inspect().registered, 100);
+}
