@@ -1,0 +1,883 @@
+//! [`Debouncer`]: keyed debounce with lodash's timing, one answer per call.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use slidewin::Moment;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use crate::bucket::{Admit, Bucket, Sink, Timing};
+use crate::error::ConfigError;
+use crate::event::{Edge, Event};
+use crate::pending::Pending;
+use crate::runtime::{Runtime, Task};
+
+/// The options of a [`Debouncer`]: lodash's `wait`, `leading` (default false), `trailing`
+/// (default true) and `maxWait` (default none).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin_shape::DebounceOptions;
+///
+/// let opts = DebounceOptions::new(Duration::from_millis(300))
+///     .leading(true)
+///     .max_wait(Duration::from_secs(1));
+/// assert_eq!(opts.get_max_wait(), Some(Duration::from_secs(1)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DebounceOptions {
+    wait: Duration,
+    leading: bool,
+    trailing: bool,
+    max_wait: Option<Duration>,
+}
+
+impl DebounceOptions {
+    /// A window of `wait`, trailing edge only, no max wait.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(300));
+    /// assert_eq!((opts.get_leading(), opts.get_trailing()), (false, true));
+    /// ```
+    #[must_use]
+    pub fn new(wait: Duration) -> DebounceOptions {
+        DebounceOptions {
+            wait,
+            leading: false,
+            trailing: true,
+            max_wait: None,
+        }
+    }
+
+    /// Whether a call on a quiet key runs at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(1)).leading(true);
+    /// assert!(opts.get_leading());
+    /// ```
+    #[must_use]
+    pub fn leading(mut self, leading: bool) -> DebounceOptions {
+        self.leading = leading;
+        self
+    }
+
+    /// Whether the last call of a window runs when the window closes. With `leading` on too, a
+    /// window's only call runs once, at the leading edge.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(1)).trailing(false);
+    /// assert!(!opts.get_trailing());
+    /// ```
+    #[must_use]
+    pub fn trailing(mut self, trailing: bool) -> DebounceOptions {
+        self.trailing = trailing;
+        self
+    }
+
+    /// The longest a key's calls may be put off while calls keep coming: a run is forced once
+    /// `max_wait` has passed since the key last ran. At least `wait`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(1))
+    ///     .max_wait(Duration::from_millis(5));
+    /// assert_eq!(opts.get_max_wait(), Some(Duration::from_millis(5)));
+    /// ```
+    #[must_use]
+    pub fn max_wait(mut self, max_wait: Duration) -> DebounceOptions {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// The wait.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(3));
+    /// assert_eq!(opts.get_wait(), Duration::from_millis(3));
+    /// ```
+    #[must_use]
+    pub fn get_wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Whether the leading edge runs.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert!(!slidewin_shape::DebounceOptions::new(Duration::from_millis(3)).get_leading());
+    /// ```
+    #[must_use]
+    pub fn get_leading(&self) -> bool {
+        self.leading
+    }
+
+    /// Whether the trailing edge runs.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert!(slidewin_shape::DebounceOptions::new(Duration::from_millis(3)).get_trailing());
+    /// ```
+    #[must_use]
+    pub fn get_trailing(&self) -> bool {
+        self.trailing
+    }
+
+    /// The max wait, if any.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(slidewin_shape::DebounceOptions::new(Duration::from_millis(3)).get_max_wait(), None);
+    /// ```
+    #[must_use]
+    pub fn get_max_wait(&self) -> Option<Duration> {
+        self.max_wait
+    }
+
+    pub(crate) fn timing(&self) -> Result<Timing, ConfigError> {
+        let nanos = |wait: Duration| {
+            u64::try_from(wait.as_nanos()).map_err(|_| ConfigError::WaitTooLong { wait })
+        };
+        let wait = nanos(self.wait)?;
+        if wait == 0 {
+            return Err(ConfigError::ZeroWait);
+        }
+        let max_wait = match self.max_wait {
+            Some(max_wait) if max_wait < self.wait => {
+                return Err(ConfigError::MaxWaitShorterThanWait {
+                    max_wait,
+                    wait: self.wait,
+                });
+            }
+            Some(max_wait) => Some(nanos(max_wait)?),
+            None => None,
+        };
+        if !self.leading && !self.trailing {
+            return Err(ConfigError::NoEdge);
+        }
+        Ok(Timing {
+            wait,
+            max_wait,
+            leading: self.leading,
+            trailing: self.trailing,
+        })
+    }
+}
+
+/// Keyed debounce: for each key, the calls that come less than `wait` apart are merged and only
+/// one of them runs, at the times lodash's `debounce` would run it. Every call gets its own
+/// answer, a [`Pending`]: `Ok` with the output if its future was the one run, `Cancelled` if it
+/// was replaced (or cancelled). Only the chosen call's future is ever polled; the others are
+/// dropped unpolled.
+///
+/// The timing is lodash's, to the nanosecond, for each key (see `ARCHITECTURE.md`): with the
+/// default options a call runs once `wait` has passed without another call on its key;
+/// `leading` runs a call on a quiet key at once; `max_wait` forces a run when calls never stop.
+/// A timer due at `t` is handled before a call made at `t`. Where lodash is buggy we are not:
+/// [`flush`](Debouncer::flush) leaves no timer behind (lodash PR #4656), and a runtime that
+/// was blocked past a deadline cannot wedge a key (lodash #6003): every operation first
+/// catches up on what was due.
+///
+/// Runs are dispatched to the [`Runtime`], so calls merged away never take a slot or appear in
+/// it; the shaper reports [`Event::Armed`], [`Event::Replaced`], [`Event::Fired`] and
+/// [`Event::Cancelled`] on the runtime's events. Keys are independent, and a key's state is
+/// freed as soon as it goes quiet.
+///
+/// Dropping the last clone of a `Debouncer` cancels its buffered calls; call
+/// [`flush_all`](Debouncer::flush_all) first to run them instead.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin_shape::{Cancelled, Debouncer, Runtime};
+/// use tokio::time::{Instant, sleep};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let rt = Runtime::new(4)?;
+/// let search = Debouncer::new(&rt, Duration::from_millis(300))?;
+/// let start = Instant::now();
+/// let mut answers = Vec::new();
+/// for text in ["r", "ru", "rus", "rust"] {
+///     answers.push(search.call("box", async move { (text, start.elapsed()) }));
+///     sleep(Duration::from_millis(100)).await;
+/// }
+/// let mut results = Vec::new();
+/// for answer in answers {
+///     results.push(answer.await);
+/// }
+/// // The last keystroke was at 300 ms; the search ran 300 ms later, once.
+/// assert_eq!(results[..3], [Err(Cancelled); 3]);
+/// assert_eq!(results[3], Ok(("rust", Duration::from_millis(600))));
+/// assert_eq!(rt.inspect().registered, 1);
+/// # Ok(()) }
+/// ```
+pub struct Debouncer<K, T> {
+    shared: Arc<Shared<K, T>>,
+}
+
+impl<K, T> Clone for Debouncer<K, T> {
+    fn clone(&self) -> Self {
+        Debouncer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// A buffered call: its future, unpolled, and where to send its task if it runs.
+struct Call<T> {
+    future: BoxFuture<T>,
+    reply: oneshot::Sender<Task<T>>,
+}
+
+struct Shared<K, T> {
+    runtime: Runtime,
+    timing: Timing,
+    /// Moment zero of this shaper's timeline: tokio's clock when it was made.
+    origin: Instant,
+    /// Made with the `Debug` bound known, so that `Drop` can label keys too.
+    label_of: fn(&K) -> Arc<str>,
+    state: Mutex<State<K, T>>,
+}
+
+struct State<K, T> {
+    slots: HashMap<K, Slot<T>>,
+    next_generation: u64,
+}
+
+struct Slot<T> {
+    bucket: Bucket<Call<T>>,
+    /// Tells this bucket from a later one of the same key, for its clock task.
+    generation: u64,
+    label: Option<Arc<str>>,
+    clock: Option<AbortHandle>,
+    /// When the clock task will next look at the bucket (zero until its first look).
+    wake_at: Moment,
+}
+
+/// Values dropped only after the lock is released: a user's future may do anything in its
+/// `Drop`, even call this debouncer again.
+struct Garbage<T> {
+    one: Option<Call<T>>,
+    more: Vec<Call<T>>,
+}
+
+impl<T> Garbage<T> {
+    fn new() -> Garbage<T> {
+        Garbage {
+            one: None,
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, call: Call<T>) {
+        match self.one.take() {
+            None => self.one = Some(call),
+            Some(first) => {
+                self.more.push(first);
+                self.more.push(call);
+            }
+        }
+    }
+}
+
+/// The debouncer's side of a bucket's reports, for one key, under the lock.
+struct Effects<'a, K, T> {
+    shared: &'a Shared<K, T>,
+    key: &'a K,
+    label: &'a mut Option<Arc<str>>,
+    garbage: &'a mut Garbage<T>,
+}
+
+impl<K, T> Effects<'_, K, T>
+where
+    T: Send + 'static,
+{
+    fn label(&mut self) -> Arc<str> {
+        let label_of = self.shared.label_of;
+        let key = self.key;
+        Arc::clone(self.label.get_or_insert_with(|| label_of(key)))
+    }
+
+    fn emit(&mut self, event: impl FnOnce(Arc<str>) -> Event) {
+        if self.shared.runtime.events().observed() {
+            let key = self.label();
+            self.shared.runtime.events().emit(|| event(key));
+        }
+    }
+
+    /// Dispatches a chosen call to the runtime: `Fired`, then the task's own events.
+    fn fire<F>(&mut self, edge: Edge, future: F) -> Task<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let id = self.shared.runtime.next_id();
+        self.emit(|key| Event::Fired { key, edge, id });
+        self.shared.runtime.spawn(id, future)
+    }
+}
+
+impl<K, T> Sink<Call<T>> for Effects<'_, K, T>
+where
+    T: Send + 'static,
+{
+    fn run(&mut self, edge: Edge, call: Call<T>) {
+        let task = self.fire(edge, call.future);
+        // If the caller dropped its `Pending`, the task runs detached.
+        let _ = call.reply.send(task);
+    }
+
+    fn armed(&mut self) {
+        self.emit(|key| Event::Armed { key });
+    }
+
+    fn replaced(&mut self, old: Call<T>) {
+        self.emit(|key| Event::Replaced { key });
+        self.garbage.push(old);
+    }
+
+    fn cancelled(&mut self, call: Call<T>) {
+        self.emit(|key| Event::Cancelled { key });
+        self.garbage.push(call);
+    }
+}
+
+impl<K, T> Debouncer<K, T>
+where
+    K: Hash + Eq + Clone + fmt::Debug + Send + 'static,
+    T: Send + 'static,
+{
+    /// A debouncer with lodash's defaults: trailing edge only, no max wait.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ZeroWait`], [`ConfigError::WaitTooLong`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{ConfigError, Debouncer, Runtime};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let d: Debouncer<u32, ()> = Debouncer::new(&rt, Duration::from_millis(300))?;
+    /// assert!(d.is_empty());
+    /// let err = Debouncer::<u32, ()>::new(&rt, Duration::ZERO).unwrap_err();
+    /// assert_eq!(err.to_string(), "the wait must be longer than zero, got 0ns");
+    /// # Ok(()) }
+    /// ```
+    pub fn new(runtime: &Runtime, wait: Duration) -> Result<Debouncer<K, T>, ConfigError> {
+        Debouncer::with_options(runtime, DebounceOptions::new(wait))
+    }
+
+    /// A debouncer with the given options.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ZeroWait`], [`ConfigError::WaitTooLong`],
+    /// [`ConfigError::MaxWaitShorterThanWait`], [`ConfigError::NoEdge`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{ConfigError, DebounceOptions, Debouncer, Runtime};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let opts = DebounceOptions::new(Duration::from_millis(300)).leading(true).trailing(false);
+    /// let d: Debouncer<u32, ()> = Debouncer::with_options(&rt, opts)?;
+    /// let none = DebounceOptions::new(Duration::from_millis(300)).trailing(false);
+    /// assert_eq!(Debouncer::<u32, ()>::with_options(&rt, none).unwrap_err(), ConfigError::NoEdge);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(
+        runtime: &Runtime,
+        options: DebounceOptions,
+    ) -> Result<Debouncer<K, T>, ConfigError> {
+        Ok(Debouncer::from_timing(runtime, options.timing()?))
+    }
+
+    pub(crate) fn from_timing(runtime: &Runtime, timing: Timing) -> Debouncer<K, T> {
+        let origin = {
+            let _tokio = runtime.handle().enter();
+            Instant::now()
+        };
+        Debouncer {
+            shared: Arc::new(Shared {
+                runtime: runtime.clone(),
+                timing,
+                origin,
+                label_of: |key| format!("{key:?}").into(),
+                state: Mutex::new(State {
+                    slots: HashMap::new(),
+                    next_generation: 0,
+                }),
+            }),
+        }
+    }
+
+    /// Calls `future` on `key`: registered now, run (or not) when lodash's timing says, and
+    /// answered by the returned [`Pending`].
+    ///
+    /// The future is polled only if this call is the one run, as a task of the runtime; if it
+    /// is replaced or cancelled it is dropped unpolled and the `Pending` resolves to
+    /// [`Cancelled`](crate::Cancelled).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{DebounceOptions, Debouncer, Runtime};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let opts = DebounceOptions::new(Duration::from_millis(60)).leading(true);
+    /// let d = Debouncer::with_options(&rt, opts)?;
+    /// let first = d.call("k", async { 1 }); // quiet key: runs at once
+    /// let second = d.call("k", async { 2 }); // buffered for the trailing edge
+    /// assert_eq!((first.await, second.await), (Ok(1), Ok(2)));
+    /// # Ok(()) }
+    /// ```
+    pub fn call<F>(&self, key: K, future: F) -> Pending<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let shared = &*self.shared;
+        let now = shared.now();
+        let mut garbage = Garbage::new();
+        let mut refused = None;
+        let pending = {
+            let mut state = shared.lock();
+            let state = &mut *state;
+            let (slot, admit) = match state.slots.get_mut(&key) {
+                Some(slot) => {
+                    let mut fx = Effects {
+                        shared,
+                        key: &key,
+                        label: &mut slot.label,
+                        garbage: &mut garbage,
+                    };
+                    let admit = slot.bucket.call(now, &shared.timing, &mut fx);
+                    (slot, admit)
+                }
+                None => {
+                    let (bucket, admit) = Bucket::start(now, &shared.timing);
+                    let generation = state.next_generation;
+                    state.next_generation += 1;
+                    let clock = spawn_clock(&self.shared, &key, generation);
+                    let slot = state.slots.entry(key.clone()).or_insert(Slot {
+                        bucket,
+                        generation,
+                        label: None,
+                        clock: Some(clock),
+                        wake_at: Moment::ZERO,
+                    });
+                    (slot, admit)
+                }
+            };
+            let mut fx = Effects {
+                shared,
+                key: &key,
+                label: &mut slot.label,
+                garbage: &mut garbage,
+            };
+            let pending = match admit {
+                Admit::Run(edge) => Pending::running(fx.fire(edge, future)),
+                Admit::Buffer => {
+                    let (reply, answer) = oneshot::channel();
+                    let call = Call {
+                        future: Box::pin(future),
+                        reply,
+                    };
+                    slot.bucket.buffer(call, &mut fx);
+                    Pending::waiting(answer)
+                }
+                Admit::Refuse => {
+                    fx.emit(|key| Event::Cancelled { key });
+                    refused = Some(future);
+                    Pending::cancelled()
+                }
+            };
+            keep_clock(&self.shared, &key, slot, &mut state.next_generation);
+            pending
+        };
+        drop((garbage, refused));
+        pending
+    }
+
+    /// Runs `key`'s buffered call now, if there is one, and stops its timer: the `Pending` of
+    /// that call resolves with its output. Whether a call ran ([`Edge::Flush`]).
+    ///
+    /// The key's window is not reopened: lodash's `flush` is its trailing edge, brought
+    /// forward. Unlike lodash before PR #4656, no timer is left behind to fire later.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{Debouncer, Runtime};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let d = Debouncer::new(&rt, Duration::from_secs(60))?;
+    /// let draft = d.call("doc", async { "saved" });
+    /// assert!(d.flush(&"doc"));
+    /// assert!(!d.pending(&"doc"));
+    /// assert_eq!(draft.await, Ok("saved")); // no minute of waiting
+    /// # Ok(()) }
+    /// ```
+    pub fn flush(&self, key: &K) -> bool {
+        let timing = self.shared.timing;
+        self.with_slot(key, |slot, now, fx| slot.bucket.flush(now, &timing, fx))
+            .unwrap_or(false)
+    }
+
+    /// Cancels `key`'s buffered call, if any (its `Pending` resolves to
+    /// [`Cancelled`](crate::Cancelled)), and forgets the key: its next call starts afresh, as
+    /// after lodash's `cancel`. Whether a call was cancelled.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{Cancelled, Debouncer, Runtime};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let d = Debouncer::new(&rt, Duration::from_millis(300))?;
+    /// let call = d.call("k", async { 1 });
+    /// assert!(d.cancel(&"k"));
+    /// assert_eq!(call.await, Err(Cancelled));
+    /// assert!(d.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn cancel(&self, key: &K) -> bool {
+        let now = self.shared.now();
+        let mut garbage = Garbage::new();
+        let cancelled = {
+            let mut state = self.shared.lock();
+            // Settle first: a run that was due before now has happened.
+            if let Some(slot) = state.slots.get_mut(key) {
+                let mut fx = self.shared.effects(key, &mut slot.label, &mut garbage);
+                slot.bucket.settle(now, &self.shared.timing, &mut fx);
+            }
+            match state.slots.remove(key) {
+                Some(mut slot) => {
+                    if let Some(clock) = slot.clock.take() {
+                        clock.abort();
+                    }
+                    let mut fx = self.shared.effects(key, &mut slot.label, &mut garbage);
+                    let cancelled = slot.bucket.cancel(&mut fx);
+                    shrink(&mut state.slots);
+                    cancelled
+                }
+                None => false,
+            }
+        };
+        drop(garbage);
+        cancelled
+    }
+
+    /// Whether `key` has a call buffered for its trailing edge: one that will run when its
+    /// window closes, or on [`flush`](Debouncer::flush).
+    ///
+    /// (Lodash's `pending()` says whether its timer is armed, which it also is after a leading
+    /// run with nothing buffered; this says whether a call is waiting.)
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{Debouncer, Runtime};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let d = Debouncer::new(&rt, Duration::from_millis(300))?;
+    /// let _ = d.call("k", async {});
+    /// assert!(d.pending(&"k"));
+    /// tokio::time::sleep(Duration::from_millis(300)).await;
+    /// assert!(!d.pending(&"k"));
+    /// # Ok(()) }
+    /// ```
+    pub fn pending(&self, key: &K) -> bool {
+        let timing = self.shared.timing;
+        self.with_slot(key, |slot, now, fx| {
+            slot.bucket.settle(now, &timing, fx);
+            slot.bucket.pending()
+        })
+        .unwrap_or(false)
+    }
+
+    /// Runs every key's buffered call now (as [`flush`](Debouncer::flush) on each key): how
+    /// many ran.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{Debouncer, Runtime};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let d = Debouncer::new(&rt, Duration::from_secs(5))?;
+    /// let answers = [d.call(1, async { 'a' }), d.call(2, async { 'b' })];
+    /// assert_eq!(d.flush_all(), 2);
+    /// let [a, b] = answers;
+    /// assert_eq!((a.await, b.await), (Ok('a'), Ok('b')));
+    /// # Ok(()) }
+    /// ```
+    pub fn flush_all(&self) -> usize {
+        let now = self.shared.now();
+        let mut garbage = Garbage::new();
+        let mut state = self.shared.lock();
+        let state_ref = &mut *state;
+        let mut ran = 0;
+        for (key, slot) in &mut state_ref.slots {
+            let mut fx = self.shared.effects(key, &mut slot.label, &mut garbage);
+            ran += usize::from(slot.bucket.flush(now, &self.shared.timing, &mut fx));
+            keep_clock(&self.shared, key, slot, &mut state_ref.next_generation);
+        }
+        drop(state);
+        drop(garbage);
+        ran
+    }
+
+    /// How many keys hold state: a key is held from its first call until it goes quiet
+    /// (`wait` after its last call, or `max_wait` after its last run, whichever comes first,
+    /// with no timer armed), and then freed by its timer task.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{Debouncer, Runtime};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let d = Debouncer::new(&rt, Duration::from_millis(10))?;
+    /// for key in 0..100 {
+    ///     let _ = d.call(key, async {});
+    /// }
+    /// assert_eq!(d.len(), 100);
+    /// tokio::time::sleep(Duration::from_millis(11)).await; // their timers ran at 10 ms
+    /// assert_eq!(d.len(), 0);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.shared.lock().slots.len()
+    }
+
+    /// Whether no key holds state ([`len`](Debouncer::len) is 0).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = slidewin_shape::Runtime::new(1)?;
+    /// let d = slidewin_shape::Debouncer::<u8, ()>::new(&rt, Duration::from_millis(1))?;
+    /// assert!(d.is_empty());
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs `f` on `key`'s slot, if it has one, under the lock; drops garbage after.
+    fn with_slot<R>(
+        &self,
+        key: &K,
+        f: impl FnOnce(&mut Slot<T>, Moment, &mut Effects<'_, K, T>) -> R,
+    ) -> Option<R> {
+        let now = self.shared.now();
+        let mut garbage = Garbage::new();
+        let result = {
+            let mut state = self.shared.lock();
+            let state = &mut *state;
+            let slot = state.slots.get_mut(key)?;
+            let mut label = slot.label.take();
+            let mut fx = self.shared.effects(key, &mut label, &mut garbage);
+            let result = f(slot, now, &mut fx);
+            slot.label = label;
+            keep_clock(&self.shared, key, slot, &mut state.next_generation);
+            result
+        };
+        drop(garbage);
+        Some(result)
+    }
+}
+
+impl<K, T> Shared<K, T>
+where
+    K: Hash + Eq,
+    T: Send + 'static,
+{
+    fn lock(&self) -> MutexGuard<'_, State<K, T>> {
+        // The state is consistent between statements that can panic; keep going after one.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Now, on this shaper's timeline: one read of tokio's clock (the runtime's, so that a
+    /// paused clock is seen from any thread).
+    fn now(&self) -> Moment {
+        let _tokio = self.runtime.handle().enter();
+        let elapsed = Instant::now().saturating_duration_since(self.origin);
+        Moment::from_nanos(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn effects<'a>(
+        &'a self,
+        key: &'a K,
+        label: &'a mut Option<Arc<str>>,
+        garbage: &'a mut Garbage<T>,
+    ) -> Effects<'a, K, T> {
+        Effects {
+            shared: self,
+            key,
+            label,
+            garbage,
+        }
+    }
+
+    /// The clock task's turn: handles what is due for the bucket of `key` of this
+    /// `generation`, and frees it if it went quiet. When to come back, or `None` to stop.
+    fn tick(&self, key: &K, generation: u64) -> Option<Moment> {
+        let now = self.now();
+        let mut garbage = Garbage::new();
+        let next = {
+            let mut state = self.lock();
+            let slot = state.slots.get_mut(key)?;
+            if slot.generation != generation {
+                return None;
+            }
+            let mut fx = self.effects(key, &mut slot.label, &mut garbage);
+            slot.bucket.settle(now, &self.timing, &mut fx);
+            if slot.bucket.is_quiet(now, &self.timing) {
+                state.slots.remove(key);
+                shrink(&mut state.slots);
+                None
+            } else {
+                slot.wake_at = slot.bucket.next_wake(&self.timing);
+                Some(slot.wake_at)
+            }
+        };
+        drop(garbage);
+        next
+    }
+}
+
+/// Gives memory back as keys go quiet, so that a flood of keys leaves nothing behind. Halving
+/// only when three quarters are empty keeps the rehashing amortized O(1) per removal.
+fn shrink<K: Hash + Eq, V>(slots: &mut HashMap<K, V>) {
+    if slots.is_empty() {
+        *slots = HashMap::new();
+    } else if slots.len() * 4 < slots.capacity() {
+        slots.shrink_to(slots.len() * 2);
+    }
+}
+
+fn spawn_clock<K, T>(shared: &Arc<Shared<K, T>>, key: &K, generation: u64) -> AbortHandle
+where
+    K: Hash + Eq + Clone + Send + 'static,
+    T: Send + 'static,
+{
+    shared
+        .runtime
+        .handle()
+        .spawn(clock(Arc::downgrade(shared), key.clone(), generation))
+        .abort_handle()
+}
+
+/// Makes sure the key's clock task looks at the bucket in time after an operation changed it.
+/// A bucket's next wake-up only moves later (new timers are due `wait` after a call, later than
+/// any timer already live), so this is a safeguard: if it ever moved earlier than the clock's
+/// sleep, a new clock task takes over (the old one sees a newer generation and stops).
+fn keep_clock<K, T>(
+    shared: &Arc<Shared<K, T>>,
+    key: &K,
+    slot: &mut Slot<T>,
+    next_generation: &mut u64,
+) where
+    K: Hash + Eq + Clone + Send + 'static,
+    T: Send + 'static,
+{
+    if slot.bucket.next_wake(&shared.timing) >= slot.wake_at {
+        return;
+    }
+    if let Some(clock) = slot.clock.take() {
+        clock.abort();
+    }
+    slot.generation = *next_generation;
+    *next_generation += 1;
+    slot.clock = Some(spawn_clock(shared, key, slot.generation));
+    slot.wake_at = Moment::ZERO;
+}
+
+/// A key's timer: sleeps until the bucket next has something to do, handles it, and ends when
+/// the bucket is freed (or replaced, or the debouncer dropped). It never sleeps past what is
+/// due: the wake-up it computed only ever moves later (see `Bucket::next_wake`), and a call
+/// that finds something overdue settles it itself.
+async fn clock<K, T>(shared: Weak<Shared<K, T>>, key: K, generation: u64)
+where
+    K: Hash + Eq,
+    T: Send + 'static,
+{
+    loop {
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        let Some(wake) = strong.tick(&key, generation) else {
+            return;
+        };
+        // Far past the end of tokio's timer (about two years), sleep in steps and look again.
+        let step = Duration::from_secs(60 * 60 * 24 * 365);
+        let wake = Duration::from_nanos(wake.as_nanos());
+        let at = strong
+            .origin
+            .checked_add(wake)
+            .unwrap_or_else(|| Instant::now() + step);
+        drop(strong);
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+impl<K, T> Drop for Shared<K, T> {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for (key, mut slot) in state.slots.drain() {
+            if let Some(clock) = slot.clock.take() {
+                clock.abort();
+            }
+            if slot.bucket.pending() {
+                let events = self.runtime.events();
+                let label_of = self.label_of;
+                events.emit(|| Event::Cancelled {
+                    key: slot.label.take().unwrap_or_else(|| label_of(&key)),
+                });
+            }
+            // Dropping the call drops its reply, which answers its `Pending` with `Cancelled`.
+        }
+    }
+}
+
+impl<K, T> fmt::Debug for Debouncer<K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Debouncer")
+            .field("timing", &self.shared.timing)
+            .finish_non_exhaustive()
+    }
+}
