@@ -3,7 +3,7 @@
 //! bytes than a new one (measured by a counting allocator). Alone in its binary, so that no
 //! other test's allocations are counted.
 
-#[path = "support/counting_alloc.rs"]
+#[path = "../../slidewin/benches/support/counting_alloc.rs"]
 mod counting_alloc;
 
 use std::sync::Arc;

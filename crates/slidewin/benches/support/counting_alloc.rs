@@ -1,6 +1,7 @@
-//! A global allocator that counts the bytes each thread holds (allocated minus freed on that
-//! thread), so that memory figures are measured, not estimated. Shared by the memory bench and
-//! the memory test through `#[path]`.
+//! A global allocator that counts the bytes held (allocated minus freed), per thread and for
+//! the whole process, so that memory figures are measured, not estimated. Shared through
+//! `#[path]` by the memory benches and tests of every crate: per thread for synchronous code,
+//! per process where tasks run on other threads (tokio).
 
 // Shared by several bench and test crates, each of which uses a part.
 #![allow(dead_code, unreachable_pub)]
@@ -9,8 +10,9 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, Ordering};
 
-/// Forwards to [`System`] and keeps a per-thread tally of the bytes held.
+/// Forwards to [`System`] and keeps a tally of the bytes held, per thread and in all.
 pub struct CountingAllocator;
 
 thread_local! {
@@ -18,13 +20,16 @@ thread_local! {
     static HELD: Cell<isize> = const { Cell::new(0) };
 }
 
+static HELD_BY_PROCESS: AtomicIsize = AtomicIsize::new(0);
+
 fn tally(delta: isize) {
-    // `try_with` fails only while the thread is being torn down; nothing is measured then.
+    HELD_BY_PROCESS.fetch_add(delta, Ordering::Relaxed);
+    // `try_with` fails only while the thread is being torn down; it is still counted above.
     let _ = HELD.try_with(|held| held.set(held.get() + delta));
 }
 
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged; the tally is
-// plain arithmetic on a thread-local that never allocates.
+// arithmetic on a thread-local and an atomic, neither of which allocates.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded under the caller's guarantees.
@@ -66,4 +71,9 @@ pub fn held_after<R>(f: impl FnOnce() -> R) -> (R, isize) {
     let before = HELD.with(Cell::get);
     let result = f();
     (result, HELD.with(Cell::get) - before)
+}
+
+/// Bytes held by the whole process now.
+pub fn held() -> isize {
+    HELD_BY_PROCESS.load(Ordering::Relaxed)
 }
