@@ -38,9 +38,9 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// An admission.
+    /// An admission, in nanoseconds.
     #[inline]
-    pub(crate) fn allow(limit: u64, remaining: u64, reset_after: u64) -> Decision {
+    pub(crate) fn allow_nanos(limit: u64, remaining: u64, reset_after: u64) -> Decision {
         Decision {
             allowed: true,
             limit,
@@ -50,9 +50,14 @@ impl Decision {
         }
     }
 
-    /// A denial, which consumed nothing. A `retry_after` of `u64::MAX` is never.
+    /// A denial, which consumed nothing, in nanoseconds. A `retry_after` of `u64::MAX` is never.
     #[inline]
-    pub(crate) fn deny(limit: u64, remaining: u64, reset_after: u64, retry_after: u64) -> Decision {
+    pub(crate) fn deny_nanos(
+        limit: u64,
+        remaining: u64,
+        reset_after: u64,
+        retry_after: u64,
+    ) -> Decision {
         Decision {
             allowed: false,
             limit,
@@ -60,6 +65,45 @@ impl Decision {
             reset_after,
             retry_after,
         }
+    }
+
+    /// An admission, for a backend of your own (or another crate's, as `slidewin-redis`).
+    /// Durations past 584 years are taken as 584 years.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// let d = Decision::allow(10, 9, Duration::from_secs(1));
+    /// assert!(d.allowed());
+    /// assert_eq!((d.limit(), d.remaining(), d.reset_after()), (10, 9, Duration::from_secs(1)));
+    /// ```
+    #[must_use]
+    pub fn allow(limit: u64, remaining: u64, reset_after: Duration) -> Decision {
+        Decision::allow_nanos(limit, remaining, saturating_nanos(reset_after))
+    }
+
+    /// A denial, for a backend of your own; `Duration::MAX` as `retry_after` means never.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// let d = Decision::deny(10, 0, Duration::from_secs(5), Duration::from_millis(100));
+    /// assert!(!d.allowed());
+    /// assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
+    /// ```
+    #[must_use]
+    pub fn deny(
+        limit: u64,
+        remaining: u64,
+        reset_after: Duration,
+        retry_after: Duration,
+    ) -> Decision {
+        Decision::deny_nanos(
+            limit,
+            remaining,
+            saturating_nanos(reset_after),
+            saturating_nanos(retry_after),
+        )
     }
 
     /// Whether the request was admitted. A denied request consumes nothing.
@@ -142,6 +186,10 @@ impl Decision {
             (false, nanos) => Some(Duration::from_nanos(nanos)),
         }
     }
+}
+
+fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl fmt::Debug for Decision {

@@ -72,9 +72,9 @@ impl FixedWindow {
         let used = state.count + cost;
         Ok(if used <= limit {
             let reset_after = if used > 0 { until(ends, now) } else { 0 };
-            Decision::allow(limit, limit - used, reset_after)
+            Decision::allow_nanos(limit, limit - used, reset_after)
         } else {
-            Decision::deny(
+            Decision::deny_nanos(
                 limit,
                 limit - state.count,
                 until(ends, now),

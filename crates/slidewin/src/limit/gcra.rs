@@ -82,7 +82,7 @@ impl Gcra {
         let now = now.as_nanos();
         let reset_after = |tat: u64| tat.saturating_sub(now);
         if cost == 0 {
-            let decision = Decision::allow(burst, self.remaining(tat, now), reset_after(tat));
+            let decision = Decision::allow_nanos(burst, self.remaining(tat, now), reset_after(tat));
             return Ok((decision, tat));
         }
         // `T × (cost - 1) <= τ`, which fits, since `cost <= burst`.
@@ -94,7 +94,8 @@ impl Gcra {
             .and_then(|weight| tat.max(now).checked_add(weight));
         match (admits_at, next) {
             (Some(admits_at), Some(next)) if now >= admits_at => {
-                let decision = Decision::allow(burst, self.remaining(next, now), reset_after(next));
+                let decision =
+                    Decision::allow_nanos(burst, self.remaining(next, now), reset_after(next));
                 Ok((decision, next))
             }
             (admits_at, next) => {
@@ -102,7 +103,7 @@ impl Gcra {
                     (Some(admits_at), Some(_)) => admits_at.saturating_sub(now),
                     _ => u64::MAX, // never
                 };
-                let decision = Decision::deny(
+                let decision = Decision::deny_nanos(
                     burst,
                     self.remaining(tat, now),
                     reset_after(tat),

@@ -117,7 +117,7 @@ impl SlidingCounter {
             } else {
                 0
             };
-            Ok(Decision::allow(
+            Ok(Decision::allow_nanos(
                 limit,
                 remaining_after(after),
                 until(reset_at, now),
@@ -128,7 +128,7 @@ impl SlidingCounter {
             } else {
                 starts + span
             };
-            Ok(Decision::deny(
+            Ok(Decision::deny_nanos(
                 limit,
                 remaining_after(weighted),
                 until(reset_at, now),

@@ -105,14 +105,14 @@ impl SlidingLog {
             // Once admitted, the newest unit is at `at`.
             let newest = if cost > 0 { Some(&at) } else { live.last() };
             let reset_after = newest.map_or(0, |t| until(leaves_at(*t), now));
-            Decision::allow(limit, limit - count - cost, reset_after)
+            Decision::allow_nanos(limit, limit - count - cost, reset_after)
         } else {
             // The newest `limit - cost` units may stay (fewer than `count`, since it was denied);
             // the one just older is the last that must leave to let the cost in.
             let stay = usize::try_from(limit - cost).map_or(0, |stay| stay.min(live.len() - 1));
             let must_leave = live[live.len() - 1 - stay];
             let reset_after = live.last().map_or(0, |t| until(leaves_at(*t), now));
-            Decision::deny(
+            Decision::deny_nanos(
                 limit,
                 limit - count,
                 reset_after,
