@@ -1,0 +1,236 @@
+//! Checks per second on Redis, single node and cluster, with 1, 16 and 64 concurrent tasks,
+//! against the raw ceiling measured in the same run: as many round trips of a trivial
+//! `EVALSHA` script. Also the bytes each algorithm keeps per key (`MEMORY USAGE`).
+//! `cargo bench -p slidewin-redis --bench redis` (starts its own servers; needs redis-server).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkGroup, Criterion, measurement::WallTime};
+use redis::aio::ConnectionLike;
+use slidewin::Moment;
+use slidewin_redis::{RedisAlgorithm, RedisLimiter, Rule};
+use support::{RedisCluster, RedisServer};
+use tokio::runtime::Runtime;
+
+const TASKS: [u64; 3] = [1, 16, 64];
+
+/// One operation a task repeats: given the task and its count of operations so far.
+type Op = Arc<dyn Fn(u64, u64) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// The key of a task's `n`th operation: each task cycles over 64 keys of its own, so that no
+/// key is asked more than about a thousand times a second, whatever the rate.
+fn key(task: u64, n: u64) -> String {
+    format!("task-{task}-{}", n % 64)
+}
+
+/// Runs `iters` operations spread over `tasks` tasks; the wall time.
+fn spread(runtime: &Runtime, tasks: u64, iters: u64, op: &Op) -> Duration {
+    runtime.block_on(async {
+        let start = Instant::now();
+        let mut running = Vec::new();
+        for task in 0..tasks {
+            let op = Arc::clone(op);
+            let share = iters / tasks + u64::from(task < iters % tasks);
+            running.push(tokio::spawn(async move {
+                for n in 0..share {
+                    op(task, n).await;
+                }
+            }));
+        }
+        for task in running {
+            task.await.unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+fn group(
+    c: &mut Criterion,
+    runtime: &Runtime,
+    name: &str,
+    limiter: &RedisLimiter,
+    raw: Op,
+    floor: Op,
+) {
+    let mut group = c.benchmark_group(format!("redis/{name}"));
+    group
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    for tasks in TASKS {
+        bench(
+            &mut group,
+            runtime,
+            &format!("raw_evalsha/{tasks}_tasks"),
+            tasks,
+            &raw,
+        );
+        bench(
+            &mut group,
+            runtime,
+            &format!("gcra_commands_only/{tasks}_tasks"),
+            tasks,
+            &floor,
+        );
+        for algorithm in [RedisAlgorithm::SlidingLog, RedisAlgorithm::Gcra] {
+            // Every check admitted (the full path, with its writes); the log holds about a
+            // hundred entries per key.
+            let rule = Arc::new(Rule::new(algorithm, "1000 per 100ms".parse().unwrap()).unwrap());
+            let limiter = limiter.clone();
+            let op: Op = Arc::new(move |task, n| {
+                let (limiter, rule) = (limiter.clone(), Arc::clone(&rule));
+                Box::pin(async move {
+                    assert!(
+                        limiter
+                            .check(&rule, &key(task, n), 1)
+                            .await
+                            .unwrap()
+                            .allowed()
+                    );
+                })
+            });
+            bench(
+                &mut group,
+                runtime,
+                &format!("{algorithm:?}/{tasks}_tasks"),
+                tasks,
+                &op,
+            );
+        }
+    }
+    group.finish();
+}
+
+fn bench(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    runtime: &Runtime,
+    name: &str,
+    tasks: u64,
+    op: &Op,
+) {
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| spread(runtime, tasks, iters, op))
+    });
+}
+
+/// A trivial script's round trip on the same kind of connection: the ceiling.
+fn raw<C: ConnectionLike + Clone + Send + Sync + 'static>(connection: C) -> Op {
+    script_op(connection, "return 1")
+}
+
+/// The Redis commands a GCRA check cannot do without (the server's time, a read, a write with
+/// expiry) and nothing else: the floor under the GCRA script.
+fn commands_only<C: ConnectionLike + Clone + Send + Sync + 'static>(connection: C) -> Op {
+    script_op(
+        connection,
+        "local t = redis.call('TIME') redis.call('GET', KEYS[1]) \
+         redis.call('SET', KEYS[1], t[2], 'PX', 1000) return 1",
+    )
+}
+
+fn script_op<C: ConnectionLike + Clone + Send + Sync + 'static>(connection: C, body: &str) -> Op {
+    let script = Arc::new(redis::Script::new(body));
+    Arc::new(move |task, n| {
+        let (mut connection, script) = (connection.clone(), Arc::clone(&script));
+        Box::pin(async move {
+            let redis_key = format!("{{slidewin:{}}}:raw", key(task, n));
+            let one: i64 = script
+                .key(redis_key)
+                .invoke_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!(one, 1);
+        })
+    })
+}
+
+/// `MEMORY USAGE` of each algorithm's keys for one client of a `100/minute` rule that has
+/// spent its whole quota (the log then holds 100 entries).
+fn memory_table(runtime: &Runtime, server: &RedisServer, limiter: &RedisLimiter) {
+    println!("| algorithm (`100/minute`, quota spent) | bytes in Redis per key |");
+    println!("|---|---:|");
+    for algorithm in [
+        RedisAlgorithm::SlidingLog,
+        RedisAlgorithm::SlidingCounter,
+        RedisAlgorithm::FixedWindow,
+        RedisAlgorithm::Gcra,
+    ] {
+        let rule = Rule::new(algorithm, "100/minute".parse().unwrap()).unwrap();
+        let key = format!("memory-{algorithm:?}");
+        runtime.block_on(async {
+            for _ in 0..100 {
+                limiter
+                    .check_at(&rule, &key, Moment::from_secs(30), 1)
+                    .await
+                    .unwrap();
+            }
+        });
+        let prefix = format!("{{slidewin:{key}}}");
+        let bytes: u64 = server
+            .cli(&["keys", &format!("{prefix}*")])
+            .lines()
+            .map(|k| {
+                server
+                    .cli(&["memory", "usage", k])
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0)
+            })
+            .sum();
+        println!("| {algorithm:?} | {bytes} |");
+    }
+    println!();
+}
+
+fn main() {
+    let runtime = Runtime::new().unwrap();
+    let server = RedisServer::start();
+    let single = runtime
+        .block_on(RedisLimiter::connect(&server.url()))
+        .unwrap();
+    memory_table(&runtime, &server, &single);
+
+    let mut criterion = Criterion::default().configure_from_args();
+    // The same kind of connection the limiter uses: the ceiling is for its round trips.
+    let connection = runtime
+        .block_on(
+            redis::Client::open(server.url())
+                .unwrap()
+                .get_connection_manager(),
+        )
+        .unwrap();
+    group(
+        &mut criterion,
+        &runtime,
+        "single",
+        &single,
+        raw(connection.clone()),
+        commands_only(connection),
+    );
+
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let clustered = runtime
+        .block_on(RedisLimiter::connect_cluster(&nodes))
+        .unwrap();
+    let connection = runtime
+        .block_on(
+            redis::cluster::ClusterClient::new(nodes.clone())
+                .unwrap()
+                .get_async_connection(),
+        )
+        .unwrap();
+    group(
+        &mut criterion,
+        &runtime,
+        "cluster",
+        &clustered,
+        raw(connection.clone()),
+        commands_only(connection),
+    );
+    criterion.final_summary();
+}

@@ -1,0 +1,21 @@
+//! Seed 004's login throttle on Redis: the failed attempts are counted by an exact sliding log
+//! in Redis, so every process that shares the Redis shares the counts. Try two side by side:
+//!
+//! ```text
+//! cargo run --example shared_login_throttle        # in one terminal
+//! cargo run --example shared_login_throttle        # in another: same user, same counts
+//! ```
+//!
+//! It needs a Redis (`--redis URL`, or `$REDIS_URL`, else `redis://127.0.0.1:6379/`).
+
+mod throttle;
+
+use std::process::ExitCode;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let code = throttle::run(&args, stdin, &mut std::io::stdout(), &mut std::io::stderr()).await;
+    ExitCode::from(code)
+}

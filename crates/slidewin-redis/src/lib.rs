@@ -1,0 +1,41 @@
+//! slidewin's rate limiters on Redis and Redis Cluster: the same answers as in memory, held
+//! across every process that shares the Redis.
+//!
+//! A [`Rule`] is one of slidewin's four algorithms with a quota; a [`RedisLimiter`] runs it as
+//! one atomic Lua script per check, reading the time from the Redis server so that clients'
+//! clocks cannot disagree. The exact sliding log is seed 001's sorted set done so that
+//! concurrent clients can never over-admit: old entries removed up to and including one span
+//! old (`ZREMRANGEBYSCORE key -inf now-span`), counted, and added only when admitted, each
+//! with a unique member.
+//!
+//! ```no_run
+//! use slidewin_redis::{FailurePolicy, RedisLimiter, Rule};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let redis = RedisLimiter::connect("redis://127.0.0.1:6379/")
+//!     .await?
+//!     .with_failure_policy(FailurePolicy::Closed);
+//! let api = Rule::sliding_log("100/minute".parse()?)?;
+//! let decision = redis.check(&api, "client-42", 1).await?;
+//! if let Some(why) = decision.made_without_redis() {
+//!     eprintln!("Redis is away ({why}): denied to be safe");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Faults are errors that say which ([`RedisError`]): Redis down, a timeout, a cluster node
+//! lost. The connection recovers by itself when Redis is back.
+
+mod error;
+mod limiter;
+mod rule;
+
+pub use error::RedisError;
+pub use limiter::{Check, FailurePolicy, RedisDecision, RedisLimiter};
+pub use rule::{RedisAlgorithm, Rule};
+
+// The README's example is compiled as a test too.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,290 @@
+//! One Redis server of the test's own: the scripts, their keys, and the faults.
+
+mod support;
+
+use std::time::Duration;
+
+use slidewin::{LimitError, Moment};
+use slidewin_redis::{Check, FailurePolicy, RedisError, RedisLimiter, Rule};
+use support::RedisServer;
+
+fn secs(s: u64) -> Moment {
+    Moment::from_secs(s)
+}
+
+async fn limiter(server: &RedisServer) -> RedisLimiter {
+    RedisLimiter::connect(&server.url())
+        .await
+        .expect("our own server")
+}
+
+#[tokio::test]
+async fn seed001_the_entry_exactly_one_span_old_leaves() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rule = Rule::sliding_log("1/10s".parse().unwrap()).unwrap();
+    assert!(
+        redis
+            .check_at(&rule, "k", secs(5), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    let just_before = redis
+        .check_at(&rule, "k", secs(15) - Duration::from_micros(1), 1)
+        .await
+        .unwrap();
+    assert!(!just_before.allowed());
+    assert_eq!(just_before.retry_after(), Some(Duration::from_micros(1)));
+    assert!(
+        redis
+            .check_at(&rule, "k", secs(15), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    // Only the admitted entries are in the set: the denied request left nothing behind.
+    assert_eq!(
+        redis.inspect("k", Moment::ZERO, secs(100)).await.unwrap(),
+        [secs(15)]
+    );
+}
+
+#[tokio::test]
+async fn seed001_two_requests_in_one_microsecond_both_count() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rule = Rule::sliding_log("3/s".parse().unwrap()).unwrap();
+    let now = secs(7);
+    assert!(redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
+    assert!(redis.check_at(&rule, "k", now, 2).await.unwrap().allowed());
+    assert!(!redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
+    assert_eq!(redis.inspect("k", now, now).await.unwrap(), [now, now, now]);
+}
+
+#[tokio::test]
+async fn the_server_clock_is_the_default() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rule = Rule::sliding_log("2/minute".parse().unwrap()).unwrap();
+    let seconds: u64 = server
+        .cli(&["time"])
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(redis.check(&rule, "k", 1).await.unwrap().allowed());
+    let held = redis.inspect("k", Moment::ZERO, Moment::MAX).await.unwrap();
+    let at = held[0].since_origin().as_secs();
+    assert!(
+        (seconds..=seconds + 5).contains(&at),
+        "{at} vs the server's {seconds}"
+    );
+}
+
+#[tokio::test]
+async fn scripts_are_loaded_again_after_a_flush() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rule = Rule::gcra("10/s".parse().unwrap()).unwrap();
+    assert!(
+        redis
+            .check_at(&rule, "k", secs(1), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    assert_eq!(server.cli(&["script", "flush"]).trim(), "OK");
+    assert!(
+        redis
+            .check_at(&rule, "k", secs(1), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    server.cli(&["script", "flush"]);
+    let batch = redis
+        .check_many(&[Check::new(&rule, "a", 1), Check::new(&rule, "b", 1)])
+        .await;
+    assert!(batch.iter().all(|d| d.as_ref().unwrap().allowed()));
+}
+
+#[tokio::test]
+async fn a_cost_that_can_never_pass_is_an_error_before_redis() {
+    let server = RedisServer::start();
+    let redis = limiter(&server)
+        .await
+        .with_failure_policy(FailurePolicy::Open);
+    let rule = Rule::fixed_window("5/s".parse().unwrap()).unwrap();
+    let err = redis.check(&rule, "k", 6).await.unwrap_err();
+    assert_eq!(
+        err,
+        RedisError::Limit(LimitError::CostTooHigh { cost: 6, max: 5 })
+    );
+    assert_eq!(server.cli(&["dbsize"]).trim(), "0");
+}
+
+#[tokio::test]
+async fn idle_keys_expire_and_reset_clears() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await.with_prefix("app");
+    let rules = [
+        Rule::sliding_log("2/10s".parse().unwrap()).unwrap(),
+        Rule::sliding_counter("2/10s".parse().unwrap()).unwrap(),
+        Rule::fixed_window("2/10s".parse().unwrap()).unwrap(),
+        Rule::gcra("2/10s".parse().unwrap()).unwrap(),
+    ];
+    for rule in &rules {
+        redis.check(rule, "alice", 2).await.unwrap();
+        assert!(
+            !redis.check(rule, "alice", 1).await.unwrap().allowed(),
+            "{rule:?}"
+        );
+    }
+    let keys = server.cli(&["keys", "*"]);
+    assert_eq!(keys.lines().count(), 4, "{keys}"); // one key per rule
+    for key in keys.lines() {
+        assert!(key.starts_with("{app:alice}:"), "{key}");
+        let ttl: i64 = server.cli(&["pttl", key]).trim().parse().unwrap();
+        assert!((1..=20_002).contains(&ttl), "{key} expires in {ttl} ms");
+    }
+    for rule in &rules {
+        redis.reset(rule, "alice").await.unwrap();
+        assert!(
+            redis.check(rule, "alice", 2).await.unwrap().allowed(),
+            "{rule:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn check_many_answers_in_order_in_one_pipeline() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let log = Rule::sliding_log("1/minute".parse().unwrap()).unwrap();
+    let bucket = Rule::gcra("2/minute".parse().unwrap()).unwrap();
+    let now = secs(100);
+    let answers = redis
+        .check_many(&[
+            Check::new(&log, "a", 1).at(now),
+            Check::new(&log, "a", 1).at(now),
+            Check::new(&bucket, "a", 3).at(now),
+            Check::new(&bucket, "a", 2).at(now),
+            Check::new(&log, "b", 1).at(now),
+        ])
+        .await;
+    let allowed: Vec<_> = answers
+        .into_iter()
+        .map(|a| a.map(|d| d.allowed()))
+        .collect();
+    let too_much = RedisError::Limit(LimitError::CostTooHigh { cost: 3, max: 2 });
+    assert_eq!(
+        allowed,
+        [Ok(true), Ok(false), Err(too_much), Ok(true), Ok(true)]
+    );
+}
+
+#[tokio::test]
+async fn redis_down_then_back_errors_then_recovers() {
+    let mut server = RedisServer::start();
+    let redis = limiter(&server)
+        .await
+        .with_timeout(Duration::from_millis(300))
+        .unwrap();
+    let rule = Rule::sliding_log("2/minute".parse().unwrap()).unwrap();
+    assert!(
+        redis
+            .check_at(&rule, "k", secs(1), 2)
+            .await
+            .unwrap()
+            .allowed()
+    );
+
+    server.kill();
+    for _ in 0..3 {
+        let err = redis.check_at(&rule, "k", secs(2), 1).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        assert!(
+            matches!(
+                err,
+                RedisError::Unavailable { .. } | RedisError::Timeout { .. }
+            ),
+            "{err}"
+        );
+    }
+    let open = redis.clone().with_failure_policy(FailurePolicy::Open);
+    let decision = open.check_at(&rule, "k", secs(2), 1).await.unwrap();
+    assert!(decision.allowed() && decision.made_without_redis().is_some());
+    let closed = redis.clone().with_failure_policy(FailurePolicy::Closed);
+    let decision = closed.check_at(&rule, "k", secs(2), 1).await.unwrap();
+    assert!(!decision.allowed() && decision.made_without_redis().is_some());
+
+    // Back, and empty (it keeps nothing on disk): the connection finds it by itself.
+    server.restart();
+    let mut attempts = 0;
+    let first = loop {
+        attempts += 1;
+        match redis.check_at(&rule, "k", secs(3), 2).await {
+            Ok(decision) => break decision,
+            Err(err) => assert!(attempts < 200 && err.is_transient(), "{err}"),
+        }
+    };
+    assert!(first.allowed() && first.made_without_redis().is_none());
+    assert!(
+        !redis
+            .check_at(&rule, "k", secs(3), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+}
+
+#[tokio::test]
+async fn a_paused_server_is_a_timeout_naming_it() {
+    let server = RedisServer::start();
+    let redis = limiter(&server)
+        .await
+        .with_timeout(Duration::from_millis(100))
+        .unwrap();
+    let rule = Rule::gcra("10/s".parse().unwrap()).unwrap();
+    assert!(redis.check(&rule, "k", 1).await.unwrap().allowed());
+    server.cli(&["client", "pause", "2000", "all"]);
+    let err = redis.check(&rule, "k", 1).await.unwrap_err();
+    assert_eq!(
+        err,
+        RedisError::Timeout {
+            after: Duration::from_millis(100)
+        }
+    );
+    assert_eq!(err.to_string(), "Redis did not answer within 100ms");
+    server.cli(&["client", "unpause"]);
+}
+
+#[tokio::test]
+async fn bad_setup_is_an_error_naming_the_value() {
+    let err = RedisLimiter::connect("http://nowhere").await.unwrap_err();
+    assert!(matches!(err, RedisError::Config { .. }), "{err}");
+    assert!(err.to_string().contains("http://nowhere"), "{err}");
+    let err = RedisLimiter::connect_cluster(&[]).await.unwrap_err();
+    assert!(err.to_string().contains("got none"), "{err}");
+    let server = RedisServer::start();
+    let err = limiter(&server)
+        .await
+        .with_timeout(Duration::ZERO)
+        .unwrap_err();
+    assert!(err.to_string().contains("got 0ns"), "{err}");
+    // Nothing listens on a port of a server that is gone.
+    let port = server.port;
+    drop(server);
+    let err = RedisLimiter::connect(&format!("redis://127.0.0.1:{port}/"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RedisError::Unavailable { .. } | RedisError::Timeout { .. }
+        ),
+        "{err}"
+    );
+}

@@ -1,0 +1,198 @@
+//! Redis servers of the tests' own: started on free ports, stopped when dropped. Tests never
+//! use a server someone else started. Shared by the tests and the benches through `#[path]`.
+
+// Each test crate uses a part.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// A port free now, with the cluster bus port (10000 above) free too.
+fn free_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let port = listener.local_addr().expect("a local address").port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// One `redis-server` of our own, in a directory of its own.
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+    cluster: bool,
+}
+
+impl RedisServer {
+    /// A server on a free port.
+    pub fn start() -> RedisServer {
+        RedisServer::launch(free_port(), false)
+    }
+
+    fn launch(port: u16, cluster: bool) -> RedisServer {
+        let dir = std::env::temp_dir().join(format!("slidewin-redis-test-{port}"));
+        std::fs::create_dir_all(&dir).expect("a directory for the server");
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir,
+            cluster,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts the process and returns once it accepts connections: it says so on its output,
+    /// so nothing here waits on a clock.
+    fn spawn(&mut self) {
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(["--daemonize", "no", "--loglevel", "notice"])
+            .arg("--dir")
+            .arg(&self.dir);
+        if self.cluster {
+            command.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
+            command.args([
+                "--cluster-config-file",
+                &format!("nodes-{}.conf", self.port),
+            ]);
+        }
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on the PATH (scripts/test installs it)");
+        let stdout = child.stdout.take().expect("the server's output");
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains("Ready to accept connections") => break,
+                Some(Ok(_)) => {}
+                _ => panic!(
+                    "redis-server on port {} exited before it was ready",
+                    self.port
+                ),
+            }
+        }
+        // Keep draining its output, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        self.child = Some(child);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server at once, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Runs `redis-cli` against this server and returns what it printed.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli on the PATH");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster of three masters of our own, its slots all covered.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::launch(free_port(), true))
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli on the PATH");
+        let said = String::from_utf8_lossy(&created.stdout);
+        assert!(
+            said.contains("All 16384 slots covered"),
+            "cluster create said:\n{said}"
+        );
+        let cluster = RedisCluster { nodes };
+        // Every node must agree the cluster is up before a client's view of it is complete;
+        // each round trip is the wait.
+        for node in &cluster.nodes {
+            let mut asked = 0;
+            while !node.cli(&["cluster", "info"]).contains("cluster_state:ok") {
+                asked += 1;
+                assert!(
+                    asked < 100_000,
+                    "the cluster never came up on port {}",
+                    node.port
+                );
+            }
+        }
+        cluster
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The node that serves `key` (a Redis key, hash tag included).
+    pub fn node_of(&self, key: &str) -> usize {
+        let slot: u16 = self.nodes[0]
+            .cli(&["cluster", "keyslot", key])
+            .trim()
+            .parse()
+            .expect("a slot");
+        let slots = self.nodes[0].cli(&["cluster", "slots"]);
+        // `cluster slots` lists: start, end, then the master's ip and port, per range.
+        let lines: Vec<&str> = slots.lines().map(str::trim).collect();
+        for window in lines.windows(4) {
+            if let (Ok(start), Ok(end), Ok(port)) = (
+                window[0].parse::<u16>(),
+                window[1].parse::<u16>(),
+                window[3].parse::<u16>(),
+            ) {
+                if (start..=end).contains(&slot) && window[2] == "127.0.0.1" {
+                    return self
+                        .nodes
+                        .iter()
+                        .position(|n| n.port == port)
+                        .expect("a node of ours");
+                }
+            }
+        }
+        panic!("no node serves slot {slot}:\n{slots}")
+    }
+}
