@@ -83,8 +83,8 @@ impl fmt::Display for MetricEvent {
 ///
 /// Time is a parameter. The ring keeps a timeline of its own that never goes back (the newest
 /// bucket recorded): an event older than the window on it is counted in the newest bucket, and
-/// a read at an earlier time reads at the newest bucket, so a clock that jumps back neither
-/// loses events nor breaks reads.
+/// a read at an earlier time reads at the newest bucket's end, so a clock that jumps back
+/// neither loses events nor breaks reads.
 ///
 /// # Example
 ///
@@ -342,14 +342,17 @@ impl WindowMetrics {
         &self.slots[(epoch & self.mask) as usize]
     }
 
-    /// The epoch to read at for `now` (never before the newest recorded), and the time.
+    /// The epoch to read at for `now` (never before the newest recorded), and the time: `now`,
+    /// or the newest bucket's last instant when `now` is before it (how far into that bucket
+    /// time went is not kept; its end never overstates a rate).
     fn read_at(&self, now: Moment) -> (u64, Moment) {
         let newest = self.newest.load(Ordering::Acquire);
         let epoch = now.as_nanos() / self.bucket;
         if epoch >= newest {
             (epoch, now)
         } else {
-            (newest, Moment::from_nanos(newest * self.bucket))
+            let last = (newest * self.bucket).saturating_add(self.bucket - 1);
+            (newest, Moment::from_nanos(last))
         }
     }
 
