@@ -173,6 +173,11 @@ proptest! {
                     let bottom = top.saturating_sub(samples - 1);
                     let window: Vec<&Entry> = reference.in_epochs(bottom, top).collect();
                     check(&stats, &window)?;
+                    for event in MetricEvent::ALL {
+                        let at = Moment::from_nanos(asked);
+                        prop_assert_eq!(metrics.sum(at, event), stats.count(event));
+                        prop_assert_eq!(metrics.rate(at, event), stats.rate(event));
+                    }
                     let from = (bottom * bucket).max(start);
                     prop_assert_eq!(stats.start(), Moment::from_nanos(from));
                     prop_assert_eq!(

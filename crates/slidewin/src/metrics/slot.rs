@@ -56,10 +56,9 @@ pub(super) struct Slot {
     base: [AtomicU64; COUNTERS],
 }
 
-/// A consistent read of one slot.
+/// A consistent read of one slot (of the epoch the reader wanted).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct SlotRead {
-    pub(super) epoch: u64,
     pub(super) counts: [u64; COUNTERS],
     pub(super) min_rt: Option<u64>,
     pub(super) max_rt: Option<u64>,
@@ -189,14 +188,16 @@ impl Slot {
         }
     }
 
-    /// The slot's epoch and counts, read consistently; waits while a claim is settling.
-    pub(super) fn read(&self) -> SlotRead {
+    /// The slot's epoch and counts, read consistently, if its epoch is `wanted` (checked
+    /// first, so that a slot out of the window costs one load); waits while a claim is
+    /// settling.
+    pub(super) fn read_if(&self, wanted: impl Fn(u64) -> bool) -> Option<SlotRead> {
         let mut spins = 0_u32;
         loop {
-            let stamp = self.stamp.load(Ordering::Acquire);
-            if stamp & SETTLING != 0 {
-                backoff(&mut spins);
-                continue;
+            let stamp = self.settled_stamp(&mut spins);
+            let epoch = stamp >> 1;
+            if !wanted(epoch) {
+                return None;
             }
             let counts: [u64; COUNTERS] = std::array::from_fn(|k| {
                 let base = self.base[k].load(Ordering::Relaxed);
@@ -209,18 +210,44 @@ impl Slot {
             // Everything above is read before the stamp is checked again (a seqlock's read).
             fence(Ordering::Acquire);
             if self.stamp.load(Ordering::Relaxed) == stamp {
-                let epoch = stamp >> 1;
                 let extreme = |w: u64| {
                     (w & TAG_MASK == epoch & TAG_MASK && w >> TAG_BITS != 0)
                         .then(|| (w >> TAG_BITS) - 1)
                 };
-                return SlotRead {
-                    epoch,
+                return Some(SlotRead {
                     counts,
                     min_rt: extreme(min),
                     max_rt: extreme(max),
-                };
+                });
             }
+        }
+    }
+
+    /// Counter `k` of the slot, read consistently, if its epoch is `wanted`.
+    pub(super) fn read_counter_if(&self, k: usize, wanted: impl Fn(u64) -> bool) -> Option<u64> {
+        let mut spins = 0_u32;
+        loop {
+            let stamp = self.settled_stamp(&mut spins);
+            if !wanted(stamp >> 1) {
+                return None;
+            }
+            let base = self.base[k].load(Ordering::Relaxed);
+            let count = self.counts[k].load(Ordering::Relaxed).wrapping_sub(base);
+            fence(Ordering::Acquire);
+            if self.stamp.load(Ordering::Relaxed) == stamp {
+                return Some(count);
+            }
+        }
+    }
+
+    /// The stamp, once no claim is settling it (the bases are final).
+    fn settled_stamp(&self, spins: &mut u32) -> u64 {
+        loop {
+            let stamp = self.stamp.load(Ordering::Acquire);
+            if stamp & SETTLING == 0 {
+                return stamp;
+            }
+            backoff(spins);
         }
     }
 }
