@@ -31,6 +31,39 @@ pub enum ConfigError {
     ZeroMaxLen,
     /// A cap on the number of keys was zero.
     ZeroMaxKeys,
+    /// A bucket length was zero.
+    ZeroBucket,
+    /// A bucket was longer than the window it divides.
+    BucketLongerThanWindow {
+        /// The bucket length that was given.
+        bucket: Duration,
+        /// The window that was given.
+        window: Duration,
+    },
+    /// A window was not a whole number of buckets, so no set of buckets could cover exactly it.
+    WindowNotMultipleOfBucket {
+        /// The window that was given.
+        window: Duration,
+        /// The bucket length that was given.
+        bucket: Duration,
+    },
+    /// A number of buckets (samples) was zero.
+    ZeroSampleCount,
+    /// A number of buckets was above what a structure allocates up front.
+    TooManySamples {
+        /// The number that was given.
+        sample_count: u32,
+        /// The largest number accepted.
+        max: u32,
+    },
+    /// An interval did not split into `sample_count` buckets of a whole number of nanoseconds,
+    /// at least 2 long.
+    IntervalNotDivisible {
+        /// The interval that was given.
+        interval: Duration,
+        /// The number of buckets it was to be split into.
+        sample_count: u32,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -44,6 +77,29 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::ZeroMaxLen => f.write_str("max_len must be at least 1, got 0"),
             ConfigError::ZeroMaxKeys => f.write_str("max_keys must be at least 1, got 0"),
+            ConfigError::ZeroBucket => {
+                f.write_str("the bucket length must be longer than zero, got 0ns")
+            }
+            ConfigError::BucketLongerThanWindow { bucket, window } => write!(
+                f,
+                "the bucket length {bucket:?} is longer than the window {window:?}"
+            ),
+            ConfigError::WindowNotMultipleOfBucket { window, bucket } => write!(
+                f,
+                "the window {window:?} is not a whole number of buckets of {bucket:?}"
+            ),
+            ConfigError::ZeroSampleCount => f.write_str("sample_count must be at least 1, got 0"),
+            ConfigError::TooManySamples { sample_count, max } => {
+                write!(f, "sample_count must be at most {max}, got {sample_count}")
+            }
+            ConfigError::IntervalNotDivisible {
+                interval,
+                sample_count,
+            } => write!(
+                f,
+                "the interval {interval:?} does not split into {sample_count} buckets of a whole \
+                 number of nanoseconds (at least 2ns each)"
+            ),
         }
     }
 }

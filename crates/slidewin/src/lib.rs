@@ -35,6 +35,33 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Statistics over a window
+//!
+//! Two bucketed structures answer "how much, how fast" without keeping every event: memory
+//! follows the number of buckets, not of events, and figures are within one bucket of the
+//! exact window.
+//!
+//! | structure | for | figures | threads |
+//! |---|---|---|---|
+//! | [`MovingStat`] | any number: bytes, latencies, reconnects | sum, count, rate, min, max, mean | one owner (`&mut`) |
+//! | [`WindowMetrics`] | requests ([`MetricEvent`]s and response times) | counts and rates per event, RT avg/min/max, exception ratio, buckets | shared (`&self`), lock-free |
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidewin::{MetricEvent, Moment, MovingStat, WindowMetrics};
+//!
+//! let mut reconnects = MovingStat::new(Duration::from_secs(30), Duration::from_secs(1), Moment::ZERO)?;
+//! for i in 0..20 {
+//!     reconnects.add(Moment::from_millis(i * 150), 1.0);
+//! }
+//! assert!(reconnects.tally(Moment::from_secs(3)).rate() >= 1.0); // a reconnect loop: back off
+//!
+//! let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+//! metrics.add(Moment::from_millis(10), MetricEvent::Pass, 1);
+//! assert_eq!(metrics.stats(Moment::from_millis(20)).count(MetricEvent::Pass), 1);
+//! # Ok::<(), slidewin::ConfigError>(())
+//! ```
+//!
 //! # Example
 //!
 //! ```
@@ -58,6 +85,8 @@
 mod error;
 mod event_window;
 mod limit;
+mod metrics;
+mod moving_stat;
 mod slide_vec;
 mod time;
 
@@ -68,6 +97,8 @@ pub use limit::{
     Keyed, LimitError, Limiter, Quota, QuotaError, SharedLimiter, SlidingCounter,
     SlidingCounterState, SlidingLog, SlidingLogState,
 };
+pub use metrics::{MAX_SAMPLE_COUNT, MetricEvent, MetricStats, WindowMetrics};
+pub use moving_stat::{MovingStat, Tally};
 pub use time::{Clock, ManualClock, Moment, MonotonicClock, SystemClock};
 
 // The README's examples are tests too.

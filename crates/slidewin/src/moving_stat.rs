@@ -1,0 +1,530 @@
+//! [`MovingStat`]: sum, count, rate, min, max and mean over a sliding window, folded into
+//! buckets (seed 000, Facebook's `MovingStat` with its three bugs fixed).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::time::{Clock, Moment, duration_nanos};
+
+/// Statistics of the samples of the last `window`, folded into buckets of `bucket` length:
+/// sum, count, rate, min, max and mean, in memory bounded by `window / bucket + 1` buckets
+/// however many samples arrive.
+///
+/// Buckets are aligned on the timeline (`[k * bucket, (k + 1) * bucket)`). A sample at `t`
+/// is inside the window at `now` when `now - window < t <= now`; a bucket is counted while any
+/// instant of it is inside, so a figure includes at most one bucket's worth of samples that
+/// have already left (the oldest bucket, partly outside), and never misses one that is inside.
+///
+/// What Facebook's version got wrong, and this one does not (each has a regression test):
+///
+/// * it never dropped its last bucket, so after any silence its figures stayed stale; here
+///   every bucket leaves, and after `window` of silence every figure is zero;
+/// * it dropped a bucket when its **start** passed the cutoff, losing samples still inside the
+///   window; here a bucket leaves when its **end** does;
+/// * it divided the rate by the whole window even just after it was created (30 events in the
+///   first 3 s of a 30 s window read as 1/s, not 10/s); here the rate divides by the time the
+///   counted buckets actually cover since `start`, at least one bucket.
+///
+/// Time is a parameter: [`add`](MovingStat::add) takes the sample's time and
+/// [`tally`](MovingStat::tally) the time to read at. A clock that goes backwards does no
+/// harm: the stat keeps a timeline of its own that never goes back (the latest time added). A
+/// sample older than the window on that timeline is counted at the latest time, as if it had
+/// just arrived, and a read at an earlier time reads at the latest one.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::{Moment, MovingStat};
+///
+/// // 30 events 100 ms apart, in a stat of 60 s in buckets of 1 s (the seed's first test).
+/// let mut stat = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
+/// for i in 0..30 {
+///     stat.add(Moment::from_millis(i * 100), 1.0);
+/// }
+/// let tally = stat.tally(Moment::from_secs(3));
+/// assert_eq!((tally.sum(), tally.count()), (30.0, 30));
+/// assert_eq!(tally.rate(), 10.0); // per second over the 3 s covered, not over 60 s
+///
+/// // 61 s of silence later, nothing is left.
+/// let tally = stat.tally(Moment::from_secs(64));
+/// assert_eq!((tally.sum(), tally.count(), tally.buckets()), (0.0, 0, 0));
+/// # Ok::<(), slidewin::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct MovingStat {
+    /// In nanoseconds; a whole number of buckets, never zero.
+    window: u64,
+    /// In nanoseconds; never zero.
+    bucket: u64,
+    /// `window / bucket + 1`: the most buckets that can hold samples inside the window.
+    max_buckets: usize,
+    /// Rates count time from here.
+    start: Moment,
+    /// The stat's own timeline: the latest time added (or `start`). Never goes back.
+    newest: Moment,
+    /// Sorted by epoch; only buckets with an instant inside the window at `newest`.
+    buckets: VecDeque<Bucket>,
+}
+
+/// The samples of one aligned bucket: `[epoch * len, (epoch + 1) * len)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Bucket {
+    epoch: u64,
+    sum: f64,
+    count: u64,
+    min: f64,
+    max: f64,
+}
+
+impl Bucket {
+    fn new(epoch: u64, x: f64) -> Bucket {
+        Bucket {
+            epoch,
+            sum: x,
+            count: 1,
+            min: x,
+            max: x,
+        }
+    }
+
+    fn fold(&mut self, x: f64) {
+        self.sum += x;
+        self.count += 1;
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+    }
+}
+
+impl MovingStat {
+    /// An empty stat over the last `window`, in buckets of `bucket` length, whose rates count
+    /// time from `start` (usually the time it is created).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ZeroSpan`] for a zero window, [`ConfigError::ZeroBucket`] for a zero
+    /// bucket, [`ConfigError::BucketLongerThanWindow`],
+    /// [`ConfigError::WindowNotMultipleOfBucket`], and [`ConfigError::SpanTooLong`] for a
+    /// window past 584 years.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{ConfigError, Moment, MovingStat};
+    ///
+    /// let stat = MovingStat::new(Duration::from_secs(30), Duration::from_secs(1), Moment::ZERO)?;
+    /// assert_eq!(stat.window(), Duration::from_secs(30));
+    ///
+    /// let err = MovingStat::new(Duration::from_secs(10), Duration::from_secs(3), Moment::ZERO);
+    /// assert_eq!(
+    ///     err.unwrap_err().to_string(),
+    ///     "the window 10s is not a whole number of buckets of 3s"
+    /// );
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn new(
+        window: Duration,
+        bucket: Duration,
+        start: Moment,
+    ) -> Result<MovingStat, ConfigError> {
+        let window_nanos =
+            duration_nanos(window).ok_or(ConfigError::SpanTooLong { span: window })?;
+        if window_nanos == 0 {
+            return Err(ConfigError::ZeroSpan);
+        }
+        // A bucket no longer than a window that fits has a length that fits too.
+        let bucket_nanos = duration_nanos(bucket).unwrap_or(u64::MAX);
+        if bucket_nanos == 0 {
+            return Err(ConfigError::ZeroBucket);
+        }
+        if bucket_nanos > window_nanos {
+            return Err(ConfigError::BucketLongerThanWindow { bucket, window });
+        }
+        if window_nanos % bucket_nanos != 0 {
+            return Err(ConfigError::WindowNotMultipleOfBucket { window, bucket });
+        }
+        let max_buckets = usize::try_from(window_nanos / bucket_nanos)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1);
+        Ok(MovingStat {
+            window: window_nanos,
+            bucket: bucket_nanos,
+            max_buckets,
+            start,
+            newest: start,
+            buckets: VecDeque::new(),
+        })
+    }
+
+    /// The window.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, MovingStat};
+    /// let stat = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
+    /// assert_eq!(stat.window(), Duration::from_secs(60));
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The length of a bucket.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, MovingStat};
+    /// let stat = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
+    /// assert_eq!(stat.bucket(), Duration::from_secs(1));
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn bucket(&self) -> Duration {
+        Duration::from_nanos(self.bucket)
+    }
+
+    /// How many buckets are held: at most `window / bucket + 1`. Buckets that have left the
+    /// window are dropped by the next [`add`](MovingStat::add).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, MovingStat};
+    /// let mut stat = MovingStat::new(Duration::from_secs(2), Duration::from_secs(1), Moment::ZERO)?;
+    /// for s in 0..10 {
+    ///     stat.add(Moment::from_secs(s), 1.0);
+    /// }
+    /// // [7 s, 8 s) is held too: it has instants inside (7 s, 9 s], at most window / bucket + 1.
+    /// assert_eq!(stat.len(), 3);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Whether no bucket is held.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, MovingStat};
+    /// let stat = MovingStat::new(Duration::from_secs(2), Duration::from_secs(1), Moment::ZERO)?;
+    /// assert!(stat.is_empty());
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// Adds a sample `x` at `t`. Amortized O(1) for samples in time order; a late sample still
+    /// inside the window goes into its own bucket (O(log n) to find it, O(n) if the bucket must
+    /// be made). A sample older than the window (on the stat's timeline, see the type's docs)
+    /// counts at the latest time added.
+    ///
+    /// A NaN or infinite `x` spreads to the figures of its bucket until the bucket leaves, as
+    /// floating-point arithmetic does.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, MovingStat};
+    ///
+    /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
+    /// stat.add(Moment::from_secs(0), 5.0);
+    /// stat.add(Moment::from_secs(5), 7.0);
+    /// // At 11.5 s the bucket [0 s, 1 s) has left (1.5 s is the cutoff); [5 s, 6 s) has not.
+    /// assert_eq!(stat.tally(Moment::from_millis(11_500)).sum(), 7.0);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    pub fn add(&mut self, t: Moment, x: f64) {
+        let t = if t >= self.newest {
+            self.newest = t;
+            self.evict();
+            t
+        } else if self.inside(t, self.newest) {
+            t
+        } else {
+            // Older than the window on our timeline: it would count nowhere. Count it now.
+            self.newest
+        };
+        let epoch = t.as_nanos() / self.bucket;
+        match self.buckets.back_mut() {
+            Some(last) if last.epoch == epoch => last.fold(x),
+            Some(last) if last.epoch > epoch => self.add_late(epoch, x),
+            _ => self.push(Bucket::new(epoch, x)),
+        }
+    }
+
+    /// [`add`](MovingStat::add) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Clock, ManualClock, Moment, MovingStat};
+    /// let clock = ManualClock::new(Moment::from_secs(5));
+    /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), clock.now())?;
+    /// stat.add_now(&clock, 2.0);
+    /// assert_eq!(stat.tally_now(&clock).sum(), 2.0);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    pub fn add_now(&mut self, clock: &impl Clock, x: f64) {
+        self.add(clock.now(), x);
+    }
+
+    /// The figures at `now`: every bucket with an instant inside `(now - window, now]`. O(number
+    /// of buckets held). Reads nothing newer than `now`, and reads at the latest time added if
+    /// `now` is earlier.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, MovingStat};
+    ///
+    /// let mut latency = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
+    /// for (s, ms) in [(1, 120.0), (2, 80.0), (3, 100.0)] {
+    ///     latency.add(Moment::from_secs(s), ms);
+    /// }
+    /// let tally = latency.tally(Moment::from_secs(4));
+    /// assert_eq!((tally.min(), tally.max(), tally.mean()), (Some(80.0), Some(120.0), Some(100.0)));
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn tally(&self, now: Moment) -> Tally {
+        let now = now.max(self.newest);
+        let mut tally = Tally {
+            sum: 0.0,
+            count: 0,
+            min: None,
+            max: None,
+            covered: Duration::ZERO,
+            buckets: 0,
+        };
+        for b in self.buckets.iter().filter(|b| self.bucket_inside(b, now)) {
+            tally.sum += b.sum;
+            tally.count += b.count;
+            tally.min = Some(tally.min.map_or(b.min, |m: f64| m.min(b.min)));
+            tally.max = Some(tally.max.map_or(b.max, |m: f64| m.max(b.max)));
+            tally.buckets += 1;
+        }
+        // The counted buckets cover from the first that can hold a sample inside the window
+        // (or from `start`) to `now`; at least one bucket, so that one early sample is not a
+        // rate of billions per second.
+        let first = match now.as_nanos().checked_sub(self.window) {
+            Some(cutoff) => (cutoff + 1) / self.bucket * self.bucket,
+            None => 0,
+        };
+        let from = self.start.max(Moment::from_nanos(first));
+        tally.covered = (now - from).max(Duration::from_nanos(self.bucket));
+        tally
+    }
+
+    /// [`tally`](MovingStat::tally) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Clock, ManualClock, Moment, MovingStat};
+    /// let clock = ManualClock::new(Moment::ZERO);
+    /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), clock.now())?;
+    /// stat.add_now(&clock, 1.0);
+    /// clock.advance(Duration::from_secs(11));
+    /// assert_eq!(stat.tally_now(&clock).count(), 0);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn tally_now(&self, clock: &impl Clock) -> Tally {
+        self.tally(clock.now())
+    }
+
+    /// Forgets every sample; the timeline and `start` stay.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, MovingStat};
+    /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
+    /// stat.add(Moment::from_secs(1), 1.0);
+    /// stat.clear();
+    /// assert_eq!(stat.tally(Moment::from_secs(1)).count(), 0);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    pub fn clear(&mut self) {
+        self.buckets.clear();
+    }
+
+    /// Whether `t` is inside the window at `now`: `now - window < t <= now`.
+    fn inside(&self, t: Moment, now: Moment) -> bool {
+        t <= now
+            && now
+                .as_nanos()
+                .checked_sub(self.window)
+                .is_none_or(|cutoff| t.as_nanos() > cutoff)
+    }
+
+    /// Whether any instant of the bucket is inside the window at `now`, and none after `now`
+    /// is counted (the bucket starts at or before `now`).
+    fn bucket_inside(&self, b: &Bucket, now: Moment) -> bool {
+        let first = b.epoch * self.bucket;
+        let last = first.saturating_add(self.bucket - 1);
+        first <= now.as_nanos()
+            && now
+                .as_nanos()
+                .checked_sub(self.window)
+                .is_none_or(|cutoff| last > cutoff)
+    }
+
+    /// Drops the buckets that have left the window at `newest`, oldest first.
+    fn evict(&mut self) {
+        while let Some(first) = self.buckets.front() {
+            if self.bucket_inside(first, self.newest) {
+                break;
+            }
+            self.buckets.pop_front();
+        }
+    }
+
+    fn push(&mut self, bucket: Bucket) {
+        // Grow by doubling, but never past the most buckets that can be live, so that memory
+        // stays within `window / bucket + 1` buckets.
+        if self.buckets.len() == self.buckets.capacity() {
+            let len = self.buckets.len();
+            let target = len
+                .saturating_mul(2)
+                .max(4)
+                .min(self.max_buckets)
+                .max(len + 1);
+            self.buckets.reserve_exact(target - len);
+        }
+        self.buckets.push_back(bucket);
+    }
+
+    /// A sample for a bucket before the newest: into its bucket, made if need be.
+    #[cold]
+    fn add_late(&mut self, epoch: u64, x: f64) {
+        let at = self.buckets.partition_point(|b| b.epoch < epoch);
+        match self.buckets.get_mut(at) {
+            Some(b) if b.epoch == epoch => b.fold(x),
+            _ => {
+                if self.buckets.len() == self.buckets.capacity() {
+                    self.buckets.reserve_exact(1);
+                }
+                self.buckets.insert(at, Bucket::new(epoch, x));
+            }
+        }
+    }
+}
+
+impl fmt::Debug for MovingStat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MovingStat")
+            .field("window", &self.window())
+            .field("bucket", &self.bucket())
+            .field("start", &self.start)
+            .field("newest", &self.newest)
+            .field("buckets", &self.buckets.len())
+            .finish()
+    }
+}
+
+/// The figures of a [`MovingStat`] at one time: what [`tally`](MovingStat::tally) returns.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::{Moment, MovingStat};
+///
+/// let mut stat = MovingStat::new(Duration::from_secs(30), Duration::from_secs(1), Moment::ZERO)?;
+/// stat.add(Moment::from_secs(1), 4.0);
+/// stat.add(Moment::from_secs(2), 2.0);
+/// let tally = stat.tally(Moment::from_secs(2));
+/// assert_eq!(tally.covered(), Duration::from_secs(2));
+/// assert_eq!(tally.rate(), 3.0); // 6 over 2 s
+/// assert_eq!(tally.rate_per(Duration::from_secs(60)), 180.0);
+/// assert_eq!(tally.mean(), Some(3.0));
+/// # Ok::<(), slidewin::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tally {
+    sum: f64,
+    count: u64,
+    min: Option<f64>,
+    max: Option<f64>,
+    covered: Duration,
+    buckets: usize,
+}
+
+impl Tally {
+    /// The sum of the samples.
+    #[must_use]
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    /// How many samples.
+    #[must_use]
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The smallest sample, if any.
+    #[must_use]
+    pub fn min(&self) -> Option<f64> {
+        self.min
+    }
+
+    /// The largest sample, if any.
+    #[must_use]
+    pub fn max(&self) -> Option<f64> {
+        self.max
+    }
+
+    /// The mean of the samples, if any.
+    #[must_use]
+    pub fn mean(&self) -> Option<f64> {
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "a count past 2^53 is not exact anyway"
+        )]
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+
+    /// The time the counted buckets cover: from the first bucket that can hold a sample inside
+    /// the window (or from the stat's `start`, if later) to the time read, and at least one
+    /// bucket. Up to a bucket longer than the window, since the oldest bucket is counted whole.
+    #[must_use]
+    pub fn covered(&self) -> Duration {
+        self.covered
+    }
+
+    /// How many buckets were counted.
+    #[must_use]
+    pub fn buckets(&self) -> usize {
+        self.buckets
+    }
+
+    /// The sum per second of [`covered`](Tally::covered) time (events per second, when each
+    /// sample is 1).
+    #[must_use]
+    pub fn rate(&self) -> f64 {
+        self.sum / self.covered.as_secs_f64()
+    }
+
+    /// The sum per `per` of covered time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, MovingStat};
+    /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
+    /// stat.add(Moment::from_millis(500), 1.0);
+    /// assert_eq!(stat.tally(Moment::from_secs(2)).rate_per(Duration::from_millis(100)), 0.05);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn rate_per(&self, per: Duration) -> f64 {
+        self.sum * per.as_secs_f64() / self.covered.as_secs_f64()
+    }
+}
