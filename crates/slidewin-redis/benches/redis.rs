@@ -75,11 +75,25 @@ fn group(
             tasks,
             &floor,
         );
-        for algorithm in [RedisAlgorithm::SlidingLog, RedisAlgorithm::Gcra] {
+        // On a single node, also each check alone (no batching): what batching buys.
+        let alone = name == "single";
+        let variants = [
+            (limiter.clone(), ""),
+            (limiter.clone().with_batch_limit(1).unwrap(), "_alone"),
+        ];
+        for ((limiter, suffix), algorithm) in variants
+            .iter()
+            .take(if alone { 2 } else { 1 })
+            .flat_map(|v| {
+                [
+                    (v.clone(), RedisAlgorithm::SlidingLog),
+                    (v.clone(), RedisAlgorithm::Gcra),
+                ]
+            })
+        {
             // Every check admitted (the full path, with its writes); the log holds about a
             // hundred entries per key.
             let rule = Arc::new(Rule::new(algorithm, "1000 per 100ms".parse().unwrap()).unwrap());
-            let limiter = limiter.clone();
             let op: Op = Arc::new(move |task, n| {
                 let (limiter, rule) = (limiter.clone(), Arc::clone(&rule));
                 Box::pin(async move {
@@ -95,7 +109,7 @@ fn group(
             bench(
                 &mut group,
                 runtime,
-                &format!("{algorithm:?}/{tasks}_tasks"),
+                &format!("{algorithm:?}{suffix}/{tasks}_tasks"),
                 tasks,
                 &op,
             );

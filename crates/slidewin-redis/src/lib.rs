@@ -1,9 +1,10 @@
 //! slidewin's rate limiters on Redis and Redis Cluster: the same answers as in memory, held
 //! across every process that shares the Redis.
 //!
-//! A [`Rule`] is one of slidewin's four algorithms with a quota; a [`RedisLimiter`] runs it as
-//! one atomic Lua script per check, reading the time from the Redis server so that clients'
-//! clocks cannot disagree. The exact sliding log is seed 001's sorted set done so that
+//! A [`Rule`] is one of slidewin's four algorithms with a quota; a [`RedisLimiter`] runs each
+//! check atomically in a Lua script, reading the time from the Redis server so that clients'
+//! clocks cannot disagree. Under load, checks that wait for Redis go together as one script
+//! call ([`RedisLimiter::with_batch_limit`]). The exact sliding log is seed 001's sorted set done so that
 //! concurrent clients can never over-admit: old entries removed up to and including one span
 //! old (`ZREMRANGEBYSCORE key -inf now-span`), counted, and added only when admitted, each
 //! with a unique member.
@@ -27,6 +28,8 @@
 //! Faults are errors that say which ([`RedisError`]): Redis down, a timeout, a cluster node
 //! lost. The connection recovers by itself when Redis is back.
 
+mod batch;
+mod connection;
 mod error;
 mod limiter;
 mod rule;

@@ -1,9 +1,9 @@
 -- The token bucket as GCRA (slidewin's Gcra): one number, the theoretical arrival time (TAT).
--- KEYS[1]: the TAT. ARGV (after the common three): interval, tolerance, burst, and how long in
+-- key: the TAT. ARGV (after the common three): interval, tolerance, burst, and how long in
 -- ms an idle key outlives a full bucket.
--- Returns "allowed burst remaining reset_after retry_after", waits in microseconds.
-local interval, tolerance, burst = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local tat = tonumber(redis.call('GET', KEYS[1]) or 0)
+-- Answers allowed, burst, remaining, reset_after, retry_after (waits in microseconds).
+local interval, tolerance, burst = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]), tonumber(ARGV[base + 6])
+local tat = tonumber(redis.call('GET', key) or 0)
 
 -- The TAT after this request, and whether it is admitted.
 local next, allowed, retry = tat, 1, 0
@@ -13,9 +13,17 @@ if cost > 0 then
     next = math.max(tat, now) + interval * cost
     if commit then
       -- The key goes once the bucket has been full again for a while (then it is the same as
-      -- no key): ARGV[7], a span. Not at once, so that a busy key is not deleted and made
-      -- again between its checks.
-      redis.call('SET', KEYS[1], next, 'PX', math.floor((next - now) / 1000) + ARGV[7])
+      -- no key): ARGV[base + 7] ms after the TAT. Its expiry is set when the TAT enters a new
+      -- stretch of that length, to the end of the next stretch, which covers every TAT in this
+      -- one; the checks in between keep it (an expiry on every write costs Redis more than
+      -- the write: measured).
+      local idle = ARGV[base + 7] * 1000
+      local stretch = math.floor(next / idle)
+      if tat == 0 or math.floor(tat / idle) ~= stretch then
+        redis.call('SET', key, next, 'PX', math.floor(((stretch + 2) * idle - now) / 1000))
+      else
+        redis.call('SET', key, next, 'KEEPTTL')
+      end
     end
   else
     allowed, retry = 0, admits_at - now
@@ -26,4 +34,5 @@ end
 local remaining = 0
 local room = now + tolerance - next
 if room >= 0 then remaining = math.min(math.floor(room / interval) + 1, burst) end
-return string.format('%d %d %d %d %d', allowed, burst, remaining, math.max(next - now, 0), retry)
+answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
+  allowed, burst, remaining, math.max(next - now, 0), retry

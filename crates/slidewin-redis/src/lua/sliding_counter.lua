@@ -1,16 +1,19 @@
 -- Cloudflare's two-counter sliding window (slidewin's SlidingCounter), in a hash {w, p, c}:
 -- the current window's index, the previous window's count and the current one's.
--- KEYS[1]: the state. ARGV (after the common three): span, limit, idle ttl in ms.
--- Returns "allowed limit remaining reset_after retry_after", waits in microseconds.
-local span, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- key: the state. ARGV (after the common three): span, limit, idle ttl in ms.
+-- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
+local span, limit = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5])
 
-local state = redis.call('HMGET', KEYS[1], 'w', 'p', 'c')
+local state = redis.call('HMGET', key, 'w', 'p', 'c')
 local window = tonumber(state[1]) or 0
 local previous, current = tonumber(state[2]) or 0, tonumber(state[3]) or 0
 
 -- Roll forward to `now`; an earlier window (the clock went back) counts at this one's start.
 local at = math.floor(now / span)
 local elapsed = 0
+-- A new key, or a window rolled: its first write sets the expiry, which covers this window
+-- and the next (where this one still weighs).
+local fresh = not state[1] or at > window
 if at >= window then
   if at == window + 1 then
     previous, current = current, 0
@@ -29,8 +32,8 @@ local after = weighted + cost * span
 
 if after <= capacity then
   if commit and cost > 0 then
-    redis.call('HSET', KEYS[1], 'w', window, 'p', previous, 'c', current + cost)
-    redis.call('PEXPIRE', KEYS[1], ARGV[6])
+    redis.call('HSET', key, 'w', window, 'p', previous, 'c', current + cost)
+    if fresh then redis.call('PEXPIRE', key, ARGV[base + 6]) end
   end
   local reset_at = 0
   if current + cost > 0 then
@@ -38,8 +41,9 @@ if after <= capacity then
   elseif previous > 0 then
     reset_at = starts + span
   end
-  return string.format('1 %d %d %d 0', limit, math.floor((capacity - after) / span),
-    math.max(reset_at - now, 0))
+  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
+    1, limit, math.floor((capacity - after) / span), math.max(reset_at - now, 0), 0
+  break
 end
 
 -- Denied. The first moment the cost fits, the state staying as it is: later in this window as
@@ -60,5 +64,5 @@ end
 local reset_at = starts + span
 if current > 0 then reset_at = starts + 2 * span end
 local remaining = math.floor(math.max(capacity - weighted, 0) / span)
-return string.format('0 %d %d %d %d', limit, remaining, math.max(reset_at - now, 0),
-  math.max(admits_at - now, 0))
+answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
+  0, limit, remaining, math.max(reset_at - now, 0), math.max(admits_at - now, 0)

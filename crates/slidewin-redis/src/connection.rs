@@ -1,0 +1,164 @@
+//! The connection to Redis, and sending scripts over it: timeouts, a script loaded again after
+//! a `NOSCRIPT`, and the scripts' answers read back.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, Value};
+use slidewin::Decision;
+
+use crate::error::RedisError;
+use crate::rule::RedisAlgorithm;
+
+/// One connection, to a single Redis or to a cluster; both multiplex requests and reconnect by
+/// themselves.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Runs `attempt` for at most `timeout`, sorting its errors.
+pub(crate) async fn within<T>(
+    timeout: Duration,
+    attempt: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, RedisError> {
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) if err.is_timeout() => Err(RedisError::Timeout { after: timeout }),
+        Ok(Err(err)) => Err(RedisError::from_redis(&err)),
+        Err(_) => Err(RedisError::Timeout { after: timeout }),
+    }
+}
+
+fn is_noscript(err: &redis::RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// Sends one command; when it runs a script, after a `NOSCRIPT` (a restarted or new node),
+/// loads every script and sends it once more.
+pub(crate) async fn query(
+    mut connection: Connection,
+    command: &Cmd,
+    script: bool,
+    timeout: Duration,
+) -> Result<Value, RedisError> {
+    let attempt = async {
+        match command.query_async::<Value>(&mut connection).await {
+            Err(err) if script && is_noscript(&err) => {
+                for algorithm in RedisAlgorithm::all() {
+                    algorithm.script().load_async(&mut connection).await?;
+                }
+                command.query_async::<Value>(&mut connection).await
+            }
+            other => other,
+        }
+    };
+    within(timeout, attempt).await
+}
+
+/// Sends `commands` as one pipeline; after a `NOSCRIPT`, loads every script on the node and
+/// sends it once more. One answer per command.
+pub(crate) async fn pipelined(
+    connection: &mut Connection,
+    commands: &[Cmd],
+    timeout: Duration,
+) -> Vec<Result<Value, RedisError>> {
+    if let [command] = commands {
+        // One command needs no pipeline (nor a copy of it).
+        return vec![query(connection.clone(), command, true, timeout).await];
+    }
+    let mut pipeline = redis::pipe();
+    pipeline.ignore_errors();
+    for command in commands {
+        pipeline.add_command(command.clone());
+    }
+    let attempt = async {
+        let replies: Vec<Value> = pipeline.query_async(connection).await?;
+        let missing = replies.iter().any(
+            |r| matches!(r, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)),
+        );
+        if !missing {
+            return Ok(replies);
+        }
+        for algorithm in RedisAlgorithm::all() {
+            algorithm.script().load_async(connection).await?;
+        }
+        pipeline.query_async(connection).await
+    };
+    match within(timeout, attempt).await {
+        Ok(replies) => replies
+            .into_iter()
+            .map(|reply| match reply {
+                Value::ServerError(err) => Err(RedisError::from_redis(&err.into())),
+                reply => Ok(reply),
+            })
+            .collect(),
+        Err(err) => vec![Err(err); commands.len()],
+    }
+}
+
+/// A script's answer for `count` checks: five integers each, allowed (1 or 0), limit,
+/// remaining, `reset_after` and `retry_after` (waits in microseconds).
+pub(crate) fn parse_decisions(reply: &Value, count: usize) -> Result<Vec<Decision>, RedisError> {
+    let wrong = || RedisError::Reply {
+        detail: format!("expected {count} answers of five numbers, got {reply:?}"),
+    };
+    let Value::Array(items) = reply else {
+        return Err(wrong());
+    };
+    if items.len() != count * 5 {
+        return Err(wrong());
+    }
+    items
+        .chunks_exact(5)
+        .map(|answer| parse_decision(answer).ok_or_else(wrong))
+        .collect()
+}
+
+/// One check's five integers.
+fn parse_decision(answer: &[Value]) -> Option<Decision> {
+    let mut fields = [0u64; 5];
+    for (field, value) in fields.iter_mut().zip(answer) {
+        let Value::Int(n) = value else {
+            return None;
+        };
+        *field = u64::try_from(*n).ok()?;
+    }
+    let [allowed, limit, remaining, reset_after, retry_after] = fields;
+    let micros = Duration::from_micros;
+    Some(if allowed == 1 {
+        Decision::allow(limit, remaining, micros(reset_after))
+    } else {
+        Decision::deny(limit, remaining, micros(reset_after), micros(retry_after))
+    })
+}

@@ -1,0 +1,208 @@
+//! Group commit on a single node: checks made while others are on their way to Redis go
+//! together, in order, in one script call, and every one gets its own exact answer.
+//!
+//! Redis is held busy with `CLIENT PAUSE ... WRITE` (scripts wait, `CLIENT UNPAUSE` does not),
+//! so that which checks wait is decided by the test, not by timing: on the current-thread
+//! runtime, every spawned task has made its check by the time the test task runs again.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use slidewin::Moment;
+use slidewin_redis::{Check, RedisDecision, RedisError, RedisLimiter, Rule};
+use support::RedisServer;
+use tokio::task::JoinHandle;
+
+/// Checks go alone while fewer than this many calls are on their way (the crate's
+/// `IN_FLIGHT`).
+const ALONE: usize = 2;
+
+/// How many `EVALSHA` calls the server has run since the last `CONFIG RESETSTAT`.
+fn script_calls(server: &RedisServer) -> u64 {
+    let stats = server.cli(&["info", "commandstats"]);
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A limiter on a fresh server with its scripts loaded and the statistics zeroed.
+async fn ready(server: &RedisServer) -> RedisLimiter {
+    let redis = RedisLimiter::connect(&server.url()).await.unwrap();
+    let warm = Rule::gcra("1/s".parse().unwrap()).unwrap();
+    redis.check(&warm, "warm-up", 1).await.unwrap();
+    server.cli(&["config", "resetstat"]);
+    redis
+}
+
+/// Spawns `count` checks of `rules[i % rules.len()]` on `key` while Redis is paused, lets them
+/// all reach the limiter, then lets Redis go on; their answers in spawn order.
+async fn while_paused(
+    server: &RedisServer,
+    redis: &RedisLimiter,
+    rules: &[Rule],
+    key: &str,
+    count: usize,
+) -> Vec<Result<RedisDecision, RedisError>> {
+    server.cli(&["client", "pause", "10000", "WRITE"]);
+    let tasks: Vec<JoinHandle<_>> = (0..count)
+        .map(|i| {
+            let (redis, rule, key) = (
+                redis.clone(),
+                rules[i % rules.len()].clone(),
+                key.to_string(),
+            );
+            tokio::spawn(async move { redis.check(&rule, &key, 1).await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    server.cli(&["client", "unpause"]);
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
+
+/// Each admitted check's `remaining`, as a set.
+fn remaining(answers: &[&RedisDecision]) -> BTreeSet<u64> {
+    answers
+        .iter()
+        .inspect(|d| assert!(d.allowed()))
+        .map(|d| d.remaining())
+        .collect()
+}
+
+#[tokio::test]
+async fn checks_that_wait_go_in_one_script_call_with_exact_answers() {
+    let server = RedisServer::start();
+    let redis = ready(&server).await;
+    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
+    // Two alone, the 64 that waited in one call.
+    assert_eq!(script_calls(&server), ALONE as u64 + 1);
+    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+    // One key, 66 admissions: each saw a different count, as one by one.
+    assert_eq!(remaining(&answers), (34..=99).collect());
+    // The 64 went in the order they came.
+    let batch: Vec<u64> = answers[ALONE..].iter().map(|d| d.remaining()).collect();
+    assert_eq!(batch, (34..=97).rev().collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn batch_limit_one_sends_every_check_alone() {
+    let server = RedisServer::start();
+    let redis = ready(&server).await.with_batch_limit(1).unwrap();
+    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
+    assert_eq!(script_calls(&server), 66);
+    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+    assert_eq!(remaining(&answers), (34..=99).collect());
+}
+
+#[tokio::test]
+async fn a_batch_holds_at_most_the_batch_limit() {
+    let server = RedisServer::start();
+    let redis = ready(&server).await.with_batch_limit(10).unwrap();
+    let rule = Rule::gcra("100/hour".parse().unwrap()).unwrap();
+    let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
+    // Two alone, then the 64 that waited ten at a time.
+    assert_eq!(script_calls(&server), ALONE as u64 + 7);
+    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+    assert_eq!(remaining(&answers), (34..=99).collect());
+}
+
+#[tokio::test]
+async fn a_batch_of_two_algorithms_is_one_call_for_each() {
+    let server = RedisServer::start();
+    let redis = ready(&server).await;
+    let log = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let gcra = Rule::gcra("100/hour".parse().unwrap()).unwrap();
+    let answers = while_paused(&server, &redis, &[log, gcra], "hot", 66).await;
+    assert_eq!(script_calls(&server), ALONE as u64 + 2);
+    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+    let of = |parity| {
+        let mine: Vec<_> = answers.iter().skip(parity).step_by(2).copied().collect();
+        remaining(&mine)
+    };
+    // 33 checks of each rule, on keys of their own.
+    assert_eq!(of(0), (67..=99).collect());
+    assert_eq!(of(1), (67..=99).collect());
+}
+
+#[tokio::test]
+async fn a_check_whose_caller_gave_up_is_never_sent() {
+    let server = RedisServer::start();
+    let patient = ready(&server)
+        .await
+        .with_timeout(Duration::from_secs(10))
+        .unwrap();
+    // A clone shares the queue: its check waits behind the patient ones.
+    let hasty = patient
+        .clone()
+        .with_timeout(Duration::from_millis(1))
+        .unwrap();
+    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    server.cli(&["client", "pause", "10000", "WRITE"]);
+    let in_flight: Vec<JoinHandle<_>> = (0..ALONE)
+        .map(|_| {
+            let (redis, rule) = (patient.clone(), rule.clone());
+            tokio::spawn(async move { redis.check(&rule, "hot", 1).await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    let gave_up = hasty.check(&rule, "hot", 1).await.unwrap_err();
+    assert_eq!(
+        gave_up,
+        RedisError::Timeout {
+            after: Duration::from_millis(1)
+        }
+    );
+    server.cli(&["client", "unpause"]);
+    for task in in_flight {
+        assert!(task.await.unwrap().unwrap().allowed());
+    }
+    assert_eq!(script_calls(&server), ALONE as u64);
+    let held = patient
+        .inspect("hot", Moment::ZERO, Moment::MAX)
+        .await
+        .unwrap();
+    assert_eq!(held.len(), ALONE);
+}
+
+#[tokio::test]
+async fn check_many_sends_one_call_per_batch_limit() {
+    let server = RedisServer::start();
+    let redis = ready(&server).await;
+    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let now = Moment::from_secs(1_000);
+    let checks: Vec<Check<'_>> = (0..150)
+        .map(|_| Check::new(&rule, "many", 1).at(now))
+        .collect();
+    let answers = redis.check_many(&checks).await;
+    // 150 checks of one rule: 64 + 64 + 22.
+    assert_eq!(script_calls(&server), 3);
+    let remaining: Vec<u64> = answers
+        .iter()
+        .map(|a| a.as_ref().unwrap().remaining())
+        .collect();
+    let expected: Vec<u64> = (0..100).rev().chain(std::iter::repeat_n(0, 50)).collect();
+    assert_eq!(remaining, expected);
+    let admitted = answers
+        .iter()
+        .filter(|a| a.as_ref().unwrap().allowed())
+        .count();
+    assert_eq!(admitted, 100);
+}
+
+#[tokio::test]
+async fn a_zero_batch_limit_is_an_error_naming_it() {
+    let server = RedisServer::start();
+    let redis = RedisLimiter::connect(&server.url()).await.unwrap();
+    let err = redis.with_batch_limit(0).unwrap_err();
+    assert!(matches!(err, RedisError::Config { .. }));
+    assert!(err.to_string().contains("got 0"), "{err}");
+}
