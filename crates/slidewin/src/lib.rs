@@ -84,6 +84,7 @@
 
 mod error;
 mod event_window;
+mod interval;
 mod limit;
 mod metrics;
 mod moving_stat;
@@ -92,6 +93,10 @@ mod time;
 
 pub use error::{ConfigError, TimeRangeError};
 pub use event_window::{EventWindow, Events};
+pub use interval::{
+    Difference, Gaps, Interval, IntervalError, IntervalSet, Labels, MonthEnd, Period, PeriodError,
+    Relation,
+};
 pub use limit::{
     Algorithm, AtomicAlgorithm, AtomicLimiter, Decision, FixedWindow, FixedWindowState, Gcra,
     Keyed, LimitError, Limiter, Quota, QuotaError, SharedLimiter, SlidingCounter,
