@@ -531,7 +531,7 @@ impl Point for Date {
         i64::from(self.year()) * 12 + i64::from(self.month()) - 1
     }
     fn plus_months(&self, n: i64) -> Result<Date, jiff::Error> {
-        self.checked_add(Span::new().try_months(n)?)
+        self.checked_add(months_span(n)?)
     }
     fn not_after(&self, other: &Date) -> bool {
         self <= other
@@ -547,7 +547,7 @@ impl Point for DateTime {
         i64::from(self.year()) * 12 + i64::from(self.month()) - 1
     }
     fn plus_months(&self, n: i64) -> Result<DateTime, jiff::Error> {
-        self.checked_add(Span::new().try_months(n)?)
+        self.checked_add(months_span(n)?)
     }
     fn not_after(&self, other: &DateTime) -> bool {
         self <= other
@@ -563,7 +563,7 @@ impl Point for ZonedDateTime {
         i64::from(self.year()) * 12 + i64::from(self.month()) - 1
     }
     fn plus_months(&self, n: i64) -> Result<ZonedDateTime, jiff::Error> {
-        self.checked_add(Span::new().try_months(n)?)
+        self.checked_add(months_span(n)?)
     }
     fn not_after(&self, other: &ZonedDateTime) -> bool {
         self.timestamp() <= other.timestamp()
@@ -571,6 +571,13 @@ impl Point for ZonedDateTime {
     fn until(&self, largest: Unit, other: &ZonedDateTime) -> Result<Span, jiff::Error> {
         ZonedDateTime::until(self, (largest, other))
     }
+}
+
+/// `n` months as years and months: a span of months alone stops at 239,976, short of the
+/// distance between jiff's first and last dates. jiff adds a span's years and months in one
+/// step, so this is still one addition of `n` months.
+fn months_span(n: i64) -> Result<Span, jiff::Error> {
+    Span::new().try_years(n / 12)?.try_months(n % 12)
 }
 
 fn measure<P: Point>(start: &P, end: &P, month_end: MonthEnd) -> Result<Period, PeriodError> {
