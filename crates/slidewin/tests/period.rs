@@ -156,6 +156,17 @@ fn different_time_zones_are_an_error_naming_both() {
 }
 
 #[test]
+fn an_alias_of_the_same_zone_is_the_same_zone() {
+    let a = zoned("2024-03-09T21:00[America/New_York]");
+    let b = zoned("2024-03-10T21:00[US/Eastern]");
+    let p = Period::between_zoned(&a, &b, MonthEnd::Clamp).unwrap();
+    assert_eq!(p.to_string(), "1 day");
+    // Different zones at the same instant are still refused.
+    let c = a.with_time_zone(jiff::tz::TimeZone::get("Asia/Tokyo").unwrap());
+    assert!(Period::between_zoned(&a, &c, MonthEnd::Strict).is_err());
+}
+
+#[test]
 fn extreme_dates_do_not_panic() {
     let (lo, hi) = (Date::MIN, Date::MAX);
     for m in [MonthEnd::Clamp, MonthEnd::Strict] {

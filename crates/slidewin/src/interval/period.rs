@@ -174,13 +174,19 @@ impl Period {
         end: &ZonedDateTime,
         month_end: MonthEnd,
     ) -> Result<Period, PeriodError> {
-        if start.time_zone() != end.time_zone() {
-            return Err(PeriodError::DifferentTimeZones {
-                start: start.to_string(),
-                end: end.to_string(),
-            });
+        let different = || PeriodError::DifferentTimeZones {
+            start: start.to_string(),
+            end: end.to_string(),
+        };
+        let (a, b) = (start.time_zone(), end.time_zone());
+        // The same IANA name is the common case and cheap to see; jiff's full comparison
+        // (which also resolves aliases such as US/Eastern) costs about as much as the
+        // measurement itself, so it runs only when the names differ or a measurement fails.
+        let same_name = a.iana_name().is_some() && a.iana_name() == b.iana_name();
+        if !same_name && a != b {
+            return Err(different());
         }
-        measure(start, end, month_end)
+        measure(start, end, month_end).map_err(|e| if a == b { e } else { different() })
     }
 
     /// Whole years.
