@@ -23,6 +23,8 @@ struct Cli {
     command: Command,
 }
 
+// The doc comments are the --help text, read in a terminal, not rendered as Markdown.
+#[allow(clippy::doc_markdown)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// The calendar period from START to END: years, months, days (and hours, minutes,

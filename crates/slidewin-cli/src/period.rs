@@ -15,6 +15,8 @@ use crate::json;
 /// (the same code clap uses for a bad command line).
 const BAD_INPUT: u8 = 2;
 
+// The doc comments are the --help text, read in a terminal, not rendered as Markdown.
+#[allow(clippy::doc_markdown)]
 #[derive(Debug, Args)]
 pub(crate) struct PeriodArgs {
     /// The start: a date, a civil datetime or a zoned datetime; `-` reads `START END` pairs

@@ -381,7 +381,7 @@ fn push_merging<T: Ord + Copy>(out: &mut Vec<Interval<T>>, next: Interval<T>) {
 impl<T: Ord + Copy> FromIterator<Interval<T>> for IntervalSet<T> {
     fn from_iter<I: IntoIterator<Item = Interval<T>>>(iter: I) -> IntervalSet<T> {
         let mut pieces: Vec<Interval<T>> = iter.into_iter().filter(|p| !p.is_empty()).collect();
-        pieces.sort_unstable_by(|a, b| a.start.cmp(&b.start));
+        pieces.sort_unstable_by_key(|p| p.start);
         // Merge in place: `w` is the last kept piece.
         let mut w = 0;
         for r in 1..pieces.len() {
