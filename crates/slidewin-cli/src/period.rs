@@ -178,18 +178,33 @@ fn fail(message: &str) -> ExitCode {
 /// stay aligned with the input, a message on stderr naming the line and the value, and exit
 /// code 2 at the end.
 fn stdin_mode(settings: &Settings) -> ExitCode {
-    let stdin = io::stdin().lock();
+    let mut stdin = io::stdin().lock();
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     let mut err = BufWriter::new(io::stderr().lock());
     let mut bad = false;
     let result = (|| -> io::Result<()> {
-        for (n, line) in stdin.lines().enumerate() {
-            let line = line?;
-            let number = n + 1;
-            let mut words = line.split_whitespace();
-            let answer = match (words.next(), words.next(), words.next()) {
-                (Some(start), Some(end), None) => settings.answer(start, end),
-                _ => Err(format!("expected `START END`, got {line:?}")),
+        // Lines as bytes, one buffer reused: a line that is not UTF-8 is a bad line, not the
+        // end of the input.
+        let mut bytes = Vec::new();
+        let mut number = 0;
+        loop {
+            bytes.clear();
+            if stdin.read_until(b'\n', &mut bytes)? == 0 {
+                break;
+            }
+            number += 1;
+            let answer = match std::str::from_utf8(&bytes) {
+                Ok(line) => {
+                    let mut words = line.split_whitespace();
+                    match (words.next(), words.next(), words.next()) {
+                        (Some(start), Some(end), None) => settings.answer(start, end),
+                        _ => Err(format!("expected `START END`, got {:?}", line.trim_end())),
+                    }
+                }
+                Err(_) => Err(format!(
+                    "not UTF-8: {:?}",
+                    String::from_utf8_lossy(&bytes).trim_end()
+                )),
             };
             match answer {
                 Ok(text) => writeln!(out, "{text}")?,

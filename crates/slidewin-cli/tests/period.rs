@@ -200,6 +200,26 @@ fn whole_months(n: i32) -> String {
 }
 
 #[test]
+fn stdin_mode_survives_a_line_that_is_not_utf8() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slidewin"))
+        .args(["period", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(b"2026-01-01 2026-01-14\n\xff\xfe 2026-01-01\r\n2026-01-01 2026-02-01")
+        .unwrap();
+    drop(pipe);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // The last line has no newline and is still answered.
+    assert_eq!(stdout(&o), "13 days\n\n1 month\n");
+    assert!(stderr(&o).contains("line 2: not UTF-8"), "{}", stderr(&o));
+}
+
+#[test]
 fn end_with_dash_is_refused() {
     let o = slidewin(&["period", "-", "2024-01-01"], Some(""));
     assert_eq!(o.status.code(), Some(2));
