@@ -62,6 +62,27 @@
 //! # Ok::<(), slidewin::ConfigError>(())
 //! ```
 //!
+//! # Intervals and calendar periods
+//!
+//! [`Interval`] is a half-open `[start, end)` over any ordered point (integers, [`Moment`],
+//! [`jiff::Timestamp`]): touching intervals abut but do not overlap, and [`Relation`] names
+//! one of Allen's 13 relations. [`IntervalSet`] merges intervals given in any order and
+//! answers union, intersection, difference and complement in linear merges. [`Period`]
+//! measures years, months, days (and time) between dates or datetimes on jiff's calendar,
+//! with an explicit [`MonthEnd`] convention, and writes itself in words ([`Labels`]).
+//!
+//! ```
+//! use jiff::civil::date;
+//! use slidewin::{Interval, IntervalSet, MonthEnd, Period};
+//!
+//! let busy = IntervalSet::from_iter([Interval::new(9, 10)?, Interval::new(10, 11)?]);
+//! assert_eq!(busy.as_slice(), [Interval::new(9, 11)?]);
+//!
+//! let p = Period::between_dates(date(2024, 2, 29), date(2025, 2, 28), MonthEnd::Clamp)?;
+//! assert_eq!(p.to_string(), "1 year");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Example
 //!
 //! ```
@@ -84,6 +105,7 @@
 
 mod error;
 mod event_window;
+mod interval;
 mod limit;
 mod metrics;
 mod moving_stat;
@@ -92,6 +114,10 @@ mod time;
 
 pub use error::{ConfigError, TimeRangeError};
 pub use event_window::{EventWindow, Events};
+pub use interval::{
+    Difference, Gaps, Interval, IntervalError, IntervalSet, Labels, MonthEnd, Period, PeriodError,
+    Relation,
+};
 pub use limit::{
     Algorithm, AtomicAlgorithm, AtomicLimiter, Decision, FixedWindow, FixedWindowState, Gcra,
     Keyed, LimitError, Limiter, Quota, QuotaError, SharedLimiter, SlidingCounter,

@@ -1,0 +1,45 @@
+//! `slidewin`: the command line of the slidewin workspace.
+//!
+//! ```text
+//! slidewin period 2000-05-15 2026-10-28               # 26 years 5 months 13 days
+//! slidewin period 2024-03-09T21:00 2024-03-10T21:00 --tz America/New_York --json
+//! printf '2024-02-29 2025-02-28\n' | slidewin period - --month-end strict
+//! ```
+//!
+//! Thin glue: parsing and printing here, the arithmetic in the `slidewin` crate.
+
+mod json;
+mod period;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Sliding time windows and calendar arithmetic, from the command line.
+#[derive(Debug, Parser)]
+#[command(name = "slidewin", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// The doc comments are the --help text, read in a terminal, not rendered as Markdown.
+#[allow(clippy::doc_markdown)]
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The calendar period from START to END: years, months, days (and hours, minutes,
+    /// seconds between datetimes).
+    ///
+    /// START and END are dates (2000-05-15), civil datetimes (2024-03-09T21:00) or zoned
+    /// datetimes (2024-03-09T21:00[America/New_York]). With `-` for START, reads `START END`
+    /// pairs from stdin, one pair a line, and answers one line each. Exit code 2 when a value
+    /// is bad; in stdin mode the other lines are still answered.
+    Period(period::PeriodArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Period(args) => period::run(&args),
+    }
+}

@@ -1,0 +1,626 @@
+//! `Period`: the calendar distance between two dates or datetimes, on jiff.
+
+use std::fmt;
+
+use jiff::civil::{Date, DateTime};
+use jiff::{Span, Unit, ZonedDateTime};
+
+use super::humanize::Labels;
+
+/// How a month is counted when the start's day of month does not exist in the end's month
+/// (the 31st against a 30-day month, February 29 against a common year).
+///
+/// The world disagrees, so the choice is explicit:
+///
+/// | from → to | [`Clamp`](MonthEnd::Clamp) | [`Strict`](MonthEnd::Strict) |
+/// |---|---|---|
+/// | 2024-02-29 → 2025-02-28 | 1 year | 11 months 30 days |
+/// | 2026-01-31 → 2026-02-28 | 1 month | 28 days |
+/// | 2026-01-31 → 2026-03-01 | 1 month 1 day | 1 month 1 day |
+/// | 2000-05-15 → 2026-10-28 | 26 years 5 months 13 days | the same |
+///
+/// They differ only when the start's day is past the end of the end's month (29–31).
+///
+/// # Example
+///
+/// ```
+/// use jiff::civil::date;
+/// use slidewin::{MonthEnd, Period};
+///
+/// let (leap, after) = (date(2024, 2, 29), date(2025, 2, 28));
+/// assert_eq!(Period::between_dates(leap, after, MonthEnd::Clamp)?.to_string(), "1 year");
+/// assert_eq!(
+///     Period::between_dates(leap, after, MonthEnd::Strict)?.to_string(),
+///     "11 months 30 days",
+/// );
+/// # Ok::<(), slidewin::PeriodError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MonthEnd {
+    /// A month is whole when `start + n months`, with the day clamped to the last day of the
+    /// target month, is not after `end`. January 31 → February 28 is one month, and
+    /// 2024-02-29 → 2025-02-28 is one year. Seed 000's rule (and Facebook's and Luxon's): what
+    /// people mean by "one month after January 31" and by a leap-day birthday.
+    #[default]
+    Clamp,
+    /// The day of month must be reached: January 31 → February 28 is 28 days, and
+    /// 2024-02-29 → 2025-02-28 is 11 months 30 days. Temporal's and jiff's rule; the period is
+    /// exactly jiff's `start.until((Unit::Year, end))`.
+    Strict,
+}
+
+/// The calendar distance between two dates, two civil datetimes or two zoned datetimes in the
+/// same time zone: years, months, days, and for datetimes hours, minutes, seconds and
+/// nanoseconds.
+///
+/// Months are counted in the calendar, never as 30 days: 2000-05-15 → 2026-10-28 is 26 years
+/// 5 months 13 days (counting 30-day months gives 26 years 10 months 2 days). Months are always
+/// added to the start in one step (January 31 + 2 months is March 31, while + 1 month + 1
+/// month is March 28). Days are calendar days: across a daylight-saving change a day may be 23
+/// or 25 hours, and the period still says 1 day (elapsed time is never divided by 86,400
+/// seconds). [`MonthEnd`] chooses how a missing day of month counts.
+///
+/// # Sign
+///
+/// All fields share one sign. When `end` is before `start` the period is the negation of
+/// `period(end, start)`, under both conventions, so `period(a, b) == -period(b, a)` always
+/// and a "3 years ago" reads the same as a "3 years until". (Counting backwards from the start
+/// would not be symmetric under [`MonthEnd::Clamp`]: from 2025-02-28 back to 2024-02-29 is
+/// 11 months 28 days, not the 1 year that the forward count gives. jiff's own `until` counts
+/// backwards for negative spans, so [`MonthEnd::Strict`] equals jiff's `until` only when
+/// `start <= end`.)
+///
+/// For `start <= end`, the fields add back up under both conventions: `start` plus the
+/// months (`years * 12 + months`, in one step), then the days, then the time, is `end`.
+///
+/// # Example
+///
+/// ```
+/// use jiff::civil::date;
+/// use slidewin::{MonthEnd, Period};
+///
+/// let p = Period::between_dates(date(2000, 5, 15), date(2026, 10, 28), MonthEnd::Clamp)?;
+/// assert_eq!((p.years(), p.months(), p.days()), (26, 5, 13));
+/// assert_eq!(p.to_string(), "26 years 5 months 13 days");
+/// assert_eq!(p.humanize(2), "26 years 5 months");
+///
+/// let back = Period::between_dates(date(2026, 10, 28), date(2000, 5, 15), MonthEnd::Clamp)?;
+/// assert_eq!(back, -p);
+/// assert_eq!(back.to_string(), "-26 years 5 months 13 days");
+/// # Ok::<(), slidewin::PeriodError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Period {
+    years: i64,
+    months: i64,
+    days: i64,
+    hours: i64,
+    minutes: i64,
+    seconds: i64,
+    nanoseconds: i64,
+    /// Measured between datetimes: a zero period reads "0 seconds", not "0 days".
+    has_time: bool,
+}
+
+impl Period {
+    /// The period from `start` to `end`, two dates.
+    ///
+    /// ```
+    /// use jiff::civil::date;
+    /// use slidewin::{MonthEnd, Period};
+    ///
+    /// let p = Period::between_dates(date(2026, 1, 31), date(2026, 3, 1), MonthEnd::Clamp)?;
+    /// assert_eq!(p.to_string(), "1 month 1 day");
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Only when an intermediate date falls outside jiff's range (years -9999 to 9999).
+    pub fn between_dates(
+        start: Date,
+        end: Date,
+        month_end: MonthEnd,
+    ) -> Result<Period, PeriodError> {
+        measure(&start, &end, month_end)
+    }
+
+    /// The period from `start` to `end`, two civil datetimes (no time zone: every day is 24
+    /// hours).
+    ///
+    /// ```
+    /// use jiff::civil::date;
+    /// use slidewin::{MonthEnd, Period};
+    ///
+    /// let start = date(2026, 1, 31).at(22, 0, 0, 0);
+    /// let end = date(2026, 3, 1).at(6, 30, 0, 0);
+    /// let p = Period::between_datetimes(start, end, MonthEnd::Clamp)?;
+    /// assert_eq!(p.to_string(), "1 month 8 hours 30 minutes");
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Only when an intermediate datetime falls outside jiff's range.
+    pub fn between_datetimes(
+        start: DateTime,
+        end: DateTime,
+        month_end: MonthEnd,
+    ) -> Result<Period, PeriodError> {
+        measure(&start, &end, month_end)
+    }
+
+    /// The period from `start` to `end`, two zoned datetimes in the same time zone. Days are
+    /// that zone's calendar days, so a day across a daylight-saving change counts as one day.
+    ///
+    /// ```
+    /// use slidewin::{MonthEnd, Period};
+    ///
+    /// // New York springs forward on 2024-03-10: this day is 23 hours long.
+    /// let start: jiff::ZonedDateTime = "2024-03-09T21:00[America/New_York]".parse()?;
+    /// let end: jiff::ZonedDateTime = "2024-03-10T21:00[America/New_York]".parse()?;
+    /// assert_eq!(Period::between_zoned(&start, &end, MonthEnd::Clamp)?.to_string(), "1 day");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`PeriodError::DifferentTimeZones`] when the two are in different time zones (convert
+    /// one with [`ZonedDateTime::with_time_zone`] first: which zone's calendar counts is the
+    /// caller's choice), and [`PeriodError::OutOfRange`] when an intermediate datetime falls
+    /// outside jiff's range.
+    pub fn between_zoned(
+        start: &ZonedDateTime,
+        end: &ZonedDateTime,
+        month_end: MonthEnd,
+    ) -> Result<Period, PeriodError> {
+        let different = || PeriodError::DifferentTimeZones {
+            start: start.to_string(),
+            end: end.to_string(),
+        };
+        let (a, b) = (start.time_zone(), end.time_zone());
+        // The same IANA name is the common case and cheap to see; jiff's full comparison
+        // (which also resolves aliases such as US/Eastern) costs about as much as the
+        // measurement itself, so it runs only when the names differ or a measurement fails.
+        let same_name = a.iana_name().is_some() && a.iana_name() == b.iana_name();
+        if !same_name && a != b {
+            return Err(different());
+        }
+        measure(start, end, month_end).map_err(|e| if a == b { e } else { different() })
+    }
+
+    /// Whole years.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_dates(date(2024, 2, 29), date(2025, 2, 28), MonthEnd::Clamp)?;
+    /// assert_eq!(p.years(), 1);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn years(&self) -> i64 {
+        self.years
+    }
+
+    /// Whole months after the years, -11 to 11.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_dates(date(2024, 2, 29), date(2025, 2, 28), MonthEnd::Strict)?;
+    /// assert_eq!(p.months(), 11);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn months(&self) -> i64 {
+        self.months
+    }
+
+    /// Calendar days after the months.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_dates(date(2024, 2, 29), date(2025, 2, 28), MonthEnd::Strict)?;
+    /// assert_eq!(p.days(), 30);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn days(&self) -> i64 {
+        self.days
+    }
+
+    /// Hours after the days (0 between dates). Usually below 24; up to 24 on a day that a
+    /// daylight-saving change makes 25 hours long.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 0, 0), date(2026, 1, 1).at(5, 0, 0, 0), MonthEnd::Clamp)?;
+    /// assert_eq!(p.hours(), 5);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn hours(&self) -> i64 {
+        self.hours
+    }
+
+    /// Minutes after the hours.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 0, 0), date(2026, 1, 1).at(0, 7, 0, 0), MonthEnd::Clamp)?;
+    /// assert_eq!(p.minutes(), 7);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn minutes(&self) -> i64 {
+        self.minutes
+    }
+
+    /// Seconds after the minutes.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 0, 0), date(2026, 1, 1).at(0, 0, 9, 0), MonthEnd::Clamp)?;
+    /// assert_eq!(p.seconds(), 9);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn seconds(&self) -> i64 {
+        self.seconds
+    }
+
+    /// Nanoseconds after the seconds (not shown by [`humanize`](Period::humanize)).
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 0, 0), date(2026, 1, 1).at(0, 0, 0, 500), MonthEnd::Clamp)?;
+    /// assert_eq!(p.nanoseconds(), 500);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn nanoseconds(&self) -> i64 {
+        self.nanoseconds
+    }
+
+    /// `years * 12 + months`: the months added to the start in one step.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_dates(date(2000, 5, 15), date(2026, 10, 28), MonthEnd::Clamp)?;
+    /// assert_eq!(p.total_months(), 26 * 12 + 5);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn total_months(&self) -> i64 {
+        self.years * 12 + self.months
+    }
+
+    /// Whether every field is zero.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// assert!(Period::between_dates(date(2026, 1, 1), date(2026, 1, 1), MonthEnd::Clamp)?.is_zero());
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn is_zero(&self) -> bool {
+        self.fields().iter().all(|&f| f == 0) && self.nanoseconds == 0
+    }
+
+    /// Whether the period runs backwards (`end` was before `start`).
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// assert!(Period::between_dates(date(2026, 1, 2), date(2026, 1, 1), MonthEnd::Clamp)?.is_negative());
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn is_negative(&self) -> bool {
+        self.fields().iter().any(|&f| f < 0) || self.nanoseconds < 0
+    }
+
+    /// The period as a [`jiff::Span`], with the same fields (nanoseconds as nanoseconds).
+    ///
+    /// Adding it to the start with jiff reproduces the end under [`MonthEnd::Strict`]; under
+    /// [`MonthEnd::Clamp`] as well, since jiff also adds months first, clamping the day.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let (a, b) = (date(2024, 2, 29), date(2025, 2, 28));
+    /// let p = Period::between_dates(a, b, MonthEnd::Clamp)?;
+    /// assert_eq!(a.checked_add(p.to_span()).unwrap(), b);
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn to_span(&self) -> Span {
+        // Every field is within jiff's limits: it came out of jiff's own ranges.
+        Span::new()
+            .years(self.years)
+            .months(self.months)
+            .days(self.days)
+            .hours(self.hours)
+            .minutes(self.minutes)
+            .seconds(self.seconds)
+            .nanoseconds(self.nanoseconds)
+    }
+
+    /// The largest units first, at most `units` of them, in English: `"3 years 2 months"`,
+    /// `"13 days"`. See [`humanize_with`](Period::humanize_with).
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// let p = Period::between_dates(date(2023, 1, 10), date(2026, 3, 25), MonthEnd::Clamp)?;
+    /// assert_eq!(p.humanize(2), "3 years 2 months");
+    /// assert_eq!(p.humanize(1), "3 years");
+    /// assert_eq!(p.humanize(9), "3 years 2 months 15 days");
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn humanize(&self, units: usize) -> String {
+        self.humanize_with(&Labels::ENGLISH, units)
+    }
+
+    /// The largest units first, at most `units` of them, with the given labels.
+    ///
+    /// The window of `units` units starts at the largest non-zero unit and runs down through
+    /// consecutive units (year, month, day, hour, minute, second); zero units inside it are
+    /// left out, and smaller units are dropped (truncated, not rounded). So 3 years 0 months
+    /// 5 days in 2 units is `"3 years"`: days do not stand in for the missing months. A zero
+    /// period reads `"0 days"` (or `"0 seconds"` between datetimes); a negative one is written
+    /// once with a leading `-`. Nanoseconds are never shown.
+    ///
+    /// ```
+    /// # use jiff::civil::date; use slidewin::{Labels, MonthEnd, Period};
+    /// let vietnamese = Labels::new([
+    ///     ("năm", "năm"),
+    ///     ("tháng", "tháng"),
+    ///     ("ngày", "ngày"),
+    ///     ("giờ", "giờ"),
+    ///     ("phút", "phút"),
+    ///     ("giây", "giây"),
+    /// ]);
+    /// let p = Period::between_dates(date(2023, 1, 10), date(2026, 3, 25), MonthEnd::Clamp)?;
+    /// assert_eq!(p.humanize_with(&vietnamese, 2), "3 năm 2 tháng");
+    /// # Ok::<(), slidewin::PeriodError>(())
+    /// ```
+    #[must_use]
+    pub fn humanize_with(&self, labels: &Labels<'_>, units: usize) -> String {
+        let fields = self.fields();
+        let mut out = String::new();
+        if self.is_negative() {
+            out.push('-');
+        }
+        let first = fields.iter().position(|&f| f != 0);
+        let Some(first) = first else {
+            let unit = if self.has_time { 5 } else { 2 };
+            labels.write(&mut out, 0, unit);
+            return out;
+        };
+        let mut wrote = false;
+        for (unit, &value) in fields.iter().enumerate().skip(first).take(units.max(1)) {
+            if value == 0 {
+                continue;
+            }
+            if wrote {
+                out.push(' ');
+            }
+            labels.write(&mut out, value.unsigned_abs(), unit);
+            wrote = true;
+        }
+        out
+    }
+
+    /// Years, months, days, hours, minutes, seconds: the units [`Labels`] names, in order.
+    fn fields(&self) -> [i64; 6] {
+        [
+            self.years,
+            self.months,
+            self.days,
+            self.hours,
+            self.minutes,
+            self.seconds,
+        ]
+    }
+
+    fn from_span(span: &Span, has_time: bool) -> Period {
+        Period {
+            years: i64::from(span.get_years()),
+            // jiff puts whole years into years when the largest unit is a year, so months
+            // stay within -11..=11; a month count comes in as months alone.
+            months: i64::from(span.get_months()),
+            days: i64::from(span.get_days()),
+            hours: i64::from(span.get_hours()),
+            minutes: span.get_minutes(),
+            seconds: span.get_seconds(),
+            nanoseconds: span.get_milliseconds() * 1_000_000
+                + span.get_microseconds() * 1_000
+                + span.get_nanoseconds(),
+            has_time,
+        }
+    }
+}
+
+/// The period with every field negated.
+impl std::ops::Neg for Period {
+    type Output = Period;
+
+    fn neg(self) -> Period {
+        Period {
+            years: -self.years,
+            months: -self.months,
+            days: -self.days,
+            hours: -self.hours,
+            minutes: -self.minutes,
+            seconds: -self.seconds,
+            nanoseconds: -self.nanoseconds,
+            has_time: self.has_time,
+        }
+    }
+}
+
+/// Every non-zero unit, largest first, in English: `"26 years 5 months 13 days"`.
+impl fmt::Display for Period {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.humanize(6))
+    }
+}
+
+/// A period could not be measured. Names the values.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::{MonthEnd, Period, PeriodError};
+///
+/// let ny: jiff::ZonedDateTime = "2024-03-09T21:00[America/New_York]".parse()?;
+/// let paris: jiff::ZonedDateTime = "2024-03-10T21:00[Europe/Paris]".parse()?;
+/// let err = Period::between_zoned(&ny, &paris, MonthEnd::Clamp).unwrap_err();
+/// assert!(matches!(err, PeriodError::DifferentTimeZones { .. }));
+/// assert!(err.to_string().contains("America/New_York") && err.to_string().contains("Europe/Paris"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PeriodError {
+    /// The two zoned datetimes are in different time zones, so "a day" is not one thing.
+    DifferentTimeZones {
+        /// The start, as given.
+        start: String,
+        /// The end, as given.
+        end: String,
+    },
+    /// An intermediate date or datetime fell outside jiff's range (years -9999 to 9999).
+    OutOfRange {
+        /// The start, as given.
+        start: String,
+        /// The end, as given.
+        end: String,
+        /// jiff's explanation.
+        reason: String,
+    },
+}
+
+impl fmt::Display for PeriodError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeriodError::DifferentTimeZones { start, end } => write!(
+                f,
+                "the start {start} and the end {end} are in different time zones; \
+                 convert one to the other's zone first"
+            ),
+            PeriodError::OutOfRange { start, end, reason } => write!(
+                f,
+                "the period from {start} to {end} leaves the supported range of dates: {reason}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PeriodError {}
+
+/// What the measurement needs of a date, a civil datetime or a zoned datetime.
+trait Point: Sized + fmt::Display {
+    const HAS_TIME: bool;
+    /// `year * 12 + month - 1`: months since year 0, to guess the whole months between two.
+    fn month_index(&self) -> i64;
+    /// The point `n` months later, the day clamped to the target month's last day (jiff's
+    /// arithmetic clamps; for zoned datetimes it then resolves a gap or fold as jiff does).
+    fn plus_months(&self, n: i64) -> Result<Self, jiff::Error>;
+    /// Whether `self` is at or before `other` (on the timeline, for zoned datetimes).
+    fn not_after(&self, other: &Self) -> bool;
+    /// jiff's difference with the given largest unit.
+    fn until(&self, largest: Unit, other: &Self) -> Result<Span, jiff::Error>;
+}
+
+impl Point for Date {
+    const HAS_TIME: bool = false;
+    fn month_index(&self) -> i64 {
+        i64::from(self.year()) * 12 + i64::from(self.month()) - 1
+    }
+    fn plus_months(&self, n: i64) -> Result<Date, jiff::Error> {
+        self.checked_add(months_span(n)?)
+    }
+    fn not_after(&self, other: &Date) -> bool {
+        self <= other
+    }
+    fn until(&self, largest: Unit, other: &Date) -> Result<Span, jiff::Error> {
+        Date::until(*self, (largest, *other))
+    }
+}
+
+impl Point for DateTime {
+    const HAS_TIME: bool = true;
+    fn month_index(&self) -> i64 {
+        i64::from(self.year()) * 12 + i64::from(self.month()) - 1
+    }
+    fn plus_months(&self, n: i64) -> Result<DateTime, jiff::Error> {
+        self.checked_add(months_span(n)?)
+    }
+    fn not_after(&self, other: &DateTime) -> bool {
+        self <= other
+    }
+    fn until(&self, largest: Unit, other: &DateTime) -> Result<Span, jiff::Error> {
+        DateTime::until(*self, (largest, *other))
+    }
+}
+
+impl Point for ZonedDateTime {
+    const HAS_TIME: bool = true;
+    fn month_index(&self) -> i64 {
+        i64::from(self.year()) * 12 + i64::from(self.month()) - 1
+    }
+    fn plus_months(&self, n: i64) -> Result<ZonedDateTime, jiff::Error> {
+        self.checked_add(months_span(n)?)
+    }
+    fn not_after(&self, other: &ZonedDateTime) -> bool {
+        self.timestamp() <= other.timestamp()
+    }
+    fn until(&self, largest: Unit, other: &ZonedDateTime) -> Result<Span, jiff::Error> {
+        ZonedDateTime::until(self, (largest, other))
+    }
+}
+
+/// `n` months as years and months: a span of months alone stops at 239,976, short of the
+/// distance between jiff's first and last dates. jiff adds a span's years and months in one
+/// step, so this is still one addition of `n` months.
+fn months_span(n: i64) -> Result<Span, jiff::Error> {
+    Span::new().try_years(n / 12)?.try_months(n % 12)
+}
+
+fn measure<P: Point>(start: &P, end: &P, month_end: MonthEnd) -> Result<Period, PeriodError> {
+    let out_of_range = |e: jiff::Error| PeriodError::OutOfRange {
+        start: start.to_string(),
+        end: end.to_string(),
+        reason: e.to_string(),
+    };
+    if end.not_after(start) && !start.not_after(end) {
+        // Negative: the negation of the forward period (see the type's docs).
+        return measure(end, start, month_end).map(|p| -p);
+    }
+    match month_end {
+        MonthEnd::Strict => start
+            .until(Unit::Year, end)
+            .map(|span| Period::from_span(&span, P::HAS_TIME))
+            .map_err(out_of_range),
+        MonthEnd::Clamp => clamp_forward(start, end).map_err(out_of_range),
+    }
+}
+
+/// Under [`MonthEnd::Clamp`], for `start <= end`: the most months `n` with
+/// `start + n months <= end`, then the calendar days and time from there.
+fn clamp_forward<P: Point>(start: &P, end: &P) -> Result<Period, jiff::Error> {
+    // `start + n` months lands in the month `n` after the start's, so the difference of the
+    // month indexes is an upper bound that at most one step back fixes (the target month is
+    // the end's month, and any earlier month is before the end). The loop, rather than one
+    // step, guards a gap in a time zone pushing a datetime over a month boundary.
+    let mut n = end.month_index() - start.month_index();
+    let mut anchor = start.plus_months(n)?;
+    while n > 0 && !anchor.not_after(end) {
+        n -= 1;
+        anchor = start.plus_months(n)?;
+    }
+    let rest = anchor.until(Unit::Day, end)?;
+    let mut period = Period::from_span(&rest, P::HAS_TIME);
+    period.years = n / 12;
+    period.months = n % 12;
+    Ok(period)
+}
