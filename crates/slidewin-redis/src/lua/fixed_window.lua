@@ -3,22 +3,22 @@
 -- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
 local span, limit = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5])
 
-local state = redis.call('HMGET', key, 'w', 'c')
+local state = call('HMGET', key, 'w', 'c')
 local window, count = tonumber(state[1]) or 0, tonumber(state[2]) or 0
 -- A later window starts empty; an earlier one (the clock went back) counts in this one.
-local current = math.floor(now / span)
+local current = floor(now / span)
 -- A new key, or a new window: its first write sets the expiry, which covers the window.
 local fresh = not state[1]
 if current > window then
   window, count, fresh = current, 0, true
 end
 
-local wait = math.max((window + 1) * span - now, 0)
+local wait = max((window + 1) * span - now, 0)
 local used = count + cost
 if used <= limit then
   if commit and cost > 0 then
-    redis.call('HSET', key, 'w', window, 'c', used)
-    if fresh then redis.call('PEXPIRE', key, ARGV[base + 6]) end
+    call('HSET', key, 'w', format('%d', window), 'c', format('%d', used))
+    if fresh then call('PEXPIRE', key, ARGV[base + 6]) end
   end
   if used == 0 then wait = 0 end
   answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =

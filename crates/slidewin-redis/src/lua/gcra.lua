@@ -3,14 +3,14 @@
 -- ms an idle key outlives a full bucket.
 -- Answers allowed, burst, remaining, reset_after, retry_after (waits in microseconds).
 local interval, tolerance, burst = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]), tonumber(ARGV[base + 6])
-local tat = tonumber(redis.call('GET', key) or 0)
+local tat = tonumber(call('GET', key) or 0)
 
 -- The TAT after this request, and whether it is admitted.
 local next, allowed, retry = tat, 1, 0
 if cost > 0 then
-  local admits_at = math.max(tat + interval * (cost - 1) - tolerance, 0)
+  local admits_at = max(tat + interval * (cost - 1) - tolerance, 0)
   if now >= admits_at then
-    next = math.max(tat, now) + interval * cost
+    next = max(tat, now) + interval * cost
     if commit then
       -- The key goes once the bucket has been full again for a while (then it is the same as
       -- no key): ARGV[base + 7] ms after the TAT. Its expiry is set when the TAT enters a new
@@ -18,11 +18,11 @@ if cost > 0 then
       -- one; the checks in between keep it (an expiry on every write costs Redis more than
       -- the write: measured).
       local idle = ARGV[base + 7] * 1000
-      local stretch = math.floor(next / idle)
-      if tat == 0 or math.floor(tat / idle) ~= stretch then
-        redis.call('SET', key, next, 'PX', math.floor(((stretch + 2) * idle - now) / 1000))
+      local stretch = floor(next / idle)
+      if tat == 0 or floor(tat / idle) ~= stretch then
+        call('SET', key, format('%d', next), 'PX', floor(((stretch + 2) * idle - now) / 1000))
       else
-        redis.call('SET', key, next, 'KEEPTTL')
+        call('SET', key, format('%d', next), 'KEEPTTL')
       end
     end
   else
@@ -33,6 +33,6 @@ end
 -- How many more units fit now.
 local remaining = 0
 local room = now + tolerance - next
-if room >= 0 then remaining = math.min(math.floor(room / interval) + 1, burst) end
+if room >= 0 then remaining = min(floor(room / interval) + 1, burst) end
 answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-  allowed, burst, remaining, math.max(next - now, 0), retry
+  allowed, burst, remaining, max(next - now, 0), retry

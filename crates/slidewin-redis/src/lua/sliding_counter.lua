@@ -4,12 +4,12 @@
 -- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
 local span, limit = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5])
 
-local state = redis.call('HMGET', key, 'w', 'p', 'c')
+local state = call('HMGET', key, 'w', 'p', 'c')
 local window = tonumber(state[1]) or 0
 local previous, current = tonumber(state[2]) or 0, tonumber(state[3]) or 0
 
 -- Roll forward to `now`; an earlier window (the clock went back) counts at this one's start.
-local at = math.floor(now / span)
+local at = floor(now / span)
 local elapsed = 0
 -- A new key, or a window rolled: its first write sets the expiry, which covers this window
 -- and the next (where this one still weighs).
@@ -32,8 +32,8 @@ local after = weighted + cost * span
 
 if after <= capacity then
   if commit and cost > 0 then
-    redis.call('HSET', key, 'w', window, 'p', previous, 'c', current + cost)
-    if fresh then redis.call('PEXPIRE', key, ARGV[base + 6]) end
+    call('HSET', key, 'w', format('%d', window), 'p', format('%d', previous), 'c', format('%d', current + cost))
+    if fresh then call('PEXPIRE', key, ARGV[base + 6]) end
   end
   local reset_at = 0
   if current + cost > 0 then
@@ -42,7 +42,7 @@ if after <= capacity then
     reset_at = starts + span
   end
   answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-    1, limit, math.floor((capacity - after) / span), math.max(reset_at - now, 0), 0
+    1, limit, floor((capacity - after) / span), max(reset_at - now, 0), 0
   break
 end
 
@@ -51,11 +51,11 @@ end
 -- weight * (span - offset) <= room * span:
 local function first_offset(weight, room)
   if weight == 0 then return 0 end
-  return math.max(span - math.floor(room * span / weight), 0)
+  return max(span - floor(room * span / weight), 0)
 end
 local admits_at = nil
 if limit >= current + cost then
-  local offset = math.max(first_offset(previous, limit - current - cost), elapsed)
+  local offset = max(first_offset(previous, limit - current - cost), elapsed)
   if offset < span then admits_at = starts + offset end
 end
 if not admits_at then
@@ -63,6 +63,6 @@ if not admits_at then
 end
 local reset_at = starts + span
 if current > 0 then reset_at = starts + 2 * span end
-local remaining = math.floor(math.max(capacity - weighted, 0) / span)
+local remaining = floor(max(capacity - weighted, 0) / span)
 answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-  0, limit, remaining, math.max(reset_at - now, 0), math.max(admits_at - now, 0)
+  0, limit, remaining, max(reset_at - now, 0), max(admits_at - now, 0)
