@@ -2,6 +2,8 @@
 //! against the raw ceiling measured in the same run: as many round trips of a trivial
 //! `EVALSHA` script. Also the bytes each algorithm keeps per key (`MEMORY USAGE`).
 //! `cargo bench -p slidewin-redis --bench redis` (starts its own servers; needs redis-server).
+//! With Redis on a vCPU of its own, as a server of its own would be:
+//! `SLIDEWIN_REDIS_CPUS=0 taskset -c 1 cargo bench -p slidewin-redis --bench redis`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;

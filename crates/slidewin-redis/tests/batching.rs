@@ -10,7 +10,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use slidewin::Moment;
+use slidewin::{Gcra, Limiter, Moment};
 use slidewin_redis::{Check, RedisDecision, RedisError, RedisLimiter, Rule};
 use support::RedisServer;
 use tokio::task::JoinHandle;
@@ -131,6 +131,68 @@ async fn a_batch_of_two_algorithms_is_one_call_for_each() {
     // 33 checks of each rule, on keys of their own.
     assert_eq!(of(0), (67..=99).collect());
     assert_eq!(of(1), (67..=99).collect());
+}
+
+#[tokio::test]
+async fn one_call_of_two_rules_and_peeks_answers_each_by_its_own_rule() {
+    // A batch sends each distinct rule once and each check an index into them (negative for
+    // a peek): every answer must be its own rule's, as the in-memory limiters give it.
+    let server = RedisServer::start();
+    let redis = ready(&server).await;
+    let wide = Rule::gcra("100/hour".parse().unwrap()).unwrap();
+    let narrow = Rule::gcra("10/hour burst 4".parse().unwrap()).unwrap();
+    let now = Moment::from_secs(1_000);
+    let plan: Vec<(&Rule, &str, bool)> = (0..60)
+        .map(|i| match i % 3 {
+            0 => (&wide, "w", false),
+            1 => (&narrow, "n", false),
+            _ => (&wide, "w", true),
+        })
+        .collect();
+    server.cli(&["client", "pause", "10000", "WRITE"]);
+    let tasks: Vec<JoinHandle<_>> = plan
+        .iter()
+        .map(|&(rule, key, peek)| {
+            let (redis, rule, key) = (redis.clone(), rule.clone(), key.to_string());
+            tokio::spawn(async move {
+                if peek {
+                    redis.peek_at(&rule, &key, now, 1).await
+                } else {
+                    redis.check_at(&rule, &key, now, 1).await
+                }
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    server.cli(&["client", "unpause"]);
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap().unwrap().decision());
+    }
+    assert_eq!(script_calls(&server), ALONE as u64 + 1);
+
+    let mut in_memory_wide = Limiter::<Gcra>::new(wide.quota()).unwrap();
+    let mut in_memory_narrow = Limiter::<Gcra>::new(narrow.quota()).unwrap();
+    for (i, (&(_, key, peek), answer)) in plan.iter().zip(&answers).enumerate() {
+        let limiter = if key == "w" {
+            &mut in_memory_wide
+        } else {
+            &mut in_memory_narrow
+        };
+        let expected = if peek {
+            limiter.peek(now, 1)
+        } else {
+            limiter.check(now, 1)
+        };
+        assert_eq!(
+            *answer,
+            expected.unwrap(),
+            "check {i} ({key}, peek: {peek})"
+        );
+    }
+    // The narrow rule ran out within the batch; the wide one did not.
+    assert!(answers.iter().skip(1).step_by(3).any(|d| !d.allowed()));
+    assert!(answers.iter().step_by(3).all(|d| d.allowed()));
 }
 
 #[tokio::test]

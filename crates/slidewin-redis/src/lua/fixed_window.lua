@@ -1,7 +1,7 @@
 -- A counter per window aligned to the span (slidewin's FixedWindow), in a hash {w, c}.
--- key: the state. ARGV (after the common three): span, limit, idle ttl in ms.
+-- key: the state. rule: span, limit, idle ttl in ms.
 -- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
-local span, limit = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5])
+local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
 local state = call('HMGET', key, 'w', 'c')
 local window, count = tonumber(state[1]) or 0, tonumber(state[2]) or 0
@@ -18,7 +18,7 @@ local used = count + cost
 if used <= limit then
   if commit and cost > 0 then
     call('HSET', key, 'w', format('%d', window), 'c', format('%d', used))
-    if fresh then call('PEXPIRE', key, ARGV[base + 6]) end
+    if fresh then call('PEXPIRE', key, idle_ms) end
   end
   if used == 0 then wait = 0 end
   answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =

@@ -1,8 +1,8 @@
 -- The token bucket as GCRA (slidewin's Gcra): one number, the theoretical arrival time (TAT).
--- key: the TAT. ARGV (after the common three): interval, tolerance, burst, and how long in
+-- key: the TAT. rule: interval, tolerance, burst, and how long in
 -- ms an idle key outlives a full bucket.
 -- Answers allowed, burst, remaining, reset_after, retry_after (waits in microseconds).
-local interval, tolerance, burst = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]), tonumber(ARGV[base + 6])
+local interval, tolerance, burst, idle_ms = rule[1], rule[2], rule[3], rule[4]
 local tat = tonumber(call('GET', key) or 0)
 
 -- The TAT after this request, and whether it is admitted.
@@ -13,11 +13,11 @@ if cost > 0 then
     next = max(tat, now) + interval * cost
     if commit then
       -- The key goes once the bucket has been full again for a while (then it is the same as
-      -- no key): ARGV[base + 7] ms after the TAT. Its expiry is set when the TAT enters a new
+      -- no key): idle_ms after the TAT. Its expiry is set when the TAT enters a new
       -- stretch of that length, to the end of the next stretch, which covers every TAT in this
       -- one; the checks in between keep it (an expiry on every write costs Redis more than
       -- the write: measured).
-      local idle = ARGV[base + 7] * 1000
+      local idle = idle_ms * 1000
       local stretch = floor(next / idle)
       if tat == 0 or floor(tat / idle) ~= stretch then
         call('SET', key, format('%d', next), 'PX', floor(((stretch + 2) * idle - now) / 1000))

@@ -1,8 +1,8 @@
 -- Cloudflare's two-counter sliding window (slidewin's SlidingCounter), in a hash {w, p, c}:
 -- the current window's index, the previous window's count and the current one's.
--- key: the state. ARGV (after the common three): span, limit, idle ttl in ms.
+-- key: the state. rule: span, limit, idle ttl in ms.
 -- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
-local span, limit = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5])
+local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
 local state = call('HMGET', key, 'w', 'p', 'c')
 local window = tonumber(state[1]) or 0
@@ -33,7 +33,7 @@ local after = weighted + cost * span
 if after <= capacity then
   if commit and cost > 0 then
     call('HSET', key, 'w', format('%d', window), 'p', format('%d', previous), 'c', format('%d', current + cost))
-    if fresh then call('PEXPIRE', key, ARGV[base + 6]) end
+    if fresh then call('PEXPIRE', key, idle_ms) end
   end
   local reset_at = 0
   if current + cost > 0 then

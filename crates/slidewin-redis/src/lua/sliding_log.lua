@@ -1,7 +1,7 @@
 -- The exact sliding log (slidewin's SlidingLog), on a sorted set of admission times.
--- key: the log. ARGV (after the common three): span, limit, idle ttl in ms.
+-- key: the log. rule: span, limit, idle ttl in ms.
 -- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
-local span, limit = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5])
+local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
 -- The log's own time never goes back: a request older than the newest admission counts at it.
 local at = now
@@ -37,11 +37,11 @@ if count + cost <= limit then
       call('ZADD', key, unpack(members))
       first = first + 500
     end
-    -- The log goes ARGV[base + 6] ms after its newest entry. Its expiry is set when the
+    -- The log goes idle_ms after its newest entry. Its expiry is set when the
     -- newest time enters a new stretch of that length, to the end of the next stretch, which
     -- covers every newest time in this one (an expiry on every write costs Redis about as much
     -- as the write: measured).
-    local idle = ARGV[base + 6] * 1000
+    local idle = idle_ms * 1000
     local stretch = floor(at / idle)
     if not newest or floor(newest / idle) ~= stretch then
       call('PEXPIRE', key, floor(((stretch + 2) * idle - now) / 1000))

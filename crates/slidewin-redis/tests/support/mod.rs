@@ -50,7 +50,16 @@ impl RedisServer {
     /// Starts the process and returns once it accepts connections: it says so on its output,
     /// so nothing here waits on a clock.
     fn spawn(&mut self) {
-        let mut command = Command::new("redis-server");
+        // SLIDEWIN_REDIS_CPUS=0 pins the servers to those CPUs (`taskset -c`): the benches use
+        // it to give Redis a core of its own, as a server of its own would have.
+        let mut command = match std::env::var("SLIDEWIN_REDIS_CPUS") {
+            Ok(cpus) if !cpus.is_empty() => {
+                let mut taskset = Command::new("taskset");
+                taskset.args(["-c", &cpus, "redis-server"]);
+                taskset
+            }
+            _ => Command::new("redis-server"),
+        };
         command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
