@@ -64,6 +64,14 @@ fn is_noscript(err: &redis::RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
+/// Loads every algorithm's script (on the node a cluster routes it to).
+async fn load_scripts(connection: &mut Connection) -> redis::RedisResult<()> {
+    for algorithm in RedisAlgorithm::all() {
+        algorithm.script().load_async(connection).await?;
+    }
+    Ok(())
+}
+
 /// Sends one command; when it runs a script, after a `NOSCRIPT` (a restarted or new node),
 /// loads every script and sends it once more.
 pub(crate) async fn query(
@@ -75,9 +83,7 @@ pub(crate) async fn query(
     let attempt = async {
         match command.query_async::<Value>(&mut connection).await {
             Err(err) if script && is_noscript(&err) => {
-                for algorithm in RedisAlgorithm::all() {
-                    algorithm.script().load_async(&mut connection).await?;
-                }
+                load_scripts(&mut connection).await?;
                 command.query_async::<Value>(&mut connection).await
             }
             other => other,
@@ -110,9 +116,7 @@ pub(crate) async fn pipelined(
         if !missing {
             return Ok(replies);
         }
-        for algorithm in RedisAlgorithm::all() {
-            algorithm.script().load_async(connection).await?;
-        }
+        load_scripts(connection).await?;
         pipeline.query_async(connection).await
     };
     match within(timeout, attempt).await {
