@@ -77,22 +77,17 @@ fn group(
             tasks,
             &floor,
         );
-        // On a single node, also each check alone (no batching): what batching buys.
-        let alone = name == "single";
+        // Also each check alone (no batching): what batching buys.
         let variants = [
             (limiter.clone(), ""),
             (limiter.clone().with_batch_limit(1).unwrap(), "_alone"),
         ];
-        for ((limiter, suffix), algorithm) in variants
-            .iter()
-            .take(if alone { 2 } else { 1 })
-            .flat_map(|v| {
-                [
-                    (v.clone(), RedisAlgorithm::SlidingLog),
-                    (v.clone(), RedisAlgorithm::Gcra),
-                ]
-            })
-        {
+        for ((limiter, suffix), algorithm) in variants.iter().flat_map(|v| {
+            [
+                (v.clone(), RedisAlgorithm::SlidingLog),
+                (v.clone(), RedisAlgorithm::Gcra),
+            ]
+        }) {
             // Every check admitted (the full path, with its writes); the log holds about a
             // hundred entries per key.
             let rule = Arc::new(Rule::new(algorithm, "1000 per 100ms".parse().unwrap()).unwrap());

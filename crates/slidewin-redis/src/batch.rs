@@ -7,17 +7,21 @@
 //! limit, as one script call per algorithm in one pipeline. Under load this is what bounds
 //! throughput: a script call has a fixed cost in Redis (and in the client), and so does the
 //! server's clock (`TIME`, read once per call), which a batch pays once for all its checks.
+//! On a cluster, a batch goes as one such pipeline to each node, all at once (see
+//! `cluster.rs`).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use slidewin::Decision;
 use tokio::sync::oneshot;
+use tokio::task::JoinSet;
 
+use crate::cluster::Nodes;
 use crate::connection::{Connection, parse_decisions, pipelined, query};
 use crate::error::RedisError;
-use crate::rule::{Call, script_call};
+use crate::rule::{Call, Keys, script_call};
 
 /// Calls on their way to Redis at once. One would leave Redis idle while the client reads an
 /// answer and writes the next batch; two keep it busy (measured: see BENCHMARKS.md).
@@ -149,59 +153,166 @@ pub(crate) async fn alone(
     call: &Call,
     timeout: Duration,
 ) -> Result<Decision, RedisError> {
-    let reply = query(connection, &script_call(&[call]), true, timeout).await?;
-    parse_decisions(&reply, 1)?
-        .pop()
-        .ok_or_else(|| RedisError::Reply {
+    let reply = query(
+        connection,
+        &script_call(&[call], Keys::Declared),
+        true,
+        timeout,
+    )
+    .await?;
+    match parse_decisions(&reply, 1)?.pop() {
+        Some(Some(decision)) => Ok(decision),
+        _ => Err(RedisError::Reply {
             detail: "no answer for the check".to_string(),
-        })
+        }),
+    }
 }
 
-/// Sends `batch` as one script call per algorithm, all in one pipeline, and answers each
-/// check; `lease` goes back when done (or dropped).
+/// Sends `batch` with [`answer_all`] and answers each check; `lease` goes back when done (or
+/// dropped).
 async fn send(lease: Lease, batch: Vec<Waiting>) {
     let timeout = batch.iter().map(|w| w.timeout).max().unwrap_or_default();
     let mut answers = Vec::with_capacity(batch.len());
     let mut calls = Vec::with_capacity(batch.len());
     for waiting in batch {
-        answers.push(Some(waiting.answer));
+        answers.push(waiting.answer);
         calls.push(waiting.call);
     }
-    // The checks of each algorithm, in the order they came.
+    let decisions = answer_all(&lease.0.connection, calls, lease.0.most, timeout).await;
+    for (answer, decision) in answers.into_iter().zip(decisions) {
+        // A caller that stopped waiting no longer needs its answer.
+        let _ = answer.send(decision);
+    }
+    drop(lease);
+}
+
+/// Runs `calls`, an answer for each in order: on a single node one pipeline of script calls,
+/// one per algorithm and `most` checks; on a cluster one such pipeline per node, all at once,
+/// then the checks a node found not to be its own again, each alone.
+pub(crate) async fn answer_all(
+    connection: &Connection,
+    calls: Vec<Call>,
+    most: usize,
+    timeout: Duration,
+) -> Vec<Result<Decision, RedisError>> {
+    let mut answers: Vec<Option<Result<Decision, RedisError>>> = vec![None; calls.len()];
+    let mut elsewhere = Vec::new();
+    match connection {
+        Connection::Single(_) => {
+            let everything: Vec<usize> = (0..calls.len()).collect();
+            let (indices, commands) = plan(&calls, &everything, most, Keys::Declared);
+            let replies = pipelined(&mut connection.clone(), &commands, timeout, None).await;
+            settle(&mut answers, &mut elsewhere, indices, replies);
+        }
+        Connection::Cluster(_, nodes) => {
+            let map = nodes.map();
+            let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();
+            for (index, call) in calls.iter().enumerate() {
+                per_node
+                    .entry(Nodes::group(&map, &call.key))
+                    .or_default()
+                    .push(index);
+            }
+            let mut sent = JoinSet::new();
+            for members in per_node.values() {
+                let (indices, commands) = plan(&calls, members, most, Keys::Undeclared);
+                let to = calls[members[0]].key.clone();
+                let mut connection = connection.clone();
+                sent.spawn(async move {
+                    let replies = pipelined(&mut connection, &commands, timeout, Some(&to)).await;
+                    (indices, replies)
+                });
+            }
+            while let Some(done) = sent.join_next().await {
+                // A task only panics if the client library does; its checks stay unanswered.
+                if let Ok((indices, replies)) = done {
+                    settle(&mut answers, &mut elsewhere, indices, replies);
+                }
+            }
+        }
+    }
+    if !elsewhere.is_empty() {
+        if let Connection::Cluster(cluster, nodes) = connection {
+            nodes.refresh_soon(cluster.clone());
+        }
+        let mut again = JoinSet::new();
+        for index in elsewhere {
+            let call = calls[index].clone();
+            let connection = connection.clone();
+            again.spawn(async move { (index, alone(connection, &call, timeout).await) });
+        }
+        while let Some(done) = again.join_next().await {
+            if let Ok((index, answer)) = done {
+                answers[index] = Some(answer);
+            }
+        }
+    }
+    answers
+        .into_iter()
+        .map(|answer| {
+            answer.unwrap_or_else(|| {
+                Err(RedisError::Reply {
+                    detail: "the task sending the check ended before Redis answered".to_string(),
+                })
+            })
+        })
+        .collect()
+}
+
+/// The script calls for `members` of `calls`: one per algorithm (in order of first use) and
+/// `most` checks, each with the indices of its checks.
+fn plan(
+    calls: &[Call],
+    members: &[usize],
+    most: usize,
+    keys: Keys,
+) -> (Vec<Vec<usize>>, Vec<redis::Cmd>) {
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (index, call) in calls.iter().enumerate() {
+    for &index in members {
+        let algorithm = calls[index].algorithm;
         match groups
             .iter_mut()
-            .find(|g| calls[g[0]].algorithm == call.algorithm)
+            .find(|g| calls[g[0]].algorithm == algorithm)
         {
             Some(group) => group.push(index),
             None => groups.push(vec![index]),
         }
     }
-    let commands: Vec<_> = groups
-        .iter()
-        .map(|group| script_call(&group.iter().map(|&i| &calls[i]).collect::<Vec<_>>()))
-        .collect();
-    let mut connection = lease.0.connection.clone();
-    let replies = pipelined(&mut connection, &commands, timeout).await;
-    for (group, reply) in groups.iter().zip(replies) {
+    let mut indices = Vec::new();
+    let mut commands = Vec::new();
+    for group in &groups {
+        for chunk in group.chunks(most) {
+            let chunk_calls: Vec<&Call> = chunk.iter().map(|&i| &calls[i]).collect();
+            commands.push(script_call(&chunk_calls, keys));
+            indices.push(chunk.to_vec());
+        }
+    }
+    (indices, commands)
+}
+
+/// Files each script call's answers under its checks; the checks a node said are not its own
+/// go to `elsewhere`.
+fn settle(
+    answers: &mut [Option<Result<Decision, RedisError>>],
+    elsewhere: &mut Vec<usize>,
+    indices: Vec<Vec<usize>>,
+    replies: Vec<Result<redis::Value, RedisError>>,
+) {
+    for (group, reply) in indices.into_iter().zip(replies) {
         match reply.and_then(|reply| parse_decisions(&reply, group.len())) {
             Ok(decisions) => {
-                for (&index, decision) in group.iter().zip(decisions) {
-                    if let Some(answer) = answers[index].take() {
-                        // A caller that stopped waiting no longer needs its answer.
-                        let _ = answer.send(Ok(decision));
+                for (index, decision) in group.into_iter().zip(decisions) {
+                    match decision {
+                        Some(decision) => answers[index] = Some(Ok(decision)),
+                        None => elsewhere.push(index),
                     }
                 }
             }
             Err(err) => {
-                for &index in group {
-                    if let Some(answer) = answers[index].take() {
-                        let _ = answer.send(Err(err.clone()));
-                    }
+                for index in group {
+                    answers[index] = Some(Err(err.clone()));
                 }
             }
         }
     }
-    drop(lease);
 }

@@ -1,29 +1,33 @@
 //! The connection to Redis, and sending scripts over it: timeouts, a script loaded again after
 //! a `NOSCRIPT`, and the scripts' answers read back.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, Value};
 use slidewin::Decision;
 
+use crate::cluster::Nodes;
 use crate::error::RedisError;
 use crate::rule::RedisAlgorithm;
 
 /// One connection, to a single Redis or to a cluster; both multiplex requests and reconnect by
-/// themselves.
+/// themselves. A cluster's comes with the map of which node serves which slot, for sending
+/// each node the checks of its keys in one call.
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(ClusterConnection, Arc<Nodes>),
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Single(c) => c.req_packed_command(cmd),
-            Connection::Cluster(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c, _) => c.req_packed_command(cmd),
         }
     }
 
@@ -35,14 +39,14 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(c, _) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Connection::Single(c) => c.get_db(),
-            Connection::Cluster(c) => c.get_db(),
+            Connection::Cluster(c, _) => c.get_db(),
         }
     }
 }
@@ -93,13 +97,22 @@ pub(crate) async fn query(
 }
 
 /// Sends `commands` as one pipeline; after a `NOSCRIPT`, loads every script on the node and
-/// sends it once more. One answer per command.
+/// sends it once more. One answer per command. On a cluster, `to` names a key whose node gets
+/// the whole pipeline (its scripts' keys undeclared); without it, each command goes where its
+/// keys are.
 pub(crate) async fn pipelined(
     connection: &mut Connection,
     commands: &[Cmd],
     timeout: Duration,
+    to: Option<&str>,
 ) -> Vec<Result<Value, RedisError>> {
-    if let [command] = commands {
+    let route = match (&*connection, to) {
+        (Connection::Cluster(..), Some(key)) => Some(SingleNodeRoutingInfo::SpecificNode(
+            Route::with_key(key, SlotAddr::Master),
+        )),
+        _ => None,
+    };
+    if let ([command], None) = (commands, &route) {
         // One command needs no pipeline (nor a copy of it).
         return vec![query(connection.clone(), command, true, timeout).await];
     }
@@ -109,7 +122,7 @@ pub(crate) async fn pipelined(
         pipeline.add_command(command.clone());
     }
     let attempt = async {
-        let replies: Vec<Value> = pipeline.query_async(connection).await?;
+        let replies = send_pipeline(connection, &pipeline, route.as_ref()).await?;
         let missing = replies.iter().any(
             |r| matches!(r, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)),
         );
@@ -117,7 +130,7 @@ pub(crate) async fn pipelined(
             return Ok(replies);
         }
         load_scripts(connection).await?;
-        pipeline.query_async(connection).await
+        send_pipeline(connection, &pipeline, route.as_ref()).await
     };
     match within(timeout, attempt).await {
         Ok(replies) => replies
@@ -131,9 +144,31 @@ pub(crate) async fn pipelined(
     }
 }
 
+/// `pipeline` to where its commands' keys are, or on a cluster to `route`.
+async fn send_pipeline(
+    connection: &mut Connection,
+    pipeline: &Pipeline,
+    route: Option<&SingleNodeRoutingInfo>,
+) -> redis::RedisResult<Vec<Value>> {
+    match (connection, route) {
+        (Connection::Cluster(cluster, _), Some(route)) => {
+            let count = pipeline.len();
+            cluster
+                .route_pipeline(pipeline.clone(), 0, count, route.clone())
+                .await
+        }
+        (connection, _) => pipeline.query_async(connection).await,
+    }
+}
+
 /// A script's answer for `count` checks: five integers each, allowed (1 or 0), limit,
-/// remaining, `reset_after` and `retry_after` (waits in microseconds).
-pub(crate) fn parse_decisions(reply: &Value, count: usize) -> Result<Vec<Decision>, RedisError> {
+/// remaining, `reset_after` and `retry_after` (waits in microseconds). `None` for a check the
+/// node did not answer (allowed -1: its key is elsewhere), which only a call with undeclared
+/// keys gives.
+pub(crate) fn parse_decisions(
+    reply: &Value,
+    count: usize,
+) -> Result<Vec<Option<Decision>>, RedisError> {
     let wrong = || RedisError::Reply {
         detail: format!("expected {count} answers of five numbers, got {reply:?}"),
     };
@@ -150,7 +185,10 @@ pub(crate) fn parse_decisions(reply: &Value, count: usize) -> Result<Vec<Decisio
 }
 
 /// One check's five integers.
-fn parse_decision(answer: &[Value]) -> Option<Decision> {
+fn parse_decision(answer: &[Value]) -> Option<Option<Decision>> {
+    if let Some(Value::Int(-1)) = answer.first() {
+        return Some(None);
+    }
     let mut fields = [0u64; 5];
     for (field, value) in fields.iter_mut().zip(answer) {
         let Value::Int(n) = value else {
@@ -160,9 +198,9 @@ fn parse_decision(answer: &[Value]) -> Option<Decision> {
     }
     let [allowed, limit, remaining, reset_after, retry_after] = fields;
     let micros = Duration::from_micros;
-    Some(if allowed == 1 {
+    Some(Some(if allowed == 1 {
         Decision::allow(limit, remaining, micros(reset_after))
     } else {
         Decision::deny(limit, remaining, micros(reset_after), micros(retry_after))
-    })
+    }))
 }

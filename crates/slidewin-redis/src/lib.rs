@@ -29,6 +29,7 @@
 //! lost. The connection recovers by itself when Redis is back.
 
 mod batch;
+mod cluster;
 mod connection;
 mod error;
 mod limiter;

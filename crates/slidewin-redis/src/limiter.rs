@@ -1,21 +1,19 @@
 //! [`RedisLimiter`]: checks on Redis or Redis Cluster, one atomic script each.
 
-use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
-use redis::cluster_routing::Slot;
 use redis::{Cmd, Value};
 use slidewin::{Decision, Moment};
-use tokio::task::JoinSet;
 
-use crate::batch::{Batcher, alone};
-use crate::connection::{Connection, parse_decisions, pipelined, query};
+use crate::batch::{Batcher, alone, answer_all};
+use crate::cluster::Nodes;
+use crate::connection::{Connection, query};
 use crate::error::RedisError;
-use crate::rule::{Call, RedisAlgorithm, Rule, key_of, script_call};
+use crate::rule::{RedisAlgorithm, Rule, key_of};
 
 /// How long a call waits for Redis by default.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -172,8 +170,7 @@ pub struct RedisLimiter {
     timeout: Duration,
     policy: Option<FailurePolicy>,
     batch_limit: usize,
-    /// Group commit on a single node (on a cluster, concurrent checks are of different slots,
-    /// which no script call can join); `None` when the batch limit is 1.
+    /// Group commit (on a cluster, per node); `None` when the batch limit is 1.
     batcher: Option<Arc<Batcher>>,
 }
 
@@ -181,7 +178,7 @@ impl std::fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.connection {
             Connection::Single(_) => "single",
-            Connection::Cluster(_) => "cluster",
+            Connection::Cluster(..) => "cluster",
         };
         f.debug_struct("RedisLimiter")
             .field("connection", &kind)
@@ -254,11 +251,18 @@ impl RedisLimiter {
             .map_err(|e| RedisError::Config {
                 detail: format!("{nodes:?}: {e}"),
             })?;
-        let connection = client
+        let mut connection = client
             .get_async_connection()
             .await
             .map_err(|e| RedisError::from_redis(&e))?;
-        Ok(RedisLimiter::with(Connection::Cluster(connection)))
+        // Where the slots are, to send each node its checks together. Without it (the cluster
+        // answered something else), checks are grouped by slot until the map is read again.
+        let nodes = Nodes::unknown();
+        let _ = nodes.refresh(&mut connection).await;
+        Ok(RedisLimiter::with(Connection::Cluster(
+            connection,
+            Arc::new(nodes),
+        )))
     }
 
     fn with(connection: Connection) -> RedisLimiter {
@@ -336,16 +340,22 @@ impl RedisLimiter {
     /// The same limiter sending at most `limit` checks in one script call (64 by default); 1
     /// sends every check alone.
     ///
-    /// On a single node, checks made while earlier ones are on their way to Redis wait and
-    /// then go together, in the order they came, as one script call: the call's fixed cost
-    /// and the read of the server's clock are paid once for all of them (measured: under
-    /// load a GCRA check costs 1.8x less than alone, see BENCHMARKS.md). A check that finds
-    /// Redis idle goes at once, so batching adds no latency; a batch's checks happen at one
-    /// instant of the server's clock. The timeout covers the wait in the queue; a check whose caller stopped
-    /// waiting before it was sent is not sent. The queue is shared by the clones made after
-    /// this call. On a cluster, [`check_many`](RedisLimiter::check_many) uses the limit (one
-    /// call per slot and algorithm); single checks go alone, since concurrent checks of
-    /// different keys are of different slots, which no script call can join.
+    /// Checks made while earlier ones are on their way to Redis wait and then go together,
+    /// in the order they came, as one script call per algorithm: the call's fixed cost and
+    /// the read of the server's clock are paid once for all of them (measured: under load a
+    /// GCRA check costs 1.8x less than alone, see BENCHMARKS.md). A check that finds Redis
+    /// idle goes at once, so batching adds no latency; a batch's checks happen at one instant
+    /// of the server's clock. The timeout covers the wait in the queue; a check whose caller
+    /// stopped waiting before it was sent is not sent. The queue is shared by the clones made
+    /// after this call. [`check_many`](RedisLimiter::check_many) uses the same limit.
+    ///
+    /// On a cluster, a batch goes to each node at once, one call per algorithm carrying the
+    /// checks of all the node's keys, of whatever slot: such a call names its keys as
+    /// arguments rather than as `KEYS` (Redis would refuse keys of several slots there), and
+    /// is sent by this client's map of the slots (`CLUSTER SLOTS`, read on connecting). A node
+    /// that does not serve a key (a slot moved) answers that check as not its own without
+    /// touching it; the check then goes again alone, routed as any single call is, and the map
+    /// is read again.
     ///
     /// # Errors
     ///
@@ -493,8 +503,9 @@ impl RedisLimiter {
         )
     }
 
-    /// Many checks in one round trip: pipelined, and on a cluster grouped by slot, each group
-    /// sent to its node at once, so the batch costs one round trip, not one per node. The
+    /// Many checks in one round trip: pipelined, and on a cluster grouped by node, each group
+    /// sent to its node at once, so the batch costs one round trip, not one per node (envoy
+    /// ratelimit #1149), as in [`with_batch_limit`](RedisLimiter::with_batch_limit). The
     /// answers come in the order of the checks.
     ///
     /// # Example
@@ -514,63 +525,26 @@ impl RedisLimiter {
     /// ```
     pub async fn check_many(&self, checks: &[Check<'_>]) -> Vec<Result<RedisDecision, RedisError>> {
         let mut answers: Vec<Option<Result<Decision, RedisError>>> = vec![None; checks.len()];
-        // One pipeline per cluster slot (all of a key's Redis keys share its hash tag's slot),
-        // in it one script call per algorithm and batch limit.
-        let mut groups: HashMap<Route, Vec<(usize, Call)>> = HashMap::new();
+        let mut sent = Vec::with_capacity(checks.len());
+        let mut calls = Vec::with_capacity(checks.len());
         for (index, check) in checks.iter().enumerate() {
-            if let Err(err) = check.rule.check_cost(check.cost) {
-                answers[index] = Some(Err(err.into()));
-                continue;
-            }
-            let call = check
-                .rule
-                .call(&self.prefix, check.key, check.at, check.cost, true);
-            let slot = match self.connection {
-                Connection::Cluster(_) => Some(Slot::for_key(&call.key)),
-                Connection::Single(_) => None,
-            };
-            groups
-                .entry((slot, call.algorithm))
-                .or_default()
-                .push((index, call));
-        }
-        let mut pipelines: HashMap<Option<Slot>, Vec<(Vec<usize>, Cmd)>> = HashMap::new();
-        for ((slot, _), group) in groups {
-            for chunk in group.chunks(self.batch_limit) {
-                let indices = chunk.iter().map(|(index, _)| *index).collect();
-                let calls: Vec<&Call> = chunk.iter().map(|(_, call)| call).collect();
-                pipelines
-                    .entry(slot)
-                    .or_default()
-                    .push((indices, script_call(&calls)));
-            }
-        }
-        let mut sent = JoinSet::new();
-        for (_, pipeline) in pipelines {
-            let mut connection = self.connection.clone();
-            let timeout = self.timeout;
-            sent.spawn(async move {
-                let (indices, commands): (Vec<Vec<usize>>, Vec<Cmd>) = pipeline.into_iter().unzip();
-                let replies = pipelined(&mut connection, &commands, timeout).await;
-                indices.into_iter().zip(replies).collect::<Vec<_>>()
-            });
-        }
-        while let Some(done) = sent.join_next().await {
-            // A task only panics if the client library does; its checks stay unanswered.
-            for (indices, reply) in done.unwrap_or_default() {
-                match reply.and_then(|reply| parse_decisions(&reply, indices.len())) {
-                    Ok(decisions) => {
-                        for (index, decision) in indices.into_iter().zip(decisions) {
-                            answers[index] = Some(Ok(decision));
-                        }
-                    }
-                    Err(err) => {
-                        for index in indices {
-                            answers[index] = Some(Err(err.clone()));
-                        }
-                    }
+            match check.rule.check_cost(check.cost) {
+                Ok(()) => {
+                    sent.push(index);
+                    calls.push(check.rule.call(
+                        &self.prefix,
+                        check.key,
+                        check.at,
+                        check.cost,
+                        true,
+                    ));
                 }
+                Err(err) => answers[index] = Some(Err(err.into())),
             }
+        }
+        let decisions = answer_all(&self.connection, calls, self.batch_limit, self.timeout).await;
+        for (index, decision) in sent.into_iter().zip(decisions) {
+            answers[index] = Some(decision);
         }
         answers
             .into_iter()
@@ -578,7 +552,7 @@ impl RedisLimiter {
             .map(|(answer, check)| {
                 let answer = answer.unwrap_or_else(|| {
                     Err(RedisError::Reply {
-                        detail: "the batch's task ended before answering".to_string(),
+                        detail: "no answer for the check".to_string(),
                     })
                 });
                 self.decide(check.rule, check.cost, answer)
@@ -693,13 +667,7 @@ impl RedisLimiter {
     }
 }
 
-/// Where a call can go: a cluster slot (`None` on a single node) and an algorithm's script.
-type Route = (Option<Slot>, RedisAlgorithm);
-
-/// A single node's batcher, when batches hold more than one check.
+/// The batcher, when batches hold more than one check.
 fn batcher_for(connection: &Connection, limit: usize) -> Option<Arc<Batcher>> {
-    match connection {
-        Connection::Single(_) if limit > 1 => Some(Batcher::new(connection.clone(), limit)),
-        _ => None,
-    }
+    (limit > 1).then(|| Batcher::new(connection.clone(), limit))
 }

@@ -336,15 +336,29 @@ pub(crate) struct Call {
     len: usize,
 }
 
+/// How a script call names its keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keys {
+    /// As `KEYS`, as Redis asks of scripts: all of one slot on a cluster.
+    Declared,
+    /// In `ARGV`, for a call carrying the checks of one cluster node, whose keys are of many
+    /// slots; a check whose key is not on that node comes back as not answered.
+    Undeclared,
+}
+
 /// One `EVALSHA` running `calls`, all of one algorithm, in order: one key and three
 /// arguments each (time, cost, the index of its rule, negative for a peek), then each distinct
 /// rule's numbers once (see `lua/common.lua`). Built with as few allocations as it takes: the
 /// client's work shares the machine with Redis's (measured: a fifth of a check's time on two
 /// cores).
-pub(crate) fn script_call(calls: &[&Call]) -> redis::Cmd {
+pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     let algorithm = calls.first().map_or(RedisAlgorithm::Gcra, |c| c.algorithm);
-    cmd.arg(algorithm.script().get_hash()).arg(calls.len());
+    cmd.arg(algorithm.script().get_hash());
+    match keys {
+        Keys::Declared => cmd.arg(calls.len()),
+        Keys::Undeclared => cmd.arg(0).arg(calls.len()),
+    };
     for call in calls {
         debug_assert_eq!(call.algorithm, algorithm, "one algorithm per script call");
         cmd.arg(&call.key);

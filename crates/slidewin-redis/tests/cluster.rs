@@ -1,11 +1,27 @@
 //! A Redis Cluster of three masters of the test's own: hash tags keep each script on one slot,
-//! batches go to every node at once, and a lost node is an error that heals.
+//! batches go to every node at once, one script call per node, a slot that moves under a
+//! batch costs a round trip and no answer, and a lost node is an error that heals.
 
 mod support;
 
 use slidewin::Moment;
 use slidewin_redis::{Check, RedisError, RedisLimiter, Rule};
-use support::RedisCluster;
+use support::{RedisCluster, RedisServer};
+
+/// How many `EVALSHA` calls `node` has run since the last `CONFIG RESETSTAT`.
+fn script_calls(node: &RedisServer) -> u64 {
+    node.cli(&["info", "commandstats"])
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn reset_stats(cluster: &RedisCluster) {
+    for node in &cluster.nodes {
+        node.cli(&["config", "resetstat"]);
+    }
+}
 
 async fn connect(cluster: &RedisCluster) -> RedisLimiter {
     let urls = cluster.urls();
@@ -65,6 +81,115 @@ async fn envoy_1149_a_batch_over_every_node_answers_in_order() {
     for (i, answer) in answers.iter().enumerate() {
         let decision = answer.as_ref().unwrap();
         assert_eq!(decision.allowed(), i % 2 == 0, "check {i}");
+    }
+}
+
+/// Group commit on a cluster: a batch's checks go to their nodes as one script call per node
+/// and algorithm, keys of many slots in it (which `KEYS` would refuse with CROSSSLOT).
+#[tokio::test]
+async fn a_batch_is_one_script_call_per_node_and_algorithm() {
+    let cluster = RedisCluster::start();
+    let redis = connect(&cluster).await;
+    let log = Rule::sliding_log("1/minute".parse().unwrap()).unwrap();
+    let gcra = Rule::gcra("1/minute".parse().unwrap()).unwrap();
+    let keys: Vec<String> = (0..60).map(|i| format!("spread-{i}")).collect();
+    let now = Moment::from_secs(70);
+    // Loads the scripts everywhere first, so that every call counted below is a batch.
+    let warm = redis
+        .check_many(&[Check::new(&gcra, "warm", 1), Check::new(&log, "warm", 1)])
+        .await;
+    assert!(warm.iter().all(Result::is_ok));
+    let mut per_node = [0; 3];
+    for key in &keys {
+        per_node[cluster.node_of(&format!("{{slidewin:{key}}}"))] += 1;
+    }
+    assert!(per_node.iter().all(|&n| n > 1), "{per_node:?}");
+    for round in 0..2 {
+        reset_stats(&cluster);
+        let checks: Vec<Check<'_>> = keys
+            .iter()
+            .flat_map(|k| {
+                [
+                    Check::new(&log, k, 1).at(now),
+                    Check::new(&gcra, k, 1).at(now),
+                ]
+            })
+            .collect();
+        let answers = redis.check_many(&checks).await;
+        for (i, answer) in answers.iter().enumerate() {
+            // Each key's first check of each rule is admitted, the second round's denied.
+            assert_eq!(answer.as_ref().unwrap().allowed(), round == 0, "check {i}");
+        }
+        for node in &cluster.nodes {
+            assert_eq!(
+                script_calls(node),
+                2,
+                "one call per algorithm on port {}",
+                node.port
+            );
+        }
+    }
+}
+
+/// The client's map of the slots is a guess: when a slot moves, the node it still names
+/// answers the moved key's check as not its own, untouched, and the check goes again alone to
+/// the new node: still exact (admitted once, then denied), and later batches find the new node.
+#[tokio::test]
+async fn a_check_whose_slot_moved_goes_alone_to_its_new_node() {
+    let cluster = RedisCluster::start();
+    let redis = connect(&cluster).await;
+    let rule = Rule::gcra("1/minute".parse().unwrap()).unwrap();
+    let key = "moving";
+    let redis_key = format!("{{slidewin:{key}}}:gcra");
+    let from = cluster.node_of(&redis_key);
+    let to = (from + 1) % 3;
+    let slot = cluster.nodes[0].cli(&["cluster", "keyslot", &redis_key]);
+    let target = cluster.nodes[to].cli(&["cluster", "myid"]);
+    // The slot is empty: each node can be told at once who serves it now.
+    for node in [to, from, 3 - from - to] {
+        let said =
+            cluster.nodes[node].cli(&["cluster", "setslot", slot.trim(), "node", target.trim()]);
+        assert_eq!(said.trim(), "OK", "port {}", cluster.nodes[node].port);
+    }
+    assert_eq!(cluster.node_of(&redis_key), to);
+    // A neighbour on the old node keeps the batch going there.
+    let stays = (0..100)
+        .map(|i| format!("stays-{i}"))
+        .find(|k| cluster.node_of(&format!("{{slidewin:{k}}}")) == from)
+        .expect("a key on the old node");
+    let now = Moment::from_secs(90);
+    let checks = [
+        Check::new(&rule, key, 1).at(now),
+        Check::new(&rule, &stays, 1).at(now),
+        Check::new(&rule, key, 1).at(now),
+    ];
+    let answers = redis.check_many(&checks).await;
+    let allowed: Vec<bool> = answers
+        .iter()
+        .map(|a| a.as_ref().unwrap().allowed())
+        .collect();
+    assert_eq!(allowed, [true, true, false]);
+    assert_eq!(cluster.nodes[to].cli(&["exists", &redis_key]).trim(), "1");
+    assert!(
+        cluster.nodes[from]
+            .cli(&["exists", &redis_key])
+            .starts_with("MOVED")
+    );
+    // The map is read again in the background; until then a batch still costs the old node
+    // a call. Each attempt is a round trip: no clock.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        assert!(
+            attempts < 10_000,
+            "the client never learnt where the slot went"
+        );
+        reset_stats(&cluster);
+        let answer = redis.check_at(&rule, key, now, 1).await.unwrap();
+        assert!(!answer.allowed());
+        if script_calls(&cluster.nodes[from]) == 0 {
+            break;
+        }
     }
 }
 

@@ -9,7 +9,14 @@
 --
 -- One call runs a batch of checks in order, one per key: KEYS[i] is check i's key, and its
 -- three arguments are ARGV[base + 1 ..= base + 3]. After them come the rules: ARGV[3n + 1] is
--- how many numbers a rule has, then each distinct rule of the batch, its numbers in a row. A
+-- how many numbers a rule has, then each distinct rule of the batch, its numbers in a row.
+-- On a cluster, a call carries the checks of one node, whose keys are of many slots: a call
+-- naming them as KEYS would be refused (CROSSSLOT), so there KEYS is empty, ARGV[1] is n and
+-- ARGV[2 ..= n + 1] the keys, and everything else follows them. Such a call ("soft") answers
+-- a check whose key is not on this node (moved, or never was) with allowed = -1 instead of
+-- failing: its first command goes through `first` (redis.pcall), before any write, so the
+-- check is untouched and the client sends it again alone, to the right node. Scripts
+-- without a shebang may use undeclared keys of any slot the node serves. A
 -- batch's checks mostly share one rule, so it is sent and parsed once, not once per check
 -- (fewer arguments: measured, a fifth of a check's time in Redis). The answer is one flat
 -- array, five integers per check, `answers[w + 1 ..= w + 5]`: allowed (1 or 0), limit,
@@ -25,8 +32,10 @@ local format, floor, max, min, abs = string.format, math.floor, math.max, math.m
 local clock = nil
 local answers = {}
 local rules = {}
+local n, from, soft, first = #KEYS, 0, false, call
+if n == 0 then n, soft, first = tonumber(ARGV[1]), true, redis.pcall; from = n + 1 end
 do
-  local at = 3 * #KEYS + 1
+  local at = from + 3 * n + 1
   local size = tonumber(ARGV[at])
   for r = 1, (#ARGV - at) / size do
     local rule, from = {}, at + (r - 1) * size
@@ -34,8 +43,9 @@ do
     rules[r] = rule
   end
 end
-for i = 1, #KEYS do
-local key, base, w = KEYS[i], (i - 1) * 3, (i - 1) * 5
+for i = 1, n do
+local key, base, w = KEYS[i], from + (i - 1) * 3, (i - 1) * 5
+if soft then key = ARGV[1 + i] end
 local now = ARGV[base + 1]
 if now == '' then
   if not clock then

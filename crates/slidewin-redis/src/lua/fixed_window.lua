@@ -3,7 +3,11 @@
 -- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
-local state = call('HMGET', key, 'w', 'c')
+local state = first('HMGET', key, 'w', 'c')
+if soft and state.err then
+  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
+  break
+end
 local window, count = tonumber(state[1]) or 0, tonumber(state[2]) or 0
 -- A later window starts empty; an earlier one (the clock went back) counts in this one.
 local current = floor(now / span)

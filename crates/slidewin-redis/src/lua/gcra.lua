@@ -3,7 +3,12 @@
 -- ms an idle key outlives a full bucket.
 -- Answers allowed, burst, remaining, reset_after, retry_after (waits in microseconds).
 local interval, tolerance, burst, idle_ms = rule[1], rule[2], rule[3], rule[4]
-local tat = tonumber(call('GET', key) or 0)
+local tat = first('GET', key)
+if soft and type(tat) == 'table' then
+  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
+  break
+end
+tat = tonumber(tat or 0)
 
 -- The TAT after this request, and whether it is admitted.
 local next, allowed, retry = tat, 1, 0

@@ -4,7 +4,11 @@
 -- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
-local state = call('HMGET', key, 'w', 'p', 'c')
+local state = first('HMGET', key, 'w', 'p', 'c')
+if soft and state.err then
+  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
+  break
+end
 local window = tonumber(state[1]) or 0
 local previous, current = tonumber(state[2]) or 0, tonumber(state[3]) or 0
 

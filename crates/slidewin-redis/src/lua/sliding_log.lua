@@ -6,7 +6,11 @@ local span, limit, idle_ms = rule[1], rule[2], rule[3]
 -- The log's own time never goes back: a request older than the newest admission counts at it.
 local at = now
 local newest = nil
-local top = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local top = first('ZRANGE', key, -1, -1, 'WITHSCORES')
+if soft and top.err then
+  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
+  break
+end
 if #top > 0 then
   newest = tonumber(top[2])
   if newest > at then at = newest end
