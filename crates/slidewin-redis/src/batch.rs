@@ -195,6 +195,9 @@ pub(crate) async fn answer_all(
     most: usize,
     timeout: Duration,
 ) -> Vec<Result<Decision, RedisError>> {
+    if calls.is_empty() {
+        return Vec::new();
+    }
     let mut answers: Vec<Option<Result<Decision, RedisError>>> = vec![None; calls.len()];
     let mut elsewhere = Vec::new();
     match connection {

@@ -123,6 +123,12 @@ async fn a_cost_that_can_never_pass_is_an_error_before_redis() {
         RedisError::Limit(LimitError::CostTooHigh { cost: 6, max: 5 })
     );
     assert_eq!(server.cli(&["dbsize"]).trim(), "0");
+    // Nor does a batch of nothing, or of nothing that could pass, reach Redis.
+    server.cli(&["config", "resetstat"]);
+    assert!(redis.check_many(&[]).await.is_empty());
+    let answers = redis.check_many(&[Check::new(&rule, "k", 6)]).await;
+    assert!(matches!(answers[..], [Err(RedisError::Limit(_))]));
+    assert!(!server.cli(&["info", "commandstats"]).contains("evalsha"));
 }
 
 #[tokio::test]
