@@ -585,7 +585,8 @@ impl RedisLimiter {
 
     /// The admitted units of `key`'s [sliding log](RedisAlgorithm::SlidingLog) with times in
     /// `[from, to]`, oldest first: to see what a limit is holding, as seed 001 suggests
-    /// (`ZRANGEBYSCORE`).
+    /// (`ZRANGEBYSCORE`). Units that have left the window may still be listed: an admission
+    /// removes them, at every eighth admitted unit.
     ///
     /// # Errors
     ///

@@ -62,6 +62,71 @@ async fn seed001_two_requests_in_one_microsecond_both_count() {
     assert_eq!(redis.inspect("k", now, now).await.unwrap(), [now, now, now]);
 }
 
+/// Members are numbered per log, and the number's digit count leads it, so that the members
+/// of one microsecond sort by number past 9 and 99 too: a repeated number would overwrite an
+/// entry (ZADD) and let one unit too many through. Old entries go every eighth admitted unit,
+/// so the set never holds more than the limit and seven others.
+#[tokio::test]
+async fn members_stay_unique_and_the_log_holds_at_most_seven_old_entries() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rule = Rule::sliding_log("120/s".parse().unwrap()).unwrap();
+    let now = secs(7);
+    for n in 1..=120 {
+        let decision = redis.check_at(&rule, "k", now, 1).await.unwrap();
+        assert!(decision.allowed(), "unit {n}");
+        assert_eq!(decision.remaining(), 120 - n);
+    }
+    assert!(!redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
+    assert_eq!(redis.inspect("k", now, now).await.unwrap().len(), 120);
+    // Two seconds of checks every 5 ms, costing 1 to 3: the first second is full.
+    let mut admitted = 0;
+    for step in 1..=400u64 {
+        let at = now + Duration::from_millis(5 * step);
+        if redis
+            .check_at(&rule, "k", at, 1 + step % 3)
+            .await
+            .unwrap()
+            .allowed()
+        {
+            admitted += 1;
+        }
+        let held: usize = server
+            .cli(&["zcard", "{slidewin:k}:log"])
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(held <= 120 + 7, "{held} entries at {at}");
+    }
+    assert!(admitted > 50, "{admitted}");
+}
+
+/// A log whose members the script wrote before they were numbered per log (`time-n`) reads
+/// on: its newest time holds the log's time back, and every entry counts.
+#[tokio::test]
+async fn a_log_of_the_previous_members_counts_on() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rule = Rule::sliding_log("3/10s".parse().unwrap()).unwrap();
+    let old = "{slidewin:k}:log";
+    server.cli(&["zadd", old, "5000000", "5000000-1", "5000000", "5000000-2"]);
+    let decision = redis.check_at(&rule, "k", secs(4), 1).await.unwrap();
+    assert!(decision.allowed());
+    assert_eq!(decision.remaining(), 0);
+    assert_eq!(decision.reset_after(), Duration::from_secs(11));
+    assert!(
+        !redis
+            .check_at(&rule, "k", secs(4), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    assert_eq!(
+        redis.inspect("k", Moment::ZERO, secs(100)).await.unwrap(),
+        [secs(5), secs(5), secs(5)]
+    );
+}
+
 #[tokio::test]
 async fn the_server_clock_is_the_default() {
     let server = RedisServer::start();

@@ -3,43 +3,60 @@
 -- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
--- The log's own time never goes back: a request older than the newest admission counts at it.
+-- Each unit its own member: its number in the log (from 1, again once all entries are old), a
+-- letter for how many digits first, then its time: `c123` + time. The letter sorts a time's
+-- members by number, so the last member gives the newest time and the last number: no
+-- WITHSCORES (the score printed with '%.17g' and parsed back: 0.45 µs), and no count of the
+-- entries at that time to number them.
 local at = now
-local newest = nil
-local top = first('ZRANGE', key, -1, -1, 'WITHSCORES')
+local newest, seq = nil, 0
+local top = first('ZRANGE', key, '-1', '-1')
 if soft and top.err then
   answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
   break
 end
-if #top > 0 then
-  newest = tonumber(top[2])
+top = top[1]
+if top then
+  local sub, digits = string.sub, string.byte(top) - 96
+  if digits > 0 then
+    seq, newest = tonumber(sub(top, 2, digits + 1)), tonumber(sub(top, digits + 2))
+  else
+    -- Written before numbers (`time-n`): they start at 1, and a letter sorts after digits.
+    newest = tonumber(sub(top, 1, string.find(top, '-', 1, true) - 1))
+  end
+  -- The log's own time never goes back: a request older than the newest admission counts at it.
   if newest > at then at = newest end
 end
 
 local after = format('(%d', at - span)
 local count = call('ZCOUNT', key, after, '+inf')
-if count == 0 then newest = nil end
+if count == 0 then newest, seq = nil, 0 end
 
 if count + cost <= limit then
   if commit and cost > 0 then
-    -- `at` becomes the newest admission, and every later check counts at it or after: what
-    -- has left the window ending there never counts again. (The max is inclusive: an entry
-    -- exactly one span old goes.)
-    call('ZREMRANGEBYSCORE', key, '-inf', format('%d', at - span))
-    -- Each unit its own member, `at-n`: the entries already at `at` are numbered from 1 (a
-    -- removal takes all of a time's entries or none, so the numbers stay unique).
-    local taken = 0
-    local score = format('%d', at)
-    if newest == at then taken = call('ZCOUNT', key, score, score) end
-    local first = 1
-    while first <= cost do
+    local score, digits, ten = format('%d', at), 1, 10
+    while seq + 1 >= ten do digits, ten = digits + 1, ten * 10 end
+    if cost == 1 then -- no table to unpack: 0.4 µs
+      call('ZADD', key, score, format('%c%d%s', 96 + digits, seq + 1, score))
+    else
       local members = {}
-      for n = first, min(first + 499, cost) do
+      for n = seq + 1, seq + cost do
+        if n >= ten then digits, ten = digits + 1, ten * 10 end
         members[#members + 1] = score
-        members[#members + 1] = format('%d-%d', at, taken + n)
+        members[#members + 1] = format('%c%d%s', 96 + digits, n, score)
+        if #members == 1000 then
+          call('ZADD', key, unpack(members))
+          members = {}
+        end
       end
-      call('ZADD', key, unpack(members))
-      first = first + 500
+      if #members > 0 then call('ZADD', key, unpack(members)) end
+    end
+    -- Every later check counts at `at` or after, so entries at or before `at - span` (the max is
+    -- inclusive) never count again. They go when the numbers pass a multiple of 8, or when all
+    -- are that old (removing them at every admission: 0.8 µs of 5.6): between calls the set
+    -- holds at most limit + 7 entries.
+    if top and (not newest or floor(seq / 8) ~= floor((seq + cost) / 8)) then
+      call('ZREMRANGEBYSCORE', key, '-inf', format('%d', at - span))
     end
     -- The log goes idle_ms after its newest entry. Its expiry is set when the
     -- newest time enters a new stretch of that length, to the end of the next stretch, which
@@ -48,7 +65,7 @@ if count + cost <= limit then
     local idle = idle_ms * 1000
     local stretch = floor(at / idle)
     if not newest or floor(newest / idle) ~= stretch then
-      call('PEXPIRE', key, floor(((stretch + 2) * idle - now) / 1000))
+      call('PEXPIRE', key, format('%d', floor(((stretch + 2) * idle - now) / 1000)))
     end
   end
   if cost > 0 then newest = at end
