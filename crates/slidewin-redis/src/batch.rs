@@ -7,8 +7,8 @@
 //! limit, as one script call per algorithm in one pipeline. Under load this is what bounds
 //! throughput: a script call has a fixed cost in Redis (and in the client), and so does the
 //! server's clock (`TIME`, read once per call), which a batch pays once for all its checks.
-//! On a cluster, a batch goes as one such pipeline to each node, all at once (see
-//! `cluster.rs`).
+//! On a cluster, each node has a queue and slots of its own, and its batches go to it alone
+//! (see `cluster.rs`): a slow node holds back only its own checks.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,14 +29,17 @@ pub(crate) const IN_FLIGHT: usize = 2;
 
 type Answer = oneshot::Sender<Result<Decision, RedisError>>;
 
-/// The queue of checks waiting for a call to Redis, shared by a limiter's clones.
+/// The queues of checks waiting for a call to Redis, shared by a limiter's clones: one on a
+/// single node, one per node on a cluster.
 pub(crate) struct Batcher {
     connection: Connection,
     /// The most checks sent in one batch.
     most: usize,
-    queue: Mutex<Queue>,
+    /// By group: the node's (see [`Nodes::group`]), 0 on a single node.
+    queues: Mutex<HashMap<u32, Queue>>,
 }
 
+#[derive(Default)]
 struct Queue {
     in_flight: usize,
     waiting: VecDeque<Waiting>,
@@ -54,13 +57,13 @@ enum Route {
     Queued(oneshot::Receiver<Result<Decision, RedisError>>),
 }
 
-/// One of the [`IN_FLIGHT`] slots, held while a call is on its way; given back on drop, even
-/// when the call's future is dropped, so that the queue always moves.
-struct Lease(Arc<Batcher>);
+/// One of a group's [`IN_FLIGHT`] slots, held while a call is on its way; given back on drop,
+/// even when the call's future is dropped, so that the queue always moves.
+struct Lease(Arc<Batcher>, u32);
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.0.release();
+        self.0.release(self.1);
     }
 }
 
@@ -70,16 +73,13 @@ impl Batcher {
         Arc::new(Batcher {
             connection,
             most,
-            queue: Mutex::new(Queue {
-                in_flight: 0,
-                waiting: VecDeque::new(),
-            }),
+            queues: Mutex::new(HashMap::new()),
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Queue>> {
         // Nothing panics while holding the lock; a poisoned queue is still a good queue.
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `call`, alone if a slot is free or else in the next batch, waiting at most
@@ -89,8 +89,13 @@ impl Batcher {
         call: Call,
         timeout: Duration,
     ) -> Result<Decision, RedisError> {
+        let group = match &self.connection {
+            Connection::Single(_) => 0,
+            Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), &call.key),
+        };
         let route = {
-            let mut queue = self.lock();
+            let mut queues = self.lock();
+            let queue = queues.entry(group).or_default();
             if queue.in_flight < IN_FLIGHT {
                 queue.in_flight += 1;
                 Route::Alone(call)
@@ -106,7 +111,7 @@ impl Batcher {
         };
         match route {
             Route::Alone(call) => {
-                let _lease = Lease(Arc::clone(self));
+                let _lease = Lease(Arc::clone(self), group);
                 alone(self.connection.clone(), &call, timeout).await
             }
             Route::Queued(answered) => match tokio::time::timeout(timeout, answered).await {
@@ -122,20 +127,28 @@ impl Batcher {
         }
     }
 
-    /// Gives a slot back: to the next batch when checks wait, else to the next check.
-    fn release(self: &Arc<Self>) {
+    /// Gives a slot of `group` back: to its next batch when checks wait, else to its next
+    /// check.
+    fn release(self: &Arc<Self>, group: u32) {
         let batch: Vec<Waiting> = {
-            let mut queue = self.lock();
+            let mut queues = self.lock();
+            let Some(queue) = queues.get_mut(&group) else {
+                return;
+            };
             // Callers that gave up (timed out, or dropped the check) are not sent.
             queue.waiting.retain(|w| !w.answer.is_closed());
             if queue.waiting.is_empty() {
                 queue.in_flight -= 1;
+                if queue.in_flight == 0 {
+                    // An idle group's queue goes (a cluster's map may name new nodes).
+                    queues.remove(&group);
+                }
                 return;
             }
             let take = queue.waiting.len().min(self.most);
             queue.waiting.drain(..take).collect()
         };
-        let lease = Lease(Arc::clone(self));
+        let lease = Lease(Arc::clone(self), group);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(send(lease, batch));
@@ -215,6 +228,15 @@ pub(crate) async fn answer_all(
                     .entry(Nodes::group(&map, &call.key))
                     .or_default()
                     .push(index);
+            }
+            if per_node.len() == 1 {
+                // A batch of one node's queue: no task to spawn.
+                let members: Vec<usize> = (0..calls.len()).collect();
+                let (indices, commands) = plan(&calls, &members, most, Keys::Undeclared);
+                let to = Some(calls[0].key.as_str());
+                let replies = pipelined(&mut connection.clone(), &commands, timeout, to).await;
+                settle(&mut answers, &mut elsewhere, indices, replies);
+                per_node.clear();
             }
             let mut sent = JoinSet::new();
             for members in per_node.values() {

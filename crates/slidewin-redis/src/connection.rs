@@ -116,13 +116,8 @@ pub(crate) async fn pipelined(
         // One command needs no pipeline (nor a copy of it).
         return vec![query(connection.clone(), command, true, timeout).await];
     }
-    let mut pipeline = redis::pipe();
-    pipeline.ignore_errors();
-    for command in commands {
-        pipeline.add_command(command.clone());
-    }
     let attempt = async {
-        let replies = send_pipeline(connection, &pipeline, route.as_ref()).await?;
+        let replies = send_pipeline(connection, commands, route.as_ref()).await?;
         let missing = replies.iter().any(
             |r| matches!(r, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)),
         );
@@ -130,7 +125,7 @@ pub(crate) async fn pipelined(
             return Ok(replies);
         }
         load_scripts(connection).await?;
-        send_pipeline(connection, &pipeline, route.as_ref()).await
+        send_pipeline(connection, commands, route.as_ref()).await
     };
     match within(timeout, attempt).await {
         Ok(replies) => replies
@@ -144,17 +139,23 @@ pub(crate) async fn pipelined(
     }
 }
 
-/// `pipeline` to where its commands' keys are, or on a cluster to `route`.
+/// `commands` as one pipeline, to where their keys are or on a cluster to `route`.
 async fn send_pipeline(
     connection: &mut Connection,
-    pipeline: &Pipeline,
+    commands: &[Cmd],
     route: Option<&SingleNodeRoutingInfo>,
 ) -> redis::RedisResult<Vec<Value>> {
+    let mut pipeline = redis::pipe();
+    pipeline.ignore_errors();
+    for command in commands {
+        pipeline.add_command(command.clone());
+    }
     match (connection, route) {
         (Connection::Cluster(cluster, _), Some(route)) => {
             let count = pipeline.len();
+            // Taken by value: built for each attempt rather than copied.
             cluster
-                .route_pipeline(pipeline.clone(), 0, count, route.clone())
+                .route_pipeline(pipeline, 0, count, route.clone())
                 .await
         }
         (connection, _) => pipeline.query_async(connection).await,
