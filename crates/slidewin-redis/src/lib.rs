@@ -4,7 +4,8 @@
 //! A [`Rule`] is one of slidewin's four algorithms with a quota; a [`RedisLimiter`] runs each
 //! check atomically in a Lua script, reading the time from the Redis server so that clients'
 //! clocks cannot disagree. Under load, checks that wait for Redis go together as one script
-//! call ([`RedisLimiter::with_batch_limit`]). The exact sliding log is seed 001's sorted set done so that
+//! call ([`RedisLimiter::with_batch_limit`]); on a cluster, one per node, its keys of many
+//! slots. The exact sliding log is seed 001's sorted set done so that
 //! concurrent clients can never over-admit: the entries of the last span counted, and added
 //! only when admitted, each with a unique member; those one span old or more removed
 //! (`ZREMRANGEBYSCORE key -inf now-span`) every eighth admitted unit, so that a log holds at

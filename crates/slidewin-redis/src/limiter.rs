@@ -343,7 +343,7 @@ impl RedisLimiter {
     /// Checks made while earlier ones are on their way to Redis wait and then go together,
     /// in the order they came, as one script call per algorithm: the call's fixed cost and
     /// the read of the server's clock are paid once for all of them (measured: under load a
-    /// GCRA check costs 1.8x less than alone, see BENCHMARKS.md). A check that finds Redis
+    /// GCRA check costs 1.7x to 2x less than alone, see BENCHMARKS.md). A check that finds Redis
     /// idle goes at once, so batching adds no latency; a batch's checks happen at one instant
     /// of the server's clock. The timeout covers the wait in the queue; a check whose caller
     /// stopped waiting before it was sent is not sent. The queue is shared by the clones made
