@@ -8,6 +8,10 @@ use slidewin::Moment;
 use slidewin_redis::{Check, RedisError, RedisLimiter, Rule};
 use support::{RedisCluster, RedisServer};
 
+/// Checks go alone while fewer than this many calls are on their way to their node (the
+/// crate's `IN_FLIGHT`).
+const ALONE: u64 = 2;
+
 /// How many `EVALSHA` calls `node` has run since the last `CONFIG RESETSTAT`.
 fn script_calls(node: &RedisServer) -> u64 {
     node.cli(&["info", "commandstats"])
@@ -189,6 +193,49 @@ async fn a_check_whose_slot_moved_goes_alone_to_its_new_node() {
         assert!(!answer.allowed());
         if script_calls(&cluster.nodes[from]) == 0 {
             break;
+        }
+    }
+}
+
+/// Group commit on a cluster: while every node is paused, each node's first checks go alone
+/// (two calls in flight per node) and the rest wait in that node's queue; once the nodes go
+/// on, each queue is one script call to its node, and every answer is exact.
+#[tokio::test]
+async fn waiting_checks_go_to_their_node_in_one_call_per_node() {
+    let cluster = RedisCluster::start();
+    let redis = connect(&cluster).await;
+    let rule = Rule::gcra("1/minute".parse().unwrap()).unwrap();
+    // Loads the scripts on every node first.
+    assert!(redis.check(&rule, "warm", 1).await.is_ok());
+    let keys: Vec<String> = (0..30).map(|i| format!("queued-{i}")).collect();
+    let mut per_node = [0u64; 3];
+    for key in &keys {
+        per_node[cluster.node_of(&format!("{{slidewin:{key}}}"))] += 1;
+    }
+    assert!(per_node.iter().all(|&n| n > ALONE), "{per_node:?}");
+    let now = Moment::from_secs(500);
+    for round in 0..2 {
+        reset_stats(&cluster);
+        for node in &cluster.nodes {
+            node.cli(&["client", "pause", "10000", "WRITE"]);
+        }
+        let tasks: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                let (redis, rule, key) = (redis.clone(), rule.clone(), key.clone());
+                tokio::spawn(async move { redis.check_at(&rule, &key, now, 1).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        for node in &cluster.nodes {
+            node.cli(&["client", "unpause"]);
+        }
+        for task in tasks {
+            let decision = task.await.unwrap().unwrap();
+            assert_eq!(decision.allowed(), round == 0);
+        }
+        for node in &cluster.nodes {
+            assert_eq!(script_calls(node), ALONE + 1, "port {}", node.port);
         }
     }
 }
