@@ -173,7 +173,7 @@ pub(crate) async fn alone(
         timeout,
     )
     .await?;
-    match parse_decisions(&reply, 1)?.pop() {
+    match parse_decisions(&reply, std::iter::once(call))?.pop() {
         Some(Some(decision)) => Ok(decision),
         _ => Err(RedisError::Reply {
             detail: "no answer for the check".to_string(),
@@ -218,7 +218,7 @@ pub(crate) async fn answer_all(
             let everything: Vec<usize> = (0..calls.len()).collect();
             let (indices, commands) = plan(&calls, &everything, most, Keys::Declared);
             let replies = pipelined(&mut connection.clone(), &commands, timeout, None).await;
-            settle(&mut answers, &mut elsewhere, indices, replies);
+            settle(&calls, &mut answers, &mut elsewhere, indices, replies);
         }
         Connection::Cluster(_, nodes) => {
             let map = nodes.map();
@@ -235,7 +235,7 @@ pub(crate) async fn answer_all(
                 let (indices, commands) = plan(&calls, &members, most, Keys::Undeclared);
                 let to = Some(calls[0].key.as_str());
                 let replies = pipelined(&mut connection.clone(), &commands, timeout, to).await;
-                settle(&mut answers, &mut elsewhere, indices, replies);
+                settle(&calls, &mut answers, &mut elsewhere, indices, replies);
                 per_node.clear();
             }
             let mut sent = JoinSet::new();
@@ -251,7 +251,7 @@ pub(crate) async fn answer_all(
             while let Some(done) = sent.join_next().await {
                 // A task only panics if the client library does; its checks stay unanswered.
                 if let Ok((indices, replies)) = done {
-                    settle(&mut answers, &mut elsewhere, indices, replies);
+                    settle(&calls, &mut answers, &mut elsewhere, indices, replies);
                 }
             }
         }
@@ -318,13 +318,15 @@ fn plan(
 /// Files each script call's answers under its checks; the checks a node said are not its own
 /// go to `elsewhere`.
 fn settle(
+    calls: &[Call],
     answers: &mut [Option<Result<Decision, RedisError>>],
     elsewhere: &mut Vec<usize>,
     indices: Vec<Vec<usize>>,
     replies: Vec<Result<redis::Value, RedisError>>,
 ) {
     for (group, reply) in indices.into_iter().zip(replies) {
-        match reply.and_then(|reply| parse_decisions(&reply, group.len())) {
+        let group_calls = group.iter().map(|&i| &calls[i]);
+        match reply.and_then(|reply| parse_decisions(&reply, group_calls)) {
             Ok(decisions) => {
                 for (index, decision) in group.into_iter().zip(decisions) {
                     match decision {

@@ -12,7 +12,7 @@ use slidewin::Decision;
 
 use crate::cluster::Nodes;
 use crate::error::RedisError;
-use crate::rule::RedisAlgorithm;
+use crate::rule::{Call, RedisAlgorithm};
 
 /// One connection, to a single Redis or to a cluster; both multiplex requests and reconnect by
 /// themselves. A cluster's comes with the map of which node serves which slot, for sending
@@ -162,46 +162,51 @@ async fn send_pipeline(
     }
 }
 
-/// A script's answer for `count` checks: five integers each, allowed (1 or 0), limit,
-/// remaining, `reset_after` and `retry_after` (waits in microseconds). `None` for a check the
-/// node did not answer (allowed -1: its key is elsewhere), which only a call with undeclared
-/// keys gives.
-pub(crate) fn parse_decisions(
+/// A script's answer for `calls`: three integers each, the remaining units (or -1 - remaining
+/// when denied), `reset_after` and `retry_after` (waits in microseconds); the limit is the
+/// call's own. `None` for a check the node did not answer (`reset_after` -1: its key is
+/// elsewhere), which only a call with undeclared keys gives.
+pub(crate) fn parse_decisions<'a>(
     reply: &Value,
-    count: usize,
+    calls: impl ExactSizeIterator<Item = &'a Call>,
 ) -> Result<Vec<Option<Decision>>, RedisError> {
+    let count = calls.len();
     let wrong = || RedisError::Reply {
-        detail: format!("expected {count} answers of five numbers, got {reply:?}"),
+        detail: format!("expected {count} answers of three numbers, got {reply:?}"),
     };
     let Value::Array(items) = reply else {
         return Err(wrong());
     };
-    if items.len() != count * 5 {
+    if items.len() != count * 3 {
         return Err(wrong());
     }
     items
-        .chunks_exact(5)
-        .map(|answer| parse_decision(answer).ok_or_else(wrong))
+        .chunks_exact(3)
+        .zip(calls)
+        .map(|(answer, call)| parse_decision(answer, call.limit).ok_or_else(wrong))
         .collect()
 }
 
-/// One check's five integers.
-fn parse_decision(answer: &[Value]) -> Option<Option<Decision>> {
-    if let Some(Value::Int(-1)) = answer.first() {
+/// One check's three integers.
+fn parse_decision(answer: &[Value], limit: u64) -> Option<Option<Decision>> {
+    let [
+        Value::Int(left),
+        Value::Int(reset_after),
+        Value::Int(retry_after),
+    ] = answer
+    else {
+        return None;
+    };
+    if *reset_after == -1 {
         return Some(None);
     }
-    let mut fields = [0u64; 5];
-    for (field, value) in fields.iter_mut().zip(answer) {
-        let Value::Int(n) = value else {
-            return None;
-        };
-        *field = u64::try_from(*n).ok()?;
-    }
-    let [allowed, limit, remaining, reset_after, retry_after] = fields;
-    let micros = Duration::from_micros;
-    Some(Some(if allowed == 1 {
-        Decision::allow(limit, remaining, micros(reset_after))
-    } else {
-        Decision::deny(limit, remaining, micros(reset_after), micros(retry_after))
+    let micros = |n: i64| u64::try_from(n).ok().map(Duration::from_micros);
+    let reset_after = micros(*reset_after)?;
+    Some(Some(match u64::try_from(*left) {
+        Ok(remaining) => Decision::allow(limit, remaining, reset_after),
+        Err(_) => {
+            let remaining = u64::try_from(-1 - *left).ok()?;
+            Decision::deny(limit, remaining, reset_after, micros(*retry_after)?)
+        }
     }))
 }

@@ -311,6 +311,10 @@ impl Rule {
             commit,
             params,
             len,
+            limit: match self.algorithm {
+                RedisAlgorithm::Gcra => self.quota.burst(),
+                _ => limit,
+            },
         }
     }
 
@@ -334,6 +338,8 @@ pub(crate) struct Call {
     /// The rule's numbers, `len` of them.
     params: [u64; 4],
     len: usize,
+    /// The decision's limit (a bucket's burst): the client's to fill in, not the script's.
+    pub(crate) limit: u64,
 }
 
 /// How a script call names its keys.
@@ -346,11 +352,11 @@ pub(crate) enum Keys {
     Undeclared,
 }
 
-/// One `EVALSHA` running `calls`, all of one algorithm, in order: one key and three
-/// arguments each (time, cost, the index of its rule, negative for a peek), then each distinct
-/// rule's numbers once (see `lua/common.lua`). Built with as few allocations as it takes: the
-/// client's work shares the machine with Redis's (measured: a fifth of a check's time on two
-/// cores).
+/// One `EVALSHA` running `calls`, all of one algorithm, in order: one key each, how many
+/// arguments a check has, then each check's (cost, the index of its rule, negative for a peek,
+/// and its time unless all use the server's), then each distinct rule's numbers once (see
+/// `lua/common.lua`). Built with as few allocations as it takes: the client's work shares the
+/// machine with Redis's (measured: a fifth of a check's time on two cores).
 pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     let algorithm = calls.first().map_or(RedisAlgorithm::Gcra, |c| c.algorithm);
@@ -363,13 +369,11 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
         debug_assert_eq!(call.algorithm, algorithm, "one algorithm per script call");
         cmd.arg(&call.key);
     }
+    let timed = calls.iter().any(|c| c.now.is_some());
+    cmd.arg(if timed { 3 } else { 2 });
     // The distinct rules, in order of first use; a batch has few (a linear search is cheapest).
     let mut rules: Vec<&[u64]> = Vec::new();
     for call in calls {
-        match call.now {
-            Some(micros) => cmd.arg(micros),
-            None => cmd.arg(""),
-        };
         let params = &call.params[..call.len];
         let index = match rules.iter().position(|r| *r == params) {
             Some(found) => found + 1,
@@ -382,6 +386,12 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
         let index = i64::try_from(index).unwrap_or(i64::MAX);
         cmd.arg(call.cost)
             .arg(if call.commit { index } else { -index });
+        if timed {
+            match call.now {
+                Some(micros) => cmd.arg(micros),
+                None => cmd.arg(""),
+            };
+        }
     }
     cmd.arg(rules.first().map_or(0, |r| r.len()));
     for rule in rules {

@@ -146,6 +146,25 @@ async fn the_server_clock_is_the_default() {
         (seconds..=seconds + 5).contains(&at),
         "{at} vs the server's {seconds}"
     );
+    // In one call with a check at an explicit time, a check without one still counts at the
+    // server's.
+    let answers = redis
+        .check_many(&[
+            Check::new(&rule, "early", 1).at(secs(3)),
+            Check::new(&rule, "late", 1),
+        ])
+        .await;
+    assert!(answers.iter().all(|a| a.as_ref().unwrap().allowed()));
+    let early = redis
+        .inspect("early", Moment::ZERO, Moment::MAX)
+        .await
+        .unwrap();
+    assert_eq!(early, [secs(3)]);
+    let late = redis
+        .inspect("late", Moment::ZERO, Moment::MAX)
+        .await
+        .unwrap();
+    assert!(late[0].since_origin().as_secs() >= seconds, "{late:?}");
 }
 
 #[tokio::test]

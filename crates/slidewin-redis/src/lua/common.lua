@@ -7,26 +7,31 @@
 -- ARGV, redis.call, math.*) are read once into locals: a global is a table lookup at every
 -- use. (Those two: a tenth of a check's time in Redis, measured.)
 --
--- One call runs a batch of checks in order, one per key: KEYS[i] is check i's key, and its
--- three arguments are ARGV[base + 1 ..= base + 3]. After them come the rules: ARGV[3n + 1] is
--- how many numbers a rule has, then each distinct rule of the batch, its numbers in a row.
+-- One call runs a batch of checks in order, one per key: KEYS[i] is check i's key. ARGV[1] is
+-- how many arguments each check has, `per`: 2 when all use the server's clock, else 3. Check
+-- i's are ARGV[base + 1 ..= base + per]. After them come the rules: ARGV[2 + per * n] is how
+-- many numbers a rule has, then each distinct rule of the batch, its numbers in a row. A
+-- batch's checks mostly share one rule, so it is sent and parsed once, not once per check
+-- (fewer arguments: measured, a fifth of a check's time in Redis; the time left out when it is
+-- the server's, and two answers fewer per check: 7% more).
 -- On a cluster, a call carries the checks of one node, whose keys are of many slots: a call
 -- naming them as KEYS would be refused (CROSSSLOT), so there KEYS is empty, ARGV[1] is n and
 -- ARGV[2 ..= n + 1] the keys, and everything else follows them. Such a call ("soft") answers
--- a check whose key is not on this node (moved, or never was) with allowed = -1 instead of
+-- a check whose key is not on this node (moved, or never was) as not its own instead of
 -- failing: its first command goes through `first` (redis.pcall), before any write, so the
 -- check is untouched and the client sends it again alone, to the right node. Scripts
--- without a shebang may use undeclared keys of any slot the node serves. A
--- batch's checks mostly share one rule, so it is sent and parsed once, not once per check
--- (fewer arguments: measured, a fifth of a check's time in Redis). The answer is one flat
--- array, five integers per check, `answers[w + 1 ..= w + 5]`: allowed (1 or 0), limit,
--- remaining, reset_after and retry_after (in microseconds). Redis sends numbers as integers;
--- string.format would cost more (measured: a fifth of a check in a batch). Each check's body
--- sits in `repeat ... until true`, so that `break` ends that check.
+-- without a shebang may use undeclared keys of any slot the node serves.
+-- The answer is one flat array, three integers per check, `answers[w + 1 ..= w + 3]`: the
+-- remaining units when admitted, or -1 - remaining when denied; reset_after; retry_after (0
+-- when admitted; waits in microseconds). A check not on this node is 0, -1, 0. (The limit is
+-- the client's own.) Redis sends numbers as integers; string.format would cost more
+-- (measured: a fifth of a check in a batch). Each check's body sits in `repeat ... until
+-- true`, so that `break` ends that check.
 --
--- A check's three arguments: the time to count at, the caller's, or '' for the Redis server's
--- clock (read once per call: a batch's checks happen at one instant); the cost; the index of
--- its rule (from 1), positive to consume an admitted cost, negative only to answer (peek).
+-- A check's arguments: the cost; the index of its rule (from 1), positive to consume an
+-- admitted cost, negative only to answer (peek); when per is 3, the time to count at, the
+-- caller's, or '' for the Redis server's clock (read once per call: a batch's checks happen at
+-- one instant).
 local KEYS, ARGV, call, tonumber = KEYS, ARGV, redis.call, tonumber
 local format, floor, max, min, abs = string.format, math.floor, math.max, math.min, math.abs
 local clock = nil
@@ -34,8 +39,10 @@ local answers = {}
 local rules = {}
 local n, from, soft, first = #KEYS, 0, false, call
 if n == 0 then n, soft, first = tonumber(ARGV[1]), true, redis.pcall; from = n + 1 end
+local per = tonumber(ARGV[from + 1])
+from = from + 1
 do
-  local at = from + 3 * n + 1
+  local at = from + per * n + 1
   local size = tonumber(ARGV[at])
   for r = 1, (#ARGV - at) / size do
     local rule, from = {}, at + (r - 1) * size
@@ -44,9 +51,11 @@ do
   end
 end
 for i = 1, n do
-local key, base, w = KEYS[i], from + (i - 1) * 3, (i - 1) * 5
+local key, base, w = KEYS[i], from + (i - 1) * per, (i - 1) * 3
 if soft then key = ARGV[1 + i] end
-local now = ARGV[base + 1]
+local cost, r = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+local now = ''
+if per == 3 then now = ARGV[base + 3] end
 if now == '' then
   if not clock then
     local t = call('TIME')
@@ -56,6 +65,5 @@ if now == '' then
 else
   now = tonumber(now)
 end
-local cost, r = tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
 local commit, rule = r > 0, rules[abs(r)]
 repeat

@@ -1,11 +1,11 @@
 -- A counter per window aligned to the span (slidewin's FixedWindow), in a hash {w, c}.
 -- key: the state. rule: span, limit, idle ttl in ms.
--- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
+-- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
 local state = first('HMGET', key, 'w', 'c')
 if soft and state.err then
-  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
+  answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
   break
 end
 local window, count = tonumber(state[1]) or 0, tonumber(state[2]) or 0
@@ -25,8 +25,7 @@ if used <= limit then
     if fresh then call('PEXPIRE', key, idle_ms) end
   end
   if used == 0 then wait = 0 end
-  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-    1, limit, limit - used, wait, 0
+  answers[w + 1], answers[w + 2], answers[w + 3] = limit - used, wait, 0
   break
 end
-answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = 0, limit, limit - count, wait, wait
+answers[w + 1], answers[w + 2], answers[w + 3] = -1 - (limit - count), wait, wait

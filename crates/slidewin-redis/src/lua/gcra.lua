@@ -1,11 +1,11 @@
 -- The token bucket as GCRA (slidewin's Gcra): one number, the theoretical arrival time (TAT).
 -- key: the TAT. rule: interval, tolerance, burst, and how long in
 -- ms an idle key outlives a full bucket.
--- Answers allowed, burst, remaining, reset_after, retry_after (waits in microseconds).
+-- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local interval, tolerance, burst, idle_ms = rule[1], rule[2], rule[3], rule[4]
 local tat = first('GET', key)
 if soft and type(tat) == 'table' then
-  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
+  answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
   break
 end
 tat = tonumber(tat or 0)
@@ -39,5 +39,5 @@ end
 local remaining = 0
 local room = now + tolerance - next
 if room >= 0 then remaining = min(floor(room / interval) + 1, burst) end
-answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-  allowed, burst, remaining, max(next - now, 0), retry
+if allowed == 0 then remaining = -1 - remaining end
+answers[w + 1], answers[w + 2], answers[w + 3] = remaining, max(next - now, 0), retry

@@ -1,12 +1,12 @@
 -- Cloudflare's two-counter sliding window (slidewin's SlidingCounter), in a hash {w, p, c}:
 -- the current window's index, the previous window's count and the current one's.
 -- key: the state. rule: span, limit, idle ttl in ms.
--- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
+-- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
 local state = first('HMGET', key, 'w', 'p', 'c')
 if soft and state.err then
-  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
+  answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
   break
 end
 local window = tonumber(state[1]) or 0
@@ -45,8 +45,8 @@ if after <= capacity then
   elseif previous > 0 then
     reset_at = starts + span
   end
-  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-    1, limit, floor((capacity - after) / span), max(reset_at - now, 0), 0
+  answers[w + 1], answers[w + 2], answers[w + 3] =
+    floor((capacity - after) / span), max(reset_at - now, 0), 0
   break
 end
 
@@ -68,5 +68,5 @@ end
 local reset_at = starts + span
 if current > 0 then reset_at = starts + 2 * span end
 local remaining = floor(max(capacity - weighted, 0) / span)
-answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-  0, limit, remaining, max(reset_at - now, 0), max(admits_at - now, 0)
+answers[w + 1], answers[w + 2], answers[w + 3] =
+  -1 - remaining, max(reset_at - now, 0), max(admits_at - now, 0)

@@ -1,6 +1,6 @@
 -- The exact sliding log (slidewin's SlidingLog), on a sorted set of admission times.
 -- key: the log. rule: span, limit, idle ttl in ms.
--- Answers allowed, limit, remaining, reset_after, retry_after (waits in microseconds).
+-- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
 -- Each unit its own member: its number in the log (from 1, again once all entries are old), a
@@ -12,7 +12,7 @@ local at = now
 local newest, seq = nil, 0
 local top = first('ZRANGE', key, '-1', '-1')
 if soft and top.err then
-  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] = -1, 0, 0, 0, 0
+  answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
   break
 end
 top = top[1]
@@ -71,8 +71,7 @@ if count + cost <= limit then
   if cost > 0 then newest = at end
   local reset = 0
   if newest then reset = max(newest + span - now, 0) end
-  answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-    1, limit, limit - count - cost, reset, 0
+  answers[w + 1], answers[w + 2], answers[w + 3] = limit - count - cost, reset, 0
   break
 end
 
@@ -81,5 +80,5 @@ end
 local stay = limit - cost
 local leaving = call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', count - 1 - stay, 1)
 local reset = max(newest + span - now, 0)
-answers[w + 1], answers[w + 2], answers[w + 3], answers[w + 4], answers[w + 5] =
-  0, limit, limit - count, reset, max(tonumber(leaving[2]) + span - now, 0)
+answers[w + 1], answers[w + 2], answers[w + 3] =
+  -1 - (limit - count), reset, max(tonumber(leaving[2]) + span - now, 0)
