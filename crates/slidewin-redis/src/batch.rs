@@ -201,7 +201,7 @@ async fn send(lease: Lease, batch: Vec<Waiting>) {
 
 /// Runs `calls`, an answer for each in order: on a single node one pipeline of script calls,
 /// one per algorithm and `most` checks; on a cluster one such pipeline per node, all at once,
-/// then the checks a node found not to be its own again, each alone.
+/// then each check a node found not to be its own again, alone.
 pub(crate) async fn answer_all(
     connection: &Connection,
     calls: Vec<Call>,
@@ -211,15 +211,9 @@ pub(crate) async fn answer_all(
     if calls.is_empty() {
         return Vec::new();
     }
-    let mut answers: Vec<Option<Result<Decision, RedisError>>> = vec![None; calls.len()];
-    let mut elsewhere = Vec::new();
-    match connection {
-        Connection::Single(_) => {
-            let everything: Vec<usize> = (0..calls.len()).collect();
-            let (indices, commands) = plan(&calls, &everything, most, Keys::Declared);
-            let replies = pipelined(&mut connection.clone(), &commands, timeout, None).await;
-            settle(&calls, &mut answers, &mut elsewhere, indices, replies);
-        }
+    // The checks of each node (all of them on a single node), and how a call names its keys.
+    let (keys, groups) = match connection {
+        Connection::Single(_) => (Keys::Declared, vec![(0..calls.len()).collect()]),
         Connection::Cluster(_, nodes) => {
             let map = nodes.map();
             let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();
@@ -229,30 +223,33 @@ pub(crate) async fn answer_all(
                     .or_default()
                     .push(index);
             }
-            if per_node.len() == 1 {
-                // A batch of one node's queue: no task to spawn.
-                let members: Vec<usize> = (0..calls.len()).collect();
-                let (indices, commands) = plan(&calls, &members, most, Keys::Undeclared);
-                let to = Some(calls[0].key.as_str());
-                let replies = pipelined(&mut connection.clone(), &commands, timeout, to).await;
+            (Keys::Undeclared, per_node.into_values().collect::<Vec<_>>())
+        }
+    };
+    // Where a group's pipeline goes on a cluster: its first key's node.
+    let to = |members: &[usize]| (keys == Keys::Undeclared).then(|| calls[members[0]].key.clone());
+    let mut answers: Vec<Option<Result<Decision, RedisError>>> = vec![None; calls.len()];
+    let mut elsewhere = Vec::new();
+    if let [members] = &groups[..] {
+        // One group (a single node, or one node's queue): no task to spawn.
+        let (indices, commands) = plan(&calls, members, most, keys);
+        let to = to(members);
+        let replies = pipelined(&mut connection.clone(), &commands, timeout, to.as_deref()).await;
+        settle(&calls, &mut answers, &mut elsewhere, indices, replies);
+    } else {
+        let mut sent = JoinSet::new();
+        for members in &groups {
+            let (indices, commands) = plan(&calls, members, most, keys);
+            let (to, mut connection) = (to(members), connection.clone());
+            sent.spawn(async move {
+                let replies = pipelined(&mut connection, &commands, timeout, to.as_deref()).await;
+                (indices, replies)
+            });
+        }
+        while let Some(done) = sent.join_next().await {
+            // A task only panics if the client library does; its checks stay unanswered.
+            if let Ok((indices, replies)) = done {
                 settle(&calls, &mut answers, &mut elsewhere, indices, replies);
-                per_node.clear();
-            }
-            let mut sent = JoinSet::new();
-            for members in per_node.values() {
-                let (indices, commands) = plan(&calls, members, most, Keys::Undeclared);
-                let to = calls[members[0]].key.clone();
-                let mut connection = connection.clone();
-                sent.spawn(async move {
-                    let replies = pipelined(&mut connection, &commands, timeout, Some(&to)).await;
-                    (indices, replies)
-                });
-            }
-            while let Some(done) = sent.join_next().await {
-                // A task only panics if the client library does; its checks stay unanswered.
-                if let Ok((indices, replies)) = done {
-                    settle(&calls, &mut answers, &mut elsewhere, indices, replies);
-                }
             }
         }
     }
