@@ -19,16 +19,6 @@ use tokio::task::JoinHandle;
 /// `IN_FLIGHT`).
 const ALONE: usize = 2;
 
-/// How many `EVALSHA` calls the server has run since the last `CONFIG RESETSTAT`.
-fn script_calls(server: &RedisServer) -> u64 {
-    let stats = server.cli(&["info", "commandstats"]);
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A limiter on a fresh server with its scripts loaded and the statistics zeroed.
 async fn ready(server: &RedisServer) -> RedisLimiter {
     let redis = RedisLimiter::connect(&server.url()).await.unwrap();
@@ -83,7 +73,7 @@ async fn checks_that_wait_go_in_one_script_call_with_exact_answers() {
     let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     // Two alone, the 64 that waited in one call.
-    assert_eq!(script_calls(&server), ALONE as u64 + 1);
+    assert_eq!(server.script_calls(), ALONE as u64 + 1);
     let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     // One key, 66 admissions: each saw a different count, as one by one.
     assert_eq!(remaining(&answers), (34..=99).collect());
@@ -98,7 +88,7 @@ async fn batch_limit_one_sends_every_check_alone() {
     let redis = ready(&server).await.with_batch_limit(1).unwrap();
     let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
-    assert_eq!(script_calls(&server), 66);
+    assert_eq!(server.script_calls(), 66);
     let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
 }
@@ -110,7 +100,7 @@ async fn a_batch_holds_at_most_the_batch_limit() {
     let rule = Rule::gcra("100/hour".parse().unwrap()).unwrap();
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     // Two alone, then the 64 that waited ten at a time.
-    assert_eq!(script_calls(&server), ALONE as u64 + 7);
+    assert_eq!(server.script_calls(), ALONE as u64 + 7);
     let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
 }
@@ -122,7 +112,7 @@ async fn a_batch_of_two_algorithms_is_one_call_for_each() {
     let log = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
     let gcra = Rule::gcra("100/hour".parse().unwrap()).unwrap();
     let answers = while_paused(&server, &redis, &[log, gcra], "hot", 66).await;
-    assert_eq!(script_calls(&server), ALONE as u64 + 2);
+    assert_eq!(server.script_calls(), ALONE as u64 + 2);
     let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     let of = |parity| {
         let mine: Vec<_> = answers.iter().skip(parity).step_by(2).copied().collect();
@@ -169,7 +159,7 @@ async fn one_call_of_two_rules_and_peeks_answers_each_by_its_own_rule() {
     for task in tasks {
         answers.push(task.await.unwrap().unwrap().decision());
     }
-    assert_eq!(script_calls(&server), ALONE as u64 + 1);
+    assert_eq!(server.script_calls(), ALONE as u64 + 1);
 
     let mut in_memory_wide = Limiter::<Gcra>::new(wide.quota()).unwrap();
     let mut in_memory_narrow = Limiter::<Gcra>::new(narrow.quota()).unwrap();
@@ -227,7 +217,7 @@ async fn a_check_whose_caller_gave_up_is_never_sent() {
     for task in in_flight {
         assert!(task.await.unwrap().unwrap().allowed());
     }
-    assert_eq!(script_calls(&server), ALONE as u64);
+    assert_eq!(server.script_calls(), ALONE as u64);
     let held = patient
         .inspect("hot", Moment::ZERO, Moment::MAX)
         .await
@@ -246,7 +236,7 @@ async fn check_many_sends_one_call_per_batch_limit() {
         .collect();
     let answers = redis.check_many(&checks).await;
     // 150 checks of one rule: 64 + 64 + 22.
-    assert_eq!(script_calls(&server), 3);
+    assert_eq!(server.script_calls(), 3);
     let remaining: Vec<u64> = answers
         .iter()
         .map(|a| a.as_ref().unwrap().remaining())

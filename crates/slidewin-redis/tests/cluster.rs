@@ -1,25 +1,16 @@
 //! A Redis Cluster of three masters of the test's own: hash tags keep each script on one slot,
 //! batches go to every node at once, one script call per node, a slot that moves under a
-//! batch costs a round trip and no answer, and a lost node is an error that heals.
+//! batch costs a round trip, never a wrong answer, and a lost node is an error that heals.
 
 mod support;
 
 use slidewin::Moment;
 use slidewin_redis::{Check, RedisError, RedisLimiter, Rule};
-use support::{RedisCluster, RedisServer};
+use support::RedisCluster;
 
 /// Checks go alone while fewer than this many calls are on their way to their node (the
 /// crate's `IN_FLIGHT`).
 const ALONE: u64 = 2;
-
-/// How many `EVALSHA` calls `node` has run since the last `CONFIG RESETSTAT`.
-fn script_calls(node: &RedisServer) -> u64 {
-    node.cli(&["info", "commandstats"])
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
 
 fn reset_stats(cluster: &RedisCluster) {
     for node in &cluster.nodes {
@@ -126,7 +117,7 @@ async fn a_batch_is_one_script_call_per_node_and_algorithm() {
         }
         for node in &cluster.nodes {
             assert_eq!(
-                script_calls(node),
+                node.script_calls(),
                 2,
                 "one call per algorithm on port {}",
                 node.port
@@ -191,7 +182,7 @@ async fn a_check_whose_slot_moved_goes_alone_to_its_new_node() {
         reset_stats(&cluster);
         let answer = redis.check_at(&rule, key, now, 1).await.unwrap();
         assert!(!answer.allowed());
-        if script_calls(&cluster.nodes[from]) == 0 {
+        if cluster.nodes[from].script_calls() == 0 {
             break;
         }
     }
@@ -235,7 +226,7 @@ async fn waiting_checks_go_to_their_node_in_one_call_per_node() {
             assert_eq!(decision.allowed(), round == 0);
         }
         for node in &cluster.nodes {
-            assert_eq!(script_calls(node), ALONE + 1, "port {}", node.port);
+            assert_eq!(node.script_calls(), ALONE + 1, "port {}", node.port);
         }
     }
 }

@@ -113,6 +113,15 @@ impl RedisServer {
         self.spawn();
     }
 
+    /// How many `EVALSHA` calls the server has run since the last `CONFIG RESETSTAT`.
+    pub fn script_calls(&self) -> u64 {
+        self.cli(&["info", "commandstats"])
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Runs `redis-cli` against this server and returns what it printed.
     pub fn cli(&self, args: &[&str]) -> String {
         let output = Command::new("redis-cli")
