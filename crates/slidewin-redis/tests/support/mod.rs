@@ -9,12 +9,30 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-/// A port free now, with the cluster bus port (10000 above) free too.
+/// A port free now, with the cluster bus port (10000 above) free too, both below the range the
+/// kernel hands out to outgoing connections. A server's port in that range can be taken while
+/// the server is down: a client reconnecting to it may be given the very port as its own and
+/// connect to itself (TCP's simultaneous open), and the restart then fails to bind (seen once
+/// in `redis_down_then_back_errors_then_recovers`).
 fn free_port() -> u16 {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU16, Ordering};
+    // Below the kernel's first ephemeral port (Linux: /proc/sys/net/ipv4/ip_local_port_range).
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let (low, high) = (10_000, ephemeral.saturating_sub(10_000).max(10_001));
+    // Each test binary starts at a place of its own and hands out distinct ports.
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let start = (std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+        % u64::from(high - low)) as u16;
+    let _ = NEXT.compare_exchange(0, start + 1, Ordering::Relaxed, Ordering::Relaxed);
     loop {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-        let port = listener.local_addr().expect("a local address").port();
-        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+        let port = low + (NEXT.fetch_add(1, Ordering::Relaxed) % (high - low));
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok()
+        {
             return port;
         }
     }
