@@ -257,15 +257,33 @@ pub(crate) async fn answer_all(
         if let Connection::Cluster(cluster, nodes) = connection {
             nodes.refresh_soon(cluster.clone());
         }
-        let mut again = JoinSet::new();
+        // Each key's checks one after the other, in their order (a key's checks answer as if
+        // made in turn); different keys at once.
+        elsewhere.sort_unstable();
+        let mut per_key: HashMap<&str, Vec<(usize, Call)>> = HashMap::new();
         for index in elsewhere {
-            let call = calls[index].clone();
+            let call = &calls[index];
+            per_key
+                .entry(call.key.as_str())
+                .or_default()
+                .push((index, call.clone()));
+        }
+        let mut again = JoinSet::new();
+        for checks in per_key.into_values() {
             let connection = connection.clone();
-            again.spawn(async move { (index, alone(connection, &call, timeout).await) });
+            again.spawn(async move {
+                let mut answered = Vec::with_capacity(checks.len());
+                for (index, call) in checks {
+                    answered.push((index, alone(connection.clone(), &call, timeout).await));
+                }
+                answered
+            });
         }
         while let Some(done) = again.join_next().await {
-            if let Ok((index, answer)) = done {
-                answers[index] = Some(answer);
+            if let Ok(answered) = done {
+                for (index, answer) in answered {
+                    answers[index] = Some(answer);
+                }
             }
         }
     }
