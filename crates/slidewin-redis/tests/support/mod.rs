@@ -25,8 +25,9 @@ fn free_port() -> u16 {
     let (low, high) = (10_000, ephemeral.saturating_sub(10_000).max(10_001));
     // Each test binary starts at a place of its own and hands out distinct ports.
     static NEXT: AtomicU16 = AtomicU16::new(0);
-    let start = (std::collections::hash_map::RandomState::new().hash_one(std::process::id())
-        % u64::from(high - low)) as u16;
+    let start = std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+        % u64::from(high - low);
+    let start = u16::try_from(start).expect("below a u16");
     let _ = NEXT.compare_exchange(0, start + 1, Ordering::Relaxed, Ordering::Relaxed);
     loop {
         let port = low + (NEXT.fetch_add(1, Ordering::Relaxed) % (high - low));
