@@ -91,8 +91,9 @@ fn group(
             // Every check admitted (the full path, with its writes); the log holds about a
             // hundred entries per key.
             let rule = Arc::new(Rule::new(algorithm, "1000 per 100ms".parse().unwrap()).unwrap());
+            let each = limiter.clone();
             let op: Op = Arc::new(move |task, n| {
-                let (limiter, rule) = (limiter.clone(), Arc::clone(&rule));
+                let (limiter, rule) = (each.clone(), Arc::clone(&rule));
                 Box::pin(async move {
                     assert!(
                         limiter
@@ -107,6 +108,25 @@ fn group(
                 &mut group,
                 runtime,
                 &format!("{algorithm:?}{suffix}/{tasks}_tasks"),
+                tasks,
+                &op,
+            );
+            if tasks == 1 {
+                continue;
+            }
+            // Every task on one key (a global limit): a batch then holds that key many times.
+            // The quota is never spent at these rates: every check admitted, as above.
+            let rule = Arc::new(Rule::new(algorithm, "100000 per 100ms".parse().unwrap()).unwrap());
+            let op: Op = Arc::new(move |_, _| {
+                let (limiter, rule) = (limiter.clone(), Arc::clone(&rule));
+                Box::pin(async move {
+                    assert!(limiter.check(&rule, "hot", 1).await.unwrap().allowed());
+                })
+            });
+            bench(
+                &mut group,
+                runtime,
+                &format!("{algorithm:?}{suffix}_one_key/{tasks}_tasks"),
                 tasks,
                 &op,
             );

@@ -320,7 +320,10 @@ fn plan(
     }
     let mut indices = Vec::new();
     let mut commands = Vec::new();
-    for group in &groups {
+    for group in &mut groups {
+        // A key's checks one after the other, in their order: each after the first takes the
+        // state the one before left (see common.lua), and other keys are independent.
+        group.sort_by(|&a, &b| calls[a].key.cmp(&calls[b].key));
         for chunk in group.chunks(most) {
             let chunk_calls: Vec<&Call> = chunk.iter().map(|&i| &calls[i]).collect();
             commands.push(script_call(&chunk_calls, keys));

@@ -10,8 +10,9 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use slidewin::{Gcra, Limiter, Moment};
-use slidewin_redis::{Check, RedisDecision, RedisError, RedisLimiter, Rule};
+use proptest::prelude::*;
+use slidewin::{Gcra, Limiter, Moment, Quota};
+use slidewin_redis::{Check, RedisAlgorithm, RedisDecision, RedisError, RedisLimiter, Rule};
 use support::RedisServer;
 use tokio::task::JoinHandle;
 
@@ -257,4 +258,106 @@ async fn a_zero_batch_limit_is_an_error_naming_it() {
     let err = redis.with_batch_limit(0).unwrap_err();
     assert!(matches!(err, RedisError::Config { .. }));
     assert!(err.to_string().contains("got 0"), "{err}");
+}
+
+const ALGORITHMS: [RedisAlgorithm; 4] = [
+    RedisAlgorithm::SlidingLog,
+    RedisAlgorithm::SlidingCounter,
+    RedisAlgorithm::FixedWindow,
+    RedisAlgorithm::Gcra,
+];
+
+#[tokio::test]
+async fn a_key_named_many_times_in_a_batch_is_read_once() {
+    // A hot key: every check of it after the first takes the state the one before left.
+    let server = RedisServer::start();
+    let redis = ready(&server).await;
+    let now = Moment::from_secs(1_000);
+    for (algorithm, read) in ALGORITHMS
+        .into_iter()
+        .zip(["zrange", "hmget", "hmget", "get"])
+    {
+        let rule = Rule::new(algorithm, "5/hour".parse().unwrap()).unwrap();
+        // Two keys, interleaved: the client puts each key's checks one after the other.
+        let checks: Vec<Check<'_>> = (0..16)
+            .map(|i| Check::new(&rule, ["hot", "warm"][i % 2], 1).at(now))
+            .collect();
+        server.cli(&["config", "resetstat"]);
+        let answers = redis.check_many(&checks).await;
+        assert_eq!(server.calls(read), 2, "{algorithm:?}");
+        let remaining: Vec<u64> = answers
+            .iter()
+            .step_by(2)
+            .map(|a| a.as_ref().unwrap().remaining())
+            .collect();
+        assert_eq!(remaining, [4, 3, 2, 1, 0, 0, 0, 0], "{algorithm:?}");
+        let admitted = answers.iter().filter(|a| a.as_ref().unwrap().allowed());
+        assert_eq!(admitted.count(), 10, "{algorithm:?}");
+    }
+}
+
+/// A step of a batch: which of two rules and four keys, the cost, and how far the time moves
+/// (back too).
+fn steps() -> impl Strategy<Value = Vec<(usize, usize, u64, i64)>> {
+    let delta =
+        prop_oneof![4 => 0..30_000i64, 2 => Just(0), 1 => -30_000..0i64, 1 => Just(100_000)];
+    prop::collection::vec((0..2usize, 0..4usize, 0..=3u64, delta), 1..64)
+}
+
+#[test]
+fn a_batch_naming_keys_many_times_answers_as_one_call_per_check_does() {
+    // In one call, a key's later checks take the state its earlier ones left instead of
+    // reading it (common.lua); the answers must be those of the same checks each sent alone,
+    // which read everything. Two rules of one algorithm share a key's state (the Redis key is
+    // the same), so a kept count must be of the rule's own window.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = RedisServer::start();
+    let redis = runtime
+        .block_on(RedisLimiter::connect(&server.url()))
+        .unwrap();
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let config = ProptestConfig::with_cases(40);
+    proptest!(config, |(steps in steps(), limits in (3u64..=8, 3u64..=8))| {
+        let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let quotas = [
+            Quota::new(limits.0, Duration::from_millis(50)).unwrap(),
+            Quota::new(limits.1, Duration::from_millis(20)).unwrap(),
+        ];
+        for algorithm in ALGORITHMS {
+            let rules = quotas.map(|quota| Rule::new(algorithm, quota).unwrap());
+            let mut now: i64 = 1 << 40;
+            let plan: Vec<(&Rule, &str, u64, Moment)> = steps
+                .iter()
+                .map(|&(rule, key, cost, delta)| {
+                    now += delta;
+                    let at = Moment::from_nanos(u64::try_from(now).unwrap() * 1_000);
+                    (&rules[rule], ["a", "b", "c", "d"][key], cost, at)
+                })
+                .collect();
+            let checks: Vec<Check<'_>> = plan
+                .iter()
+                .map(|&(rule, key, cost, at)| Check::new(rule, key, cost).at(at))
+                .collect();
+            let batched = redis.clone().with_prefix(&format!("batched{case}"));
+            let alone = redis.clone().with_prefix(&format!("alone{case}"));
+            let (together, one_by_one) = runtime.block_on(async {
+                let together = batched.check_many(&checks).await;
+                let mut one_by_one = Vec::new();
+                for &(rule, key, cost, at) in &plan {
+                    one_by_one.push(alone.check_at(rule, key, at, cost).await);
+                }
+                (together, one_by_one)
+            });
+            for (i, (t, o)) in together.into_iter().zip(one_by_one).enumerate() {
+                prop_assert_eq!(
+                    t.unwrap().decision(),
+                    o.unwrap().decision(),
+                    "{:?} check {} of {:?}",
+                    algorithm,
+                    i,
+                    plan.iter().map(|p| (p.1, p.2, p.3)).collect::<Vec<_>>()
+                );
+            }
+        }
+    });
 }

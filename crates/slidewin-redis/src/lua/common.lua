@@ -35,6 +35,13 @@
 local KEYS, ARGV, call, tonumber = KEYS, ARGV, redis.call, tonumber
 local format, floor, max, min, abs = string.format, math.floor, math.max, math.min, math.abs
 local clock = nil
+-- A batch names a key's checks one after the other (the client orders them so): a check of
+-- the key the check before it read (`same`) takes what that one left, kept in `kept`, instead
+-- of reading it again. A hot key (one limit for many callers) then costs a write per check,
+-- not a read and a write; other keys pay a comparison. Nothing else writes during a script,
+-- and Redis expires no key in the middle of one: what is kept stays true. `last` is the key
+-- whose state `kept` holds, set by a check once it has read it.
+local kept, last = {}, nil
 local answers = {}
 local rules = {}
 local n, from, soft, first = #KEYS, 0, false, call
@@ -53,6 +60,7 @@ end
 for i = 1, n do
 local key, base, w = KEYS[i], from + (i - 1) * per, (i - 1) * 3
 if soft then key = ARGV[1 + i] end
+local same = key == last
 local cost, r = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
 local now = ''
 if per == 3 then now = ARGV[base + 3] end

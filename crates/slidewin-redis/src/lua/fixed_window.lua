@@ -3,16 +3,21 @@
 -- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
-local state = first('HMGET', key, 'w', 'c')
-if soft and state.err then
-  answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
-  break
+-- The key as stored: its window and count, and whether it exists.
+local window, count, exists = kept[1], kept[2], kept[3]
+if not same then
+  local state = first('HMGET', key, 'w', 'c')
+  if soft and state.err then
+    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
+    break
+  end
+  window, count, exists = tonumber(state[1]) or 0, tonumber(state[2]) or 0, state[1] ~= false
+  kept[1], kept[2], kept[3], last = window, count, exists, key
 end
-local window, count = tonumber(state[1]) or 0, tonumber(state[2]) or 0
 -- A later window starts empty; an earlier one (the clock went back) counts in this one.
 local current = floor(now / span)
 -- A new key, or a new window: its first write sets the expiry, which covers the window.
-local fresh = not state[1]
+local fresh = not exists
 if current > window then
   window, count, fresh = current, 0, true
 end
@@ -23,6 +28,7 @@ if used <= limit then
   if commit and cost > 0 then
     call('HSET', key, 'w', format('%d', window), 'c', format('%d', used))
     if fresh then call('PEXPIRE', key, idle_ms) end
+    kept[1], kept[2], kept[3] = window, used, true
   end
   if used == 0 then wait = 0 end
   answers[w + 1], answers[w + 2], answers[w + 3] = limit - used, wait, 0

@@ -3,12 +3,16 @@
 -- ms an idle key outlives a full bucket.
 -- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local interval, tolerance, burst, idle_ms = rule[1], rule[2], rule[3], rule[4]
-local tat = first('GET', key)
-if soft and type(tat) == 'table' then
-  answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
-  break
+local tat = kept[1]
+if not same then
+  tat = first('GET', key)
+  if soft and type(tat) == 'table' then
+    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
+    break
+  end
+  tat = tonumber(tat or 0)
+  kept[1], last = tat, key
 end
-tat = tonumber(tat or 0)
 
 -- The TAT after this request, and whether it is admitted.
 local next, allowed, retry = tat, 1, 0
@@ -29,6 +33,7 @@ if cost > 0 then
       else
         call('SET', key, format('%d', next), 'KEEPTTL')
       end
+      kept[1] = next
     end
   else
     allowed, retry = 0, admits_at - now

@@ -4,20 +4,26 @@
 -- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
-local state = first('HMGET', key, 'w', 'p', 'c')
-if soft and state.err then
-  answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
-  break
+-- The key as stored: its window, the previous window's count and this one's, and whether it
+-- exists.
+local window, previous, current, exists = kept[1], kept[2], kept[3], kept[4]
+if not same then
+  local state = first('HMGET', key, 'w', 'p', 'c')
+  if soft and state.err then
+    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
+    break
+  end
+  window, exists = tonumber(state[1]) or 0, state[1] ~= false
+  previous, current = tonumber(state[2]) or 0, tonumber(state[3]) or 0
+  kept[1], kept[2], kept[3], kept[4], last = window, previous, current, exists, key
 end
-local window = tonumber(state[1]) or 0
-local previous, current = tonumber(state[2]) or 0, tonumber(state[3]) or 0
 
 -- Roll forward to `now`; an earlier window (the clock went back) counts at this one's start.
 local at = floor(now / span)
 local elapsed = 0
 -- A new key, or a window rolled: its first write sets the expiry, which covers this window
 -- and the next (where this one still weighs).
-local fresh = not state[1] or at > window
+local fresh = not exists or at > window
 if at >= window then
   if at == window + 1 then
     previous, current = current, 0
@@ -38,6 +44,7 @@ if after <= capacity then
   if commit and cost > 0 then
     call('HSET', key, 'w', format('%d', window), 'p', format('%d', previous), 'c', format('%d', current + cost))
     if fresh then call('PEXPIRE', key, idle_ms) end
+    kept[1], kept[2], kept[3], kept[4] = window, previous, current + cost, true
   end
   local reset_at = 0
   if current + cost > 0 then

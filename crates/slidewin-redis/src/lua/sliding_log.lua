@@ -8,28 +8,39 @@ local span, limit, idle_ms = rule[1], rule[2], rule[3]
 -- members by number, so the last member gives the newest time and the last number: no
 -- WITHSCORES (the score printed with '%.17g' and parsed back: 0.45 µs), and no count of the
 -- entries at that time to number them.
-local at = now
-local newest, seq = nil, 0
-local top = first('ZRANGE', key, '-1', '-1')
-if soft and top.err then
-  answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
-  break
-end
-top = top[1]
-if top then
-  local sub, digits = string.sub, string.byte(top) - 96
-  if digits > 0 then
-    seq, newest = tonumber(sub(top, 2, digits + 1)), tonumber(sub(top, digits + 2))
-  else
-    -- Written before numbers (`time-n`): they start at 1, and a letter sorts after digits.
-    newest = tonumber(sub(top, 1, string.find(top, '-', 1, true) - 1))
+
+-- The log as stored: the time and number of its newest entry (nil and 0 when empty; `top`
+-- whether it has any entry), and the count of the window last asked about: at, span, count.
+local top, newest, seq = kept[1], kept[1] or nil, kept[2]
+if not same then
+  newest, seq = nil, 0
+  top = first('ZRANGE', key, '-1', '-1')
+  if soft and top.err then
+    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
+    break
   end
-  -- The log's own time never goes back: a request older than the newest admission counts at it.
-  if newest > at then at = newest end
+  top = top[1]
+  if top then
+    local sub, digits = string.sub, string.byte(top) - 96
+    if digits > 0 then
+      seq, newest = tonumber(sub(top, 2, digits + 1)), tonumber(sub(top, digits + 2))
+    else
+      -- Written before numbers (`time-n`): they start at 1, and a letter sorts after digits.
+      newest = tonumber(sub(top, 1, string.find(top, '-', 1, true) - 1))
+    end
+  end
+  kept[1], kept[2], kept[3], last = newest or false, seq, false, key
 end
+-- The log's own time never goes back: a request older than the newest admission counts at it.
+local at = now
+if newest and newest > at then at = newest end
 
 local after = format('(%d', at - span)
-local count = call('ZCOUNT', key, after, '+inf')
+local count = kept[5]
+if kept[3] ~= at or kept[4] ~= span then
+  count = call('ZCOUNT', key, after, '+inf')
+  kept[3], kept[4], kept[5] = at, span, count
+end
 if count == 0 then newest, seq = nil, 0 end
 
 if count + cost <= limit then
@@ -67,6 +78,7 @@ if count + cost <= limit then
     if not newest or floor(newest / idle) ~= stretch then
       call('PEXPIRE', key, format('%d', floor(((stretch + 2) * idle - now) / 1000)))
     end
+    kept[1], kept[2], kept[5] = at, seq + cost, count + cost
   end
   if cost > 0 then newest = at end
   local reset = 0

@@ -134,9 +134,16 @@ impl RedisServer {
 
     /// How many `EVALSHA` calls the server has run since the last `CONFIG RESETSTAT`.
     pub fn script_calls(&self) -> u64 {
+        self.calls("evalsha")
+    }
+
+    /// How many times the server has run `command` (lowercase) since the last `CONFIG
+    /// RESETSTAT`, scripts' calls included.
+    pub fn calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
         self.cli(&["info", "commandstats"])
             .lines()
-            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
             .and_then(|rest| rest.split(',').next()?.parse().ok())
             .unwrap_or(0)
     }
