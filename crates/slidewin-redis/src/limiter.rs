@@ -340,14 +340,15 @@ impl RedisLimiter {
     /// The same limiter sending at most `limit` checks in one script call (64 by default); 1
     /// sends every check alone.
     ///
-    /// Checks made while earlier ones are on their way to Redis wait and then go together,
-    /// in the order they came, as one script call per algorithm: the call's fixed cost and
-    /// the read of the server's clock are paid once for all of them (measured: under load a
-    /// GCRA check costs 1.7x to 2x less than alone, see BENCHMARKS.md). A check that finds Redis
-    /// idle goes at once, so batching adds no latency; a batch's checks happen at one instant
-    /// of the server's clock. The timeout covers the wait in the queue; a check whose caller
-    /// stopped waiting before it was sent is not sent. The queue is shared by the clones made
-    /// after this call. [`check_many`](RedisLimiter::check_many) uses the same limit.
+    /// Checks made while earlier ones are on their way to Redis wait and then go together, as
+    /// one script call per algorithm, a key's checks in the order they came: the call's fixed
+    /// cost and the read of the server's clock are paid once for all of them (measured: under
+    /// load a GCRA check costs 1.7x to 2x less than alone, see BENCHMARKS.md), and a key the
+    /// call names many times is read once. A check that finds Redis idle goes at once, so
+    /// batching adds no latency; a batch's checks happen at one instant of the server's clock.
+    /// The timeout covers the wait in the queue; a check whose caller stopped waiting before
+    /// it was sent is not sent. The queue is shared by the clones made after this call.
+    /// [`check_many`](RedisLimiter::check_many) uses the same limit.
     ///
     /// On a cluster, a batch goes to each node at once, one call per algorithm carrying the
     /// checks of all the node's keys, of whatever slot: such a call names its keys as
@@ -505,8 +506,8 @@ impl RedisLimiter {
 
     /// Many checks in one round trip: pipelined, and on a cluster grouped by node, each group
     /// sent to its node at once, so the batch costs one round trip, not one per node (envoy
-    /// ratelimit #1149), as in [`with_batch_limit`](RedisLimiter::with_batch_limit). The
-    /// answers come in the order of the checks.
+    /// ratelimit #1149), as in [`with_batch_limit`](RedisLimiter::with_batch_limit). A key's
+    /// checks run in their order; the answers come in the order of the checks.
     ///
     /// # Example
     ///
