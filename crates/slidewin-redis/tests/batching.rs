@@ -296,6 +296,59 @@ async fn a_key_named_many_times_in_a_batch_is_read_once() {
     }
 }
 
+#[tokio::test]
+async fn waiting_checks_and_peeks_of_one_key_answer_as_when_sent_one_by_one() {
+    // Queued checks and peeks of a key go in one call, each after the first taking the state
+    // the one before left (a peek leaves it as it was): the answers must be those of the same
+    // checks sent one by one, each reading everything.
+    let server = RedisServer::start();
+    let redis = ready(&server).await;
+    let now = Moment::from_secs(1_000);
+    for algorithm in ALGORITHMS {
+        let rule = Rule::new(algorithm, "6/minute".parse().unwrap()).unwrap();
+        // (cost, peek): costs 0 to 2, every third a peek.
+        let plan: Vec<(u64, bool)> = (0..24u64).map(|i| (i % 3, i % 3 == 1)).collect();
+        let batched = redis.clone().with_prefix("batched");
+        server.cli(&["client", "pause", "10000", "WRITE"]);
+        let tasks: Vec<JoinHandle<_>> = plan
+            .iter()
+            .map(|&(cost, peek)| {
+                let (redis, rule) = (batched.clone(), rule.clone());
+                tokio::spawn(async move {
+                    if peek {
+                        redis.peek_at(&rule, "hot", now, cost).await
+                    } else {
+                        redis.check_at(&rule, "hot", now, cost).await
+                    }
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        server.cli(&["config", "resetstat"]);
+        server.cli(&["client", "unpause"]);
+        let mut together = Vec::new();
+        for task in tasks {
+            together.push(task.await.unwrap().unwrap().decision());
+        }
+        // The first checks went alone; the rest in one call.
+        assert_eq!(server.script_calls(), ALONE as u64 + 1, "{algorithm:?}");
+        let alone = redis.clone().with_prefix("alone");
+        for (i, &(cost, peek)) in plan.iter().enumerate() {
+            let expected = if peek {
+                alone.peek_at(&rule, "hot", now, cost).await
+            } else {
+                alone.check_at(&rule, "hot", now, cost).await
+            };
+            assert_eq!(
+                together[i],
+                expected.unwrap().decision(),
+                "{algorithm:?} check {i} (cost {cost}, peek: {peek})"
+            );
+        }
+        assert!(together.iter().any(|d| !d.allowed()), "{algorithm:?}");
+    }
+}
+
 /// A step of a batch: which of two rules and four keys, the cost, and how far the time moves
 /// (back too).
 fn steps() -> impl Strategy<Value = Vec<(usize, usize, u64, i64)>> {
