@@ -344,8 +344,9 @@ impl RedisLimiter {
     /// one script call per algorithm, a key's checks in the order they came: the call's fixed
     /// cost and the read of the server's clock are paid once for all of them (measured: under
     /// load a GCRA check costs 1.7x to 2x less than alone, see BENCHMARKS.md), and a key the
-    /// call names many times is read once. A check that finds Redis idle goes at once, so
-    /// batching adds no latency; a batch's checks happen at one instant of the server's clock.
+    /// call names many times is read once and written once (a sliding log adds each entry).
+    /// A check that finds Redis idle goes at once, so batching adds no latency; a batch's
+    /// checks happen at one instant of the server's clock.
     /// The timeout covers the wait in the queue; a check whose caller stopped waiting before
     /// it was sent is not sent. The queue is shared by the clones made after this call.
     /// [`check_many`](RedisLimiter::check_many) uses the same limit.

@@ -268,15 +268,19 @@ const ALGORITHMS: [RedisAlgorithm; 4] = [
 ];
 
 #[tokio::test]
-async fn a_key_named_many_times_in_a_batch_is_read_once() {
-    // A hot key: every check of it after the first takes the state the one before left.
+async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
+    // A hot key: every check of it after the first takes the state the one before left, and
+    // the last writes what they all left (the sliding log adds each admitted unit).
     let server = RedisServer::start();
     let redis = ready(&server).await;
     let now = Moment::from_secs(1_000);
-    for (algorithm, read) in ALGORITHMS
-        .into_iter()
-        .zip(["zrange", "hmget", "hmget", "get"])
-    {
+    let commands = [
+        ("zrange", "zadd", 10, "log"),
+        ("hmget", "hset", 2, "counter"),
+        ("hmget", "hset", 2, "fixed"),
+        ("get", "set", 2, "gcra"),
+    ];
+    for (algorithm, (read, write, writes, suffix)) in ALGORITHMS.into_iter().zip(commands) {
         let rule = Rule::new(algorithm, "5/hour".parse().unwrap()).unwrap();
         // Two keys, interleaved: the client puts each key's checks one after the other.
         let checks: Vec<Check<'_>> = (0..16)
@@ -285,6 +289,13 @@ async fn a_key_named_many_times_in_a_batch_is_read_once() {
         server.cli(&["config", "resetstat"]);
         let answers = redis.check_many(&checks).await;
         assert_eq!(server.calls(read), 2, "{algorithm:?}");
+        assert_eq!(server.calls(write), writes, "{algorithm:?}");
+        // Written with an expiry.
+        for key in ["hot", "warm"] {
+            let redis_key = format!("{{slidewin:{key}}}:{suffix}");
+            let ttl: i64 = server.cli(&["pttl", &redis_key]).trim().parse().unwrap();
+            assert!(ttl > 0, "{algorithm:?} {redis_key}: pttl {ttl}");
+        }
         let remaining: Vec<u64> = answers
             .iter()
             .step_by(2)
@@ -360,8 +371,8 @@ fn steps() -> impl Strategy<Value = Vec<(usize, usize, u64, i64)>> {
 #[test]
 fn a_batch_naming_keys_many_times_answers_as_one_call_per_check_does() {
     // In one call, a key's later checks take the state its earlier ones left instead of
-    // reading it (common.lua); the answers must be those of the same checks each sent alone,
-    // which read everything. Two rules of one algorithm share a key's state (the Redis key is
+    // reading it, and its last writes it (common.lua); the answers must be those of the same
+    // checks each sent alone, which read and write everything. Two rules of one algorithm share a key's state (the Redis key is
     // the same), so a kept count must be of the rule's own window.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let server = RedisServer::start();
@@ -394,7 +405,10 @@ fn a_batch_naming_keys_many_times_answers_as_one_call_per_check_does() {
             let batched = redis.clone().with_prefix(&format!("batched{case}"));
             let alone = redis.clone().with_prefix(&format!("alone{case}"));
             let (together, one_by_one) = runtime.block_on(async {
-                let together = batched.check_many(&checks).await;
+                // In two calls, so that the second reads what the first wrote.
+                let (early, late) = checks.split_at(checks.len() / 2);
+                let mut together = batched.check_many(early).await;
+                together.extend(batched.check_many(late).await);
                 let mut one_by_one = Vec::new();
                 for &(rule, key, cost, at) in &plan {
                     one_by_one.push(alone.check_at(rule, key, at, cost).await);

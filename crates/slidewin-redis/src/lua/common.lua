@@ -37,10 +37,12 @@ local format, floor, max, min, abs = string.format, math.floor, math.max, math.m
 local clock = nil
 -- A batch names a key's checks one after the other (the client orders them so): a check of
 -- the key the check before it read (`same`) takes what that one left, kept in `kept`, instead
--- of reading it again. A hot key (one limit for many callers) then costs a write per check,
--- not a read and a write; other keys pay a comparison. Nothing else writes during a script,
--- and Redis expires no key in the middle of one: what is kept stays true. `last` is the key
--- whose state `kept` holds, set by a check once it has read it.
+-- of reading it again, and a check followed by one of the same key (`more`) leaves its write
+-- to the key's last check, which writes what they all left (the sliding log, whose every
+-- unit is an entry, still adds its own). A hot key (one limit for many callers) then costs a
+-- read and a write per call, not per check; other keys pay two comparisons. Nothing else
+-- writes during a script, and Redis expires no key in the middle of one: what is kept stays
+-- true. `last` is the key whose state `kept` holds, set by a check once it has read it.
 local kept, last = {}, nil
 local answers = {}
 local rules = {}
@@ -60,7 +62,10 @@ end
 for i = 1, n do
 local key, base, w = KEYS[i], from + (i - 1) * per, (i - 1) * 3
 if soft then key = ARGV[1 + i] end
-local same = key == last
+local same, more = key == last, false
+if i < n then
+  if soft then more = ARGV[2 + i] == key else more = KEYS[i + 1] == key end
+end
 local cost, r = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
 local now = ''
 if per == 3 then now = ARGV[base + 3] end

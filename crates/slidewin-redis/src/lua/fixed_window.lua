@@ -3,7 +3,8 @@
 -- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
--- The key as stored: its window and count, and whether it exists.
+-- The key as its checks so far left it: its window and count, and whether it exists; whether
+-- that is still to be written, and the expiry to set then (false: none).
 local window, count, exists = kept[1], kept[2], kept[3]
 if not same then
   local state = first('HMGET', key, 'w', 'c')
@@ -12,7 +13,7 @@ if not same then
     break
   end
   window, count, exists = tonumber(state[1]) or 0, tonumber(state[2]) or 0, state[1] ~= false
-  kept[1], kept[2], kept[3], last = window, count, exists, key
+  kept[1], kept[2], kept[3], kept[4], kept[5], last = window, count, exists, false, false, key
 end
 -- A later window starts empty; an earlier one (the clock went back) counts in this one.
 local current = floor(now / span)
@@ -24,14 +25,22 @@ end
 
 local wait = max((window + 1) * span - now, 0)
 local used = count + cost
+repeat
 if used <= limit then
   if commit and cost > 0 then
-    call('HSET', key, 'w', format('%d', window), 'c', format('%d', used))
-    if fresh then call('PEXPIRE', key, idle_ms) end
-    kept[1], kept[2], kept[3] = window, used, true
+    kept[1], kept[2], kept[3], kept[4] = window, used, true, true
+    if fresh then kept[5] = idle_ms end
   end
   if used == 0 then wait = 0 end
   answers[w + 1], answers[w + 2], answers[w + 3] = limit - used, wait, 0
   break
 end
 answers[w + 1], answers[w + 2], answers[w + 3] = -1 - (limit - count), wait, wait
+until true
+
+-- The key's last check of the call writes what its checks left.
+if kept[4] and not more then
+  call('HSET', key, 'w', format('%d', kept[1]), 'c', format('%d', kept[2]))
+  if kept[5] then call('PEXPIRE', key, kept[5]) end
+  kept[4], kept[5] = false, false
+end

@@ -4,8 +4,9 @@
 -- Answers remaining (-1 - remaining when denied), reset_after, retry_after (see common.lua).
 local span, limit, idle_ms = rule[1], rule[2], rule[3]
 
--- The key as stored: its window, the previous window's count and this one's, and whether it
--- exists.
+-- The key as its checks so far left it: its window, the previous window's count and this
+-- one's, and whether it exists; whether that is still to be written, and the expiry to set
+-- then (false: none).
 local window, previous, current, exists = kept[1], kept[2], kept[3], kept[4]
 if not same then
   local state = first('HMGET', key, 'w', 'p', 'c')
@@ -16,6 +17,7 @@ if not same then
   window, exists = tonumber(state[1]) or 0, state[1] ~= false
   previous, current = tonumber(state[2]) or 0, tonumber(state[3]) or 0
   kept[1], kept[2], kept[3], kept[4], last = window, previous, current, exists, key
+  kept[5], kept[6] = false, false
 end
 
 -- Roll forward to `now`; an earlier window (the clock went back) counts at this one's start.
@@ -40,11 +42,11 @@ local capacity = limit * span
 local starts = window * span
 local after = weighted + cost * span
 
+repeat
 if after <= capacity then
   if commit and cost > 0 then
-    call('HSET', key, 'w', format('%d', window), 'p', format('%d', previous), 'c', format('%d', current + cost))
-    if fresh then call('PEXPIRE', key, idle_ms) end
-    kept[1], kept[2], kept[3], kept[4] = window, previous, current + cost, true
+    kept[1], kept[2], kept[3], kept[4], kept[5] = window, previous, current + cost, true, true
+    if fresh then kept[6] = idle_ms end
   end
   local reset_at = 0
   if current + cost > 0 then
@@ -77,3 +79,11 @@ if current > 0 then reset_at = starts + 2 * span end
 local remaining = floor(max(capacity - weighted, 0) / span)
 answers[w + 1], answers[w + 2], answers[w + 3] =
   -1 - remaining, max(reset_at - now, 0), max(admits_at - now, 0)
+until true
+
+-- The key's last check of the call writes what its checks left.
+if kept[5] and not more then
+  call('HSET', key, 'w', format('%d', kept[1]), 'p', format('%d', kept[2]), 'c', format('%d', kept[3]))
+  if kept[6] then call('PEXPIRE', key, kept[6]) end
+  kept[5], kept[6] = false, false
+end
