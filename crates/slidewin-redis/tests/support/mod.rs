@@ -166,6 +166,21 @@ impl Drop for RedisServer {
     }
 }
 
+/// For tests that drive async code from outside it (proptests): a runtime, a server of the
+/// test's own (keep it alive), and a limiter on that server.
+pub fn blocking_limiter() -> (
+    tokio::runtime::Runtime,
+    RedisServer,
+    slidewin_redis::RedisLimiter,
+) {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let server = RedisServer::start();
+    let redis = runtime
+        .block_on(slidewin_redis::RedisLimiter::connect(&server.url()))
+        .expect("our own server");
+    (runtime, server, redis)
+}
+
 /// A Redis Cluster of three masters of our own, its slots all covered.
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
