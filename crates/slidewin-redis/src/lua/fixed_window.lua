@@ -25,6 +25,7 @@ end
 
 local wait = max((window + 1) * span - now, 0)
 local used = count + cost
+-- The decision: `break` ends it, and the key's write below follows either way.
 repeat
 if used <= limit then
   if commit and cost > 0 then

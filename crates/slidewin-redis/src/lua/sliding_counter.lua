@@ -42,6 +42,7 @@ local capacity = limit * span
 local starts = window * span
 local after = weighted + cost * span
 
+-- The decision: `break` ends it, and the key's write below follows either way.
 repeat
 if after <= capacity then
   if commit and cost > 0 then

@@ -9,8 +9,9 @@ local span, limit, idle_ms = rule[1], rule[2], rule[3]
 -- WITHSCORES (the score printed with '%.17g' and parsed back: 0.45 µs), and no count of the
 -- entries at that time to number them.
 
--- The log as stored: the time and number of its newest entry (nil and 0 when empty; `top`
--- whether it has any entry), and the count of the window last asked about: at, span, count.
+-- The log as stored: the time and number of its newest entry (false and 0 when empty; `top`,
+-- whether it has any entry, is that time or the member read), and the count of the window
+-- last asked about: at, span, count.
 local top, newest, seq = kept[1], kept[1] or nil, kept[2]
 if not same then
   newest, seq = nil, 0
