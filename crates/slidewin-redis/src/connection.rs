@@ -162,51 +162,60 @@ async fn send_pipeline(
     }
 }
 
-/// A script's answer for `calls`: three integers each, the remaining units (or -1 - remaining
-/// when denied), `reset_after` and `retry_after` (waits in microseconds); the limit is the
-/// call's own. `None` for a check the node did not answer (`reset_after` -1: its key is
-/// elsewhere), which only a call with undeclared keys gives.
+/// A script's answer for `calls`: integers, each check's after the one before (see
+/// [`parse_decision`]; waits in microseconds); the limit is the call's own. `None` for a check
+/// the node did not answer (`reset_after` -1: its key is elsewhere), which only a call with
+/// undeclared keys gives.
 pub(crate) fn parse_decisions<'a>(
     reply: &Value,
     calls: impl ExactSizeIterator<Item = &'a Call>,
 ) -> Result<Vec<Option<Decision>>, RedisError> {
     let count = calls.len();
     let wrong = || RedisError::Reply {
-        detail: format!("expected {count} answers of three numbers, got {reply:?}"),
+        detail: format!("expected {count} answers of two or three numbers, got {reply:?}"),
     };
     let Value::Array(items) = reply else {
         return Err(wrong());
     };
-    if items.len() != count * 3 {
-        return Err(wrong());
+    let mut numbers = items.iter();
+    let decisions = calls
+        .map(|call| parse_decision(&mut numbers, call.limit).ok_or_else(wrong))
+        .collect::<Result<Vec<_>, _>>()?;
+    match numbers.next() {
+        None => Ok(decisions),
+        Some(_) => Err(wrong()),
     }
-    items
-        .chunks_exact(3)
-        .zip(calls)
-        .map(|(answer, call)| parse_decision(answer, call.limit).ok_or_else(wrong))
-        .collect()
 }
 
-/// One check's three integers.
-fn parse_decision(answer: &[Value], limit: u64) -> Option<Option<Decision>> {
-    let [
-        Value::Int(left),
-        Value::Int(reset_after),
-        Value::Int(retry_after),
-    ] = answer
-    else {
-        return None;
+/// One check's numbers, taken from `numbers`: the remaining units and `reset_after` when
+/// admitted; -1 - remaining, `reset_after` and `retry_after` when denied; 0 and -1 when the check
+/// was not the node's.
+fn parse_decision<'v>(
+    numbers: &mut impl Iterator<Item = &'v Value>,
+    limit: u64,
+) -> Option<Option<Decision>> {
+    let mut next = || match numbers.next() {
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
     };
-    if *reset_after == -1 {
-        return Some(None);
-    }
+    let (left, reset_after) = (next()?, next()?);
     let micros = |n: i64| u64::try_from(n).ok().map(Duration::from_micros);
-    let reset_after = micros(*reset_after)?;
-    Some(Some(match u64::try_from(*left) {
-        Ok(remaining) => Decision::allow(limit, remaining, reset_after),
-        Err(_) => {
-            let remaining = u64::try_from(-1 - *left).ok()?;
-            Decision::deny(limit, remaining, reset_after, micros(*retry_after)?)
+    if let Ok(remaining) = u64::try_from(left) {
+        if reset_after == -1 {
+            return Some(None);
         }
-    }))
+        return Some(Some(Decision::allow(
+            limit,
+            remaining,
+            micros(reset_after)?,
+        )));
+    }
+    let retry_after = next()?;
+    let remaining = u64::try_from(-1 - left).ok()?;
+    Some(Some(Decision::deny(
+        limit,
+        remaining,
+        micros(reset_after)?,
+        micros(retry_after)?,
+    )))
 }

@@ -144,7 +144,10 @@ impl<'a> Check<'a> {
 /// ([`with_batch_limit`](RedisLimiter::with_batch_limit)).
 ///
 /// Keys are `{prefix:key}:algorithm`: the braces are a hash tag, so all of a key's Redis keys
-/// share one cluster slot. Idle keys expire by themselves.
+/// share one cluster slot. Idle keys expire by themselves. Rules of one algorithm share a
+/// key's state, so a quota changed in a deployment keeps the counts (one lowered below a
+/// key's count denies until the count falls under it); two limits of one algorithm on one
+/// key need a prefix each ([`with_prefix`](RedisLimiter::with_prefix)).
 ///
 /// Cheap to clone: clones share the connection.
 ///

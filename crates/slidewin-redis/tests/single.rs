@@ -296,6 +296,39 @@ async fn a_busy_key_always_outlives_its_state() {
     }
 }
 
+/// Rules of one algorithm share a key's state, so a quota lowered below a key's count meets
+/// more than its limit: it denies, with none left. (The scripts once answered such a denial
+/// as -1 - (limit - count), positive, which read as an admission.)
+#[tokio::test]
+async fn a_quota_lowered_below_a_keys_count_denies_with_none_left() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    for (name, rule) in [
+        ("log", Rule::sliding_log as fn(_) -> _),
+        ("fixed", Rule::fixed_window),
+        ("counter", Rule::sliding_counter),
+    ] {
+        let (before, after) = (
+            rule("10/minute".parse().unwrap()).unwrap(),
+            rule("2/minute".parse().unwrap()).unwrap(),
+        );
+        for _ in 0..5 {
+            assert!(
+                redis
+                    .check_at(&before, name, secs(100), 1)
+                    .await
+                    .unwrap()
+                    .allowed()
+            );
+        }
+        let lowered = redis.check_at(&after, name, secs(100), 1).await.unwrap();
+        assert!(!lowered.allowed(), "{name}: {lowered:?}");
+        assert_eq!((lowered.limit(), lowered.remaining()), (2, 0), "{name}");
+        let peeked = redis.peek_at(&after, name, secs(100), 1).await.unwrap();
+        assert!(!peeked.allowed(), "{name}: {peeked:?}");
+    }
+}
+
 #[tokio::test]
 async fn check_many_answers_in_order_in_one_pipeline() {
     let server = RedisServer::start();

@@ -21,19 +21,25 @@
 -- failing: its first command goes through `first` (redis.pcall), before any write, so the
 -- check is untouched and the client sends it again alone, to the right node. Scripts
 -- without a shebang may use undeclared keys of any slot the node serves.
--- The answer is one flat array, three integers per check, `answers[w + 1 ..= w + 3]`: the
--- remaining units when admitted, or -1 - remaining when denied; reset_after; retry_after (0
--- when admitted; waits in microseconds). A check not on this node is 0, -1, 0. (The limit is
--- the client's own.) Redis sends numbers as integers; string.format would cost more
--- (measured: a fifth of a check in a batch). Each check's body sits in `repeat ... until
+-- The answer is one flat array of integers, each check's after the one before, from
+-- `answers[w + 1]` (a check moves `w` past what it wrote): admitted, two, the remaining units
+-- and reset_after; denied, three, -1 - remaining, reset_after and retry_after (waits in
+-- microseconds). A check not on this node is 0, -1. (The limit is the client's own.) Redis
+-- sends numbers as integers; string.format would cost more (measured: a fifth of a check in a
+-- batch), and so would a third number for every admitted check (a twenty-fifth). Each check's body sits in `repeat ... until
 -- true`, so that `break` ends that check.
 --
 -- A check's arguments: the cost; the index of its rule (from 1), positive to consume an
 -- admitted cost, negative only to answer (peek); when per is 3, the time to count at, the
 -- caller's, or '' for the Redis server's clock (read once per call: a batch's checks happen at
 -- one instant).
+--
+-- The checks' arithmetic calls no C function where Lua's own operators do (each call costs
+-- more than the operation, measured: a tenth of a GCRA check): a string of digits is made a
+-- number by `+ 0`, and the hot paths compare instead of calling math.max and math.min.
 local KEYS, ARGV, call, tonumber = KEYS, ARGV, redis.call, tonumber
-local format, floor, max, min, abs = string.format, math.floor, math.max, math.min, math.abs
+local format, floor, max, min = string.format, math.floor, math.max, math.min
+local sub, byte = string.sub, string.byte
 local clock = nil
 -- A batch names a key's checks one after the other (the client orders them so): a check of
 -- the key the check before it read (`same`) takes what that one left, kept in `kept`, instead
@@ -44,7 +50,7 @@ local clock = nil
 -- writes during a script, and Redis expires no key in the middle of one: what is kept stays
 -- true. `last` is the key whose state `kept` holds, set by a check once it has read it.
 local kept, last = {}, nil
-local answers = {}
+local answers, w = {}, 0
 local rules = {}
 local n, from, soft, first = #KEYS, 0, false, call
 if n == 0 then n, soft, first = tonumber(ARGV[1]), true, redis.pcall; from = n + 1 end
@@ -60,13 +66,13 @@ do
   end
 end
 for i = 1, n do
-local key, base, w = KEYS[i], from + (i - 1) * per, (i - 1) * 3
+local key, base = KEYS[i], from + (i - 1) * per
 if soft then key = ARGV[1 + i] end
 local same, more = key == last, false
 if i < n then
   if soft then more = ARGV[2 + i] == key else more = KEYS[i + 1] == key end
 end
-local cost, r = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+local cost, r = ARGV[base + 1] + 0, ARGV[base + 2] + 0
 local now = ''
 if per == 3 then now = ARGV[base + 3] end
 if now == '' then
@@ -76,7 +82,8 @@ if now == '' then
   end
   now = clock
 else
-  now = tonumber(now)
+  now = now + 0
 end
-local commit, rule = r > 0, rules[abs(r)]
+local commit, rule = r > 0, rules[r]
+if r < 0 then rule = rules[-r] end
 repeat

@@ -9,7 +9,8 @@ local window, count, exists = kept[1], kept[2], kept[3]
 if not same then
   local state = first('HMGET', key, 'w', 'c')
   if soft and state.err then
-    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
+    answers[w + 1], answers[w + 2] = 0, -1
+    w = w + 2
     break
   end
   window, count, exists = tonumber(state[1]) or 0, tonumber(state[2]) or 0, state[1] ~= false
@@ -33,10 +34,13 @@ if used <= limit then
     if fresh then kept[5] = idle_ms end
   end
   if used == 0 then wait = 0 end
-  answers[w + 1], answers[w + 2], answers[w + 3] = limit - used, wait, 0
+  answers[w + 1], answers[w + 2] = limit - used, wait
+  w = w + 2
   break
 end
-answers[w + 1], answers[w + 2], answers[w + 3] = -1 - (limit - count), wait, wait
+-- A count past the limit (a rule of a lower limit on the key) has no units left, not fewer.
+answers[w + 1], answers[w + 2], answers[w + 3] = -1 - max(limit - count, 0), wait, wait
+w = w + 3
 until true
 
 -- The key's last check of the call writes what its checks left.

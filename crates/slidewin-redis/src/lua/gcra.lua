@@ -9,19 +9,21 @@ local tat = kept[1]
 if not same then
   tat = first('GET', key)
   if soft and type(tat) == 'table' then
-    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
+    answers[w + 1], answers[w + 2] = 0, -1
+    w = w + 2
     break
   end
-  tat = tonumber(tat or 0)
+  if tat then tat = tat + 0 else tat = 0 end
   kept[1], kept[2], last = tat, tat, key
 end
 
 -- The TAT after this request, and whether it is admitted.
 local next, allowed, retry = tat, 1, 0
 if cost > 0 then
-  local admits_at = max(tat + interval * (cost - 1) - tolerance, 0)
+  local admits_at = tat + interval * (cost - 1) - tolerance
+  if admits_at < 0 then admits_at = 0 end
   if now >= admits_at then
-    next = max(tat, now) + interval * cost
+    if tat > now then next = tat + interval * cost else next = now + interval * cost end
     if commit then
       kept[1] = next
       if more then kept[3], kept[4] = idle_ms, now end
@@ -34,9 +36,20 @@ end
 -- How many more units fit now.
 local remaining = 0
 local room = now + tolerance - next
-if room >= 0 then remaining = min(floor(room / interval) + 1, burst) end
-if allowed == 0 then remaining = -1 - remaining end
-answers[w + 1], answers[w + 2], answers[w + 3] = remaining, max(next - now, 0), retry
+if room >= 0 then
+  remaining = room / interval
+  remaining = remaining - remaining % 1 + 1 -- floor: room and interval are positive
+  if remaining > burst then remaining = burst end
+end
+local reset = next - now
+if reset < 0 then reset = 0 end
+if allowed == 1 then
+  answers[w + 1], answers[w + 2] = remaining, reset
+  w = w + 2
+else
+  answers[w + 1], answers[w + 2], answers[w + 3] = -1 - remaining, reset, retry
+  w = w + 3
+end
 
 -- The key's last check of the call writes the TAT its checks left, if they moved it. The key
 -- goes once the bucket has been full again for a while (then it is the same as no key):
@@ -49,9 +62,9 @@ if not more and kept[1] ~= kept[2] then
   if not commit or next == tat then last_ms, at = kept[3], kept[4] end
   local stored, idle = kept[2], last_ms * 1000
   next = kept[1]
-  local stretch = floor(next / idle)
-  if stored == 0 or floor(stored / idle) ~= stretch then
-    call('SET', key, format('%d', next), 'PX', floor(((stretch + 2) * idle - at) / 1000))
+  local stretch = next - next % idle -- where its stretch starts
+  if stored == 0 or stored - stored % idle ~= stretch then
+    call('SET', key, format('%d', next), 'PX', floor((stretch + 2 * idle - at) / 1000))
   else
     call('SET', key, format('%d', next), 'KEEPTTL')
   end

@@ -11,7 +11,8 @@ local window, previous, current, exists = kept[1], kept[2], kept[3], kept[4]
 if not same then
   local state = first('HMGET', key, 'w', 'p', 'c')
   if soft and state.err then
-    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
+    answers[w + 1], answers[w + 2] = 0, -1
+    w = w + 2
     break
   end
   window, exists = tonumber(state[1]) or 0, state[1] ~= false
@@ -55,8 +56,8 @@ if after <= capacity then
   elseif previous > 0 then
     reset_at = starts + span
   end
-  answers[w + 1], answers[w + 2], answers[w + 3] =
-    floor((capacity - after) / span), max(reset_at - now, 0), 0
+  answers[w + 1], answers[w + 2] = floor((capacity - after) / span), max(reset_at - now, 0)
+  w = w + 2
   break
 end
 
@@ -80,6 +81,7 @@ if current > 0 then reset_at = starts + 2 * span end
 local remaining = floor(max(capacity - weighted, 0) / span)
 answers[w + 1], answers[w + 2], answers[w + 3] =
   -1 - remaining, max(reset_at - now, 0), max(admits_at - now, 0)
+w = w + 3
 until true
 
 -- The key's last check of the call writes what its checks left.

@@ -17,17 +17,18 @@ if not same then
   newest, seq = nil, 0
   top = first('ZRANGE', key, '-1', '-1')
   if soft and top.err then
-    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -1, 0
+    answers[w + 1], answers[w + 2] = 0, -1
+    w = w + 2
     break
   end
   top = top[1]
   if top then
-    local sub, digits = string.sub, string.byte(top) - 96
+    local digits = byte(top) - 96
     if digits > 0 then
-      seq, newest = tonumber(sub(top, 2, digits + 1)), tonumber(sub(top, digits + 2))
+      seq, newest = sub(top, 2, digits + 1) + 0, sub(top, digits + 2) + 0
     else
       -- Written before numbers (`time-n`): they start at 1, and a letter sorts after digits.
-      newest = tonumber(sub(top, 1, string.find(top, '-', 1, true) - 1))
+      newest = sub(top, 1, string.find(top, '-', 1, true) - 1) + 0
     end
   end
   kept[1], kept[2], kept[3], last = newest or false, seq, false, key
@@ -67,7 +68,7 @@ if count + cost <= limit then
     -- inclusive) never count again. They go when the numbers pass a multiple of 8, or when all
     -- are that old (removing them at every admission: 0.8 µs of 5.6): between calls the set
     -- holds at most limit + 7 entries.
-    if top and (not newest or floor(seq / 8) ~= floor((seq + cost) / 8)) then
+    if top and (not newest or seq % 8 + cost >= 8) then
       call('ZREMRANGEBYSCORE', key, '-inf', format('%d', at - span))
     end
     -- The log goes idle_ms after its newest entry. Its expiry is set when the
@@ -75,23 +76,29 @@ if count + cost <= limit then
     -- covers every newest time in this one (an expiry on every write costs Redis about as much
     -- as the write: measured).
     local idle = idle_ms * 1000
-    local stretch = floor(at / idle)
-    if not newest or floor(newest / idle) ~= stretch then
-      call('PEXPIRE', key, format('%d', floor(((stretch + 2) * idle - now) / 1000)))
+    local stretch = at - at % idle -- where its stretch starts
+    if not newest or newest - newest % idle ~= stretch then
+      call('PEXPIRE', key, format('%d', floor((stretch + 2 * idle - now) / 1000)))
     end
     kept[1], kept[2], kept[5] = at, seq + cost, count + cost
   end
   if cost > 0 then newest = at end
   local reset = 0
-  if newest then reset = max(newest + span - now, 0) end
-  answers[w + 1], answers[w + 2], answers[w + 3] = limit - count - cost, reset, 0
+  if newest then
+    reset = newest + span - now
+    if reset < 0 then reset = 0 end
+  end
+  answers[w + 1], answers[w + 2] = limit - count - cost, reset
+  w = w + 2
   break
 end
 
 -- The newest `limit - cost` admitted units may stay; the one just older is the last that must
 -- leave for the cost to fit.
+-- (A count past the limit, a rule of a lower limit on the key, has no units left.)
 local stay = limit - cost
 local leaving = call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', count - 1 - stay, 1)
 local reset = max(newest + span - now, 0)
 answers[w + 1], answers[w + 2], answers[w + 3] =
-  -1 - (limit - count), reset, max(tonumber(leaving[2]) + span - now, 0)
+  -1 - max(limit - count, 0), reset, max(leaving[2] + span - now, 0)
+w = w + 3
