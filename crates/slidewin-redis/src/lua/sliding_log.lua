@@ -37,7 +37,10 @@ end
 local at = now
 if newest and newest > at then at = newest end
 
-local after = format('(%d', at - span)
+if texts_at ~= at or texts_span ~= span then
+  texts_at, texts_span, after_text, at_text = at, span, format('(%d', at - span), format('%d', at)
+end
+local after = after_text
 local count = kept[5]
 if kept[3] ~= at or kept[4] ~= span then
   count = call('ZCOUNT', key, after, '+inf')
@@ -47,7 +50,7 @@ if count == 0 then newest, seq = nil, 0 end
 
 if count + cost <= limit then
   if commit and cost > 0 then
-    local score, digits, ten = format('%d', at), 1, 10
+    local score, digits, ten = at_text, 1, 10
     while seq + 1 >= ten do digits, ten = digits + 1, ten * 10 end
     if cost == 1 then -- no table to unpack: 0.4 µs
       call('ZADD', key, score, format('%c%d%s', 96 + digits, seq + 1, score))
