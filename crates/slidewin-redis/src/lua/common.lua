@@ -26,8 +26,8 @@
 -- and reset_after; denied, three, -1 - remaining, reset_after and retry_after (waits in
 -- microseconds). A check not on this node is 0, -1. (The limit is the client's own.) Redis
 -- sends numbers as integers; string.format would cost more (measured: a fifth of a check in a
--- batch), and so would a third number for every admitted check (a twenty-fifth). Each check's body sits in `repeat ... until
--- true`, so that `break` ends that check.
+-- batch), and so would a third number for every admitted check (a twenty-fifth). Each check's
+-- body sits in `repeat ... until true`, so that `break` ends that check.
 --
 -- A check's arguments: the cost; the index of its rule (from 1), positive to consume an
 -- admitted cost, negative only to answer (peek); when per is 3, the time to count at, the
@@ -38,7 +38,7 @@
 -- more than the operation, measured: a tenth of a GCRA check): a string of digits is made a
 -- number by `+ 0`, and the hot paths compare instead of calling math.max and math.min.
 local KEYS, ARGV, call, tonumber = KEYS, ARGV, redis.call, tonumber
-local format, floor, max, min = string.format, math.floor, math.max, math.min
+local format, floor, max = string.format, math.floor, math.max
 local sub, byte = string.sub, string.byte
 local clock = nil
 -- A batch names a key's checks one after the other (the client orders them so): a check of
