@@ -219,3 +219,50 @@ fn parse_decision<'v>(
         micros(retry_after)?,
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::Rule;
+
+    fn ints(numbers: &[i64]) -> Value {
+        Value::Array(numbers.iter().map(|n| Value::Int(*n)).collect())
+    }
+
+    #[test]
+    fn answers_of_two_and_three_numbers_are_read_in_order() {
+        let rule = Rule::gcra("5/s".parse().unwrap()).unwrap();
+        let calls: Vec<Call> = (0..3).map(|_| rule.call("p", "k", None, 1, true)).collect();
+        // Admitted (4 left), denied (0 left, retry after 150 µs), not this node's.
+        let reply = ints(&[4, 200_000, -1, 400_000, 150, 0, -1]);
+        let decisions = parse_decisions(&reply, calls.iter()).unwrap();
+        let micros = Duration::from_micros;
+        assert_eq!(
+            decisions,
+            [
+                Some(Decision::allow(5, 4, micros(200_000))),
+                Some(Decision::deny(5, 0, micros(400_000), micros(150))),
+                None,
+            ]
+        );
+    }
+
+    #[test]
+    fn an_answer_short_long_or_not_numbers_is_a_reply_error_showing_it() {
+        let rule = Rule::gcra("5/s".parse().unwrap()).unwrap();
+        let calls = [rule.call("p", "k", None, 1, true)];
+        for reply in [
+            ints(&[4]),
+            ints(&[-1, 400_000]),
+            ints(&[4, 200_000, 7]),
+            Value::Array(vec![Value::Int(4), Value::Nil]),
+            Value::Int(1),
+        ] {
+            let err = parse_decisions(&reply, calls.iter()).unwrap_err();
+            assert!(
+                matches!(&err, RedisError::Reply { detail } if detail.contains("expected 1 answers")),
+                "{reply:?}: {err:?}"
+            );
+        }
+    }
+}
