@@ -354,9 +354,10 @@ pub(crate) enum Keys {
 
 /// One `EVALSHA` running `calls`, all of one algorithm, in order: one key each, how many
 /// arguments a check has, then each check's (cost, the index of its rule, negative for a peek,
-/// and its time unless all use the server's), then each distinct rule's numbers once (see
-/// `lua/common.lua`). Built with as few allocations as it takes: the client's work shares the
-/// machine with Redis's (measured: a fifth of a check's time on two cores).
+/// and its time unless all use the server's; the cost and index once for all when every check
+/// has the same), then each distinct rule's numbers once (see `lua/common.lua`). Built with as
+/// few allocations as it takes: the client's work shares the machine with Redis's (measured: a
+/// fifth of a check's time on two cores).
 pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     let algorithm = calls.first().map_or(RedisAlgorithm::Gcra, |c| c.algorithm);
@@ -369,10 +370,9 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
         debug_assert_eq!(call.algorithm, algorithm, "one algorithm per script call");
         cmd.arg(&call.key);
     }
-    let timed = calls.iter().any(|c| c.now.is_some());
-    cmd.arg(if timed { 3 } else { 2 });
     // The distinct rules, in order of first use; a batch has few (a linear search is cheapest).
     let mut rules: Vec<&[u64]> = Vec::new();
+    let mut checks: Vec<(u64, i64)> = Vec::with_capacity(calls.len());
     for call in calls {
         let params = &call.params[..call.len];
         let index = match rules.iter().position(|r| *r == params) {
@@ -384,8 +384,26 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
         };
         // At most a batch's length: far below i64::MAX.
         let index = i64::try_from(index).unwrap_or(i64::MAX);
-        cmd.arg(call.cost)
-            .arg(if call.commit { index } else { -index });
+        checks.push((call.cost, if call.commit { index } else { -index }));
+    }
+    let timed = calls.iter().any(|c| c.now.is_some());
+    let shared = match checks.split_first() {
+        Some((first, rest)) if rest.iter().all(|check| check == first) => Some(*first),
+        _ => None,
+    };
+    cmd.arg(match (shared.is_some(), timed) {
+        (true, false) => 0,
+        (true, true) => 1,
+        (false, false) => 2,
+        (false, true) => 3,
+    });
+    if let Some((cost, index)) = shared {
+        cmd.arg(cost).arg(index);
+    }
+    for (call, (cost, index)) in calls.iter().zip(checks) {
+        if shared.is_none() {
+            cmd.arg(cost).arg(index);
+        }
         if timed {
             match call.now {
                 Some(micros) => cmd.arg(micros),
@@ -413,4 +431,144 @@ pub(crate) fn key_of(prefix: &str, key: &str, algorithm: RedisAlgorithm) -> Stri
     redis_key.push_str("}:");
     redis_key.push_str(suffix);
     redis_key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call's arguments after `EVALSHA` and the script's hash, as text.
+    fn args(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .skip(2)
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => "<not bytes>".to_string(),
+            })
+            .collect()
+    }
+
+    fn at(micros: u64) -> Option<Moment> {
+        Some(Moment::from_nanos(micros * 1_000))
+    }
+
+    /// `10 per 10ms` with a burst of 10: interval 1000 µs, tolerance 9000, burst 10, idle 11 ms.
+    fn gcra() -> Rule {
+        Rule::gcra("10 per 10ms".parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn checks_of_one_cost_and_rule_send_them_once() {
+        let (a, b) = (
+            gcra().call("p", "a", None, 2, true),
+            gcra().call("p", "b", None, 2, true),
+        );
+        assert_eq!(
+            args(&script_call(&[&a, &b], Keys::Declared)),
+            [
+                "2",
+                "{p:a}:gcra",
+                "{p:b}:gcra",
+                "0",
+                "2",
+                "1",
+                "4",
+                "1000",
+                "9000",
+                "10",
+                "11"
+            ]
+        );
+        // With times: one each after the shared pair, '' for the server's clock.
+        let timed = gcra().call("p", "a", at(7), 2, true);
+        assert_eq!(
+            args(&script_call(&[&timed, &b], Keys::Declared)),
+            [
+                "2",
+                "{p:a}:gcra",
+                "{p:b}:gcra",
+                "1",
+                "2",
+                "1",
+                "7",
+                "",
+                "4",
+                "1000",
+                "9000",
+                "10",
+                "11"
+            ]
+        );
+        // Alone, a check is its own batch of one.
+        assert_eq!(
+            args(&script_call(&[&a], Keys::Undeclared)),
+            [
+                "0",
+                "1",
+                "{p:a}:gcra",
+                "0",
+                "2",
+                "1",
+                "4",
+                "1000",
+                "9000",
+                "10",
+                "11"
+            ]
+        );
+    }
+
+    #[test]
+    fn checks_of_different_costs_rules_or_peeks_send_their_own() {
+        let other = Rule::gcra("20 per 10ms".parse().unwrap()).unwrap();
+        let a = gcra().call("p", "a", None, 1, true);
+        let peek = gcra().call("p", "a", None, 1, false);
+        let b = other.call("p", "b", None, 1, true);
+        assert_eq!(
+            args(&script_call(&[&a, &peek, &b], Keys::Declared)),
+            [
+                "3",
+                "{p:a}:gcra",
+                "{p:a}:gcra",
+                "{p:b}:gcra",
+                "2",
+                "1",
+                "1",
+                "1",
+                "-1",
+                "1",
+                "2",
+                "4",
+                "1000",
+                "9000",
+                "10",
+                "11",
+                "500",
+                "9500",
+                "20",
+                "11"
+            ]
+        );
+        let costly = gcra().call("p", "b", at(5), 3, true);
+        assert_eq!(
+            args(&script_call(&[&a, &costly], Keys::Declared)),
+            [
+                "2",
+                "{p:a}:gcra",
+                "{p:b}:gcra",
+                "3",
+                "1",
+                "1",
+                "",
+                "3",
+                "1",
+                "5",
+                "4",
+                "1000",
+                "9000",
+                "10",
+                "11"
+            ]
+        );
+    }
 }

@@ -381,7 +381,7 @@ fn a_batch_naming_keys_many_times_answers_as_one_call_per_check_does() {
     let (runtime, _server, redis) = support::blocking_limiter();
     let case = std::sync::atomic::AtomicU64::new(0);
     let config = ProptestConfig::with_cases(40);
-    proptest!(config, |(steps in steps(), limits in (3u64..=8, 3u64..=8))| {
+    proptest!(config, |(steps in steps(), limits in (3u64..=8, 3u64..=8), uniform: bool)| {
         let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let quotas = [
             // Spans of seconds: a key's expiry runs on the server's clock, whatever time the
@@ -395,6 +395,8 @@ fn a_batch_naming_keys_many_times_answers_as_one_call_per_check_does() {
             let plan: Vec<(&Rule, &str, u64, Moment)> = steps
                 .iter()
                 .map(|&(rule, key, cost, delta)| {
+                    // All of one rule and cost: a call then sends those once, not per check.
+                    let (rule, cost) = if uniform { (steps[0].0, steps[0].2) } else { (rule, cost) };
                     now += delta;
                     let at = Moment::from_nanos(u64::try_from(now).unwrap() * 1_000);
                     (&rules[rule], ["a", "b", "c", "d"][key], cost, at)

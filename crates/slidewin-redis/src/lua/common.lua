@@ -9,11 +9,13 @@
 --
 -- One call runs a batch of checks in order, one per key: KEYS[i] is check i's key. ARGV[1] is
 -- how many arguments each check has, `per`: 2 when all use the server's clock, else 3. Check
--- i's are ARGV[base + 1 ..= base + per]. After them come the rules: ARGV[2 + per * n] is how
--- many numbers a rule has, then each distinct rule of the batch, its numbers in a row. A
--- batch's checks mostly share one rule, so it is sent and parsed once, not once per check
--- (fewer arguments: measured, a fifth of a check's time in Redis; the time left out when it is
--- the server's, and two answers fewer per check: 7% more).
+-- i's are ARGV[base + 1 ..= base + per]. When all checks have the same cost and rule, those
+-- two come once, after `per`, and `per` is 0 (all on the server's clock) or 1 (each its time).
+-- After the checks come the rules: how many numbers a rule has, then each distinct rule of the
+-- batch, its numbers in a row. A batch's checks mostly share one rule and cost, so they are
+-- sent and parsed once, not once per check (fewer arguments: measured, a fifth of a check's
+-- time in Redis; the time left out when it is the server's, and two answers fewer per check:
+-- 7% more; the cost and rule once when shared: 7% more again).
 -- On a cluster, a call carries the checks of one node, whose keys are of many slots: a call
 -- naming them as KEYS would be refused (CROSSSLOT), so there KEYS is empty, ARGV[1] is n and
 -- ARGV[2 ..= n + 1] the keys, and everything else follows them. Such a call ("soft") answers
@@ -30,9 +32,9 @@
 -- body sits in `repeat ... until true`, so that `break` ends that check.
 --
 -- A check's arguments: the cost; the index of its rule (from 1), positive to consume an
--- admitted cost, negative only to answer (peek); when per is 3, the time to count at, the
--- caller's, or '' for the Redis server's clock (read once per call: a batch's checks happen at
--- one instant).
+-- admitted cost, negative only to answer (peek); when per is 3 (or 1, the time alone), the
+-- time to count at, the caller's, or '' for the Redis server's clock (read once per call: a
+-- batch's checks happen at one instant).
 --
 -- The checks' arithmetic calls no C function where Lua's own operators do (each call costs
 -- more than the operation, measured: a tenth of a GCRA check): a string of digits is made a
@@ -60,6 +62,8 @@ local n, from, soft, first = #KEYS, 0, false, call
 if n == 0 then n, soft, first = tonumber(ARGV[1]), true, redis.pcall; from = n + 1 end
 local per = tonumber(ARGV[from + 1])
 from = from + 1
+local cost, r = 0, 0
+if per < 2 then cost, r, from = ARGV[from + 1] + 0, ARGV[from + 2] + 0, from + 2 end
 do
   local at = from + per * n + 1
   local size = tonumber(ARGV[at])
@@ -76,9 +80,13 @@ local same, more = key == last, false
 if i < n then
   if soft then more = ARGV[2 + i] == key else more = KEYS[i + 1] == key end
 end
-local cost, r = ARGV[base + 1] + 0, ARGV[base + 2] + 0
 local now = ''
-if per == 3 then now = ARGV[base + 3] end
+if per > 1 then
+  cost, r = ARGV[base + 1] + 0, ARGV[base + 2] + 0
+  if per == 3 then now = ARGV[base + 3] end
+elseif per == 1 then
+  now = ARGV[base + 1]
+end
 if now == '' then
   if not clock then
     local t = call('TIME')
