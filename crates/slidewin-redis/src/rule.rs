@@ -437,15 +437,19 @@ pub(crate) fn key_of(prefix: &str, key: &str, algorithm: RedisAlgorithm) -> Stri
 mod tests {
     use super::*;
 
-    /// A call's arguments after `EVALSHA` and the script's hash, as text.
-    fn args(cmd: &redis::Cmd) -> Vec<String> {
-        cmd.args_iter()
+    /// A call's arguments after `EVALSHA` and the script's hash, as text: space-separated,
+    /// `''` for an empty one.
+    fn args(cmd: &redis::Cmd) -> String {
+        let args: Vec<String> = cmd
+            .args_iter()
             .skip(2)
             .map(|arg| match arg {
+                redis::Arg::Simple([]) => "''".to_string(),
                 redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
                 _ => "<not bytes>".to_string(),
             })
-            .collect()
+            .collect();
+        args.join(" ")
     }
 
     fn at(micros: u64) -> Option<Moment> {
@@ -463,58 +467,21 @@ mod tests {
             gcra().call("p", "a", None, 2, true),
             gcra().call("p", "b", None, 2, true),
         );
+        // Keys; per 0; cost 2 and rule 1 once; the rule's four numbers.
         assert_eq!(
             args(&script_call(&[&a, &b], Keys::Declared)),
-            [
-                "2",
-                "{p:a}:gcra",
-                "{p:b}:gcra",
-                "0",
-                "2",
-                "1",
-                "4",
-                "1000",
-                "9000",
-                "10",
-                "11"
-            ]
+            "2 {p:a}:gcra {p:b}:gcra 0 2 1 4 1000 9000 10 11"
         );
-        // With times: one each after the shared pair, '' for the server's clock.
+        // With times: per 1, one each after the shared pair, '' for the server's clock.
         let timed = gcra().call("p", "a", at(7), 2, true);
         assert_eq!(
             args(&script_call(&[&timed, &b], Keys::Declared)),
-            [
-                "2",
-                "{p:a}:gcra",
-                "{p:b}:gcra",
-                "1",
-                "2",
-                "1",
-                "7",
-                "",
-                "4",
-                "1000",
-                "9000",
-                "10",
-                "11"
-            ]
+            "2 {p:a}:gcra {p:b}:gcra 1 2 1 7 '' 4 1000 9000 10 11"
         );
-        // Alone, a check is its own batch of one.
+        // Alone, a check is its own batch of one; undeclared keys follow their count.
         assert_eq!(
             args(&script_call(&[&a], Keys::Undeclared)),
-            [
-                "0",
-                "1",
-                "{p:a}:gcra",
-                "0",
-                "2",
-                "1",
-                "4",
-                "1000",
-                "9000",
-                "10",
-                "11"
-            ]
+            "0 1 {p:a}:gcra 0 2 1 4 1000 9000 10 11"
         );
     }
 
@@ -524,51 +491,17 @@ mod tests {
         let a = gcra().call("p", "a", None, 1, true);
         let peek = gcra().call("p", "a", None, 1, false);
         let b = other.call("p", "b", None, 1, true);
+        // Per 2: each check's cost and rule (negative: a peek); then both rules.
         assert_eq!(
             args(&script_call(&[&a, &peek, &b], Keys::Declared)),
-            [
-                "3",
-                "{p:a}:gcra",
-                "{p:a}:gcra",
-                "{p:b}:gcra",
-                "2",
-                "1",
-                "1",
-                "1",
-                "-1",
-                "1",
-                "2",
-                "4",
-                "1000",
-                "9000",
-                "10",
-                "11",
-                "500",
-                "9500",
-                "20",
-                "11"
-            ]
+            "3 {p:a}:gcra {p:a}:gcra {p:b}:gcra 2 1 1 1 -1 1 2 \
+             4 1000 9000 10 11 500 9500 20 11"
         );
+        // Per 3: the time too.
         let costly = gcra().call("p", "b", at(5), 3, true);
         assert_eq!(
             args(&script_call(&[&a, &costly], Keys::Declared)),
-            [
-                "2",
-                "{p:a}:gcra",
-                "{p:b}:gcra",
-                "3",
-                "1",
-                "1",
-                "",
-                "3",
-                "1",
-                "5",
-                "4",
-                "1000",
-                "9000",
-                "10",
-                "11"
-            ]
+            "2 {p:a}:gcra {p:b}:gcra 3 1 1 '' 3 1 5 4 1000 9000 10 11"
         );
     }
 }
