@@ -308,6 +308,28 @@ async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
 }
 
 #[tokio::test]
+async fn a_sliding_logs_first_check_has_nothing_to_count() {
+    // A key with no entry counts none without asking Redis: its first check reads the newest
+    // entry (there is none) and adds its own, two commands; the next counts its window.
+    let server = RedisServer::start();
+    let redis = ready(&server).await;
+    let rule = Rule::sliding_log("5/hour".parse().unwrap()).unwrap();
+    let first = redis
+        .check_at(&rule, "fresh", Moment::from_secs(1_000), 1)
+        .await
+        .unwrap();
+    assert_eq!(first.remaining(), 4);
+    assert_eq!((server.calls("zrange"), server.calls("zcount")), (1, 0));
+    assert_eq!(server.calls("zadd"), 1);
+    let second = redis
+        .check_at(&rule, "fresh", Moment::from_secs(1_001), 1)
+        .await
+        .unwrap();
+    assert_eq!(second.remaining(), 3);
+    assert_eq!((server.calls("zrange"), server.calls("zcount")), (2, 1));
+}
+
+#[tokio::test]
 async fn waiting_checks_and_peeks_of_one_key_answer_as_when_sent_one_by_one() {
     // Queued checks and peeks of a key go in one call, each after the first taking the state
     // the one before left (a peek leaves it as it was): the answers must be those of the same

@@ -43,7 +43,10 @@ end
 local after = after_text
 local count = kept[5]
 if kept[3] ~= at or kept[4] ~= span then
-  count = call('ZCOUNT', key, after, '+inf')
+  -- A log with no entry at all (a key seen for the first time, or gone idle) counts none:
+  -- no call to ask (a key's first check is then two calls, not three).
+  count = 0
+  if top then count = call('ZCOUNT', key, after, '+inf') end
   kept[3], kept[4], kept[5] = at, span, count
 end
 if count == 0 then newest, seq = nil, 0 end
