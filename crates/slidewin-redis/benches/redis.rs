@@ -80,9 +80,14 @@ fn group(
             &floor,
         );
         // Also each check alone (no batching): what batching buys.
+        // And GCRA with four calls in flight instead of two, as for a longer round trip.
         let variants = [
             (limiter.clone(), ""),
             (limiter.clone().with_batch_limit(1).unwrap(), "_alone"),
+            (
+                limiter.clone().with_calls_in_flight(4).unwrap(),
+                "_4_in_flight",
+            ),
         ];
         for ((limiter, suffix), algorithm) in variants.iter().flat_map(|v| {
             [
@@ -90,6 +95,10 @@ fn group(
                 (v.clone(), RedisAlgorithm::Gcra),
             ]
         }) {
+            let extra = suffix == "_4_in_flight";
+            if extra && algorithm != RedisAlgorithm::Gcra {
+                continue;
+            }
             // Every check admitted (the full path, with its writes); the log holds about a
             // hundred entries per key.
             let rule = Arc::new(Rule::new(algorithm, "1000 per 100ms".parse().unwrap()).unwrap());
@@ -113,7 +122,7 @@ fn group(
                 tasks,
                 &op,
             );
-            if tasks == 1 {
+            if tasks == 1 || extra {
                 continue;
             }
             // Every task on one key (a global limit): a batch then holds that key many times.

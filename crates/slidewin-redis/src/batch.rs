@@ -1,7 +1,7 @@
 //! Group commit: checks that arrive while earlier ones are on their way to Redis wait, then go
 //! together, many checks in one script call.
 //!
-//! A check finds a free slot (at most [`IN_FLIGHT`] calls on their way at once) and goes at
+//! A check finds a free slot (at most [`IN_FLIGHT`] calls on their way at once by default) and goes at
 //! once, alone: when Redis is idle, batching adds nothing to a check's latency. Otherwise it
 //! waits in a queue, and whichever call comes back first sends the queue, up to the batch
 //! limit, as one script call per algorithm in one pipeline. Under load this is what bounds
@@ -23,8 +23,10 @@ use crate::connection::{Connection, parse_decisions, pipelined, query};
 use crate::error::RedisError;
 use crate::rule::{Call, Keys, script_call};
 
-/// Calls on their way to Redis at once. One would leave Redis idle while the client reads an
-/// answer and writes the next batch; two keep it busy (measured: see BENCHMARKS.md).
+/// Calls on their way to Redis at once, by default. One would leave Redis idle while the
+/// client reads an answer and writes the next batch; two keep it busy when the round trip is
+/// short next to Redis's work, as on one machine (measured: see BENCHMARKS.md); a longer round
+/// trip needs more ([`RedisLimiter::with_calls_in_flight`](crate::RedisLimiter::with_calls_in_flight)).
 pub(crate) const IN_FLIGHT: usize = 2;
 
 type Answer = oneshot::Sender<Result<Decision, RedisError>>;
@@ -35,6 +37,8 @@ pub(crate) struct Batcher {
     connection: Connection,
     /// The most checks sent in one batch.
     most: usize,
+    /// The most calls of a group on their way at once.
+    in_flight: usize,
     /// By group: the node's (see [`Nodes::group`]), 0 on a single node.
     queues: Mutex<HashMap<u32, Queue>>,
 }
@@ -57,7 +61,7 @@ enum Route {
     Queued(oneshot::Receiver<Result<Decision, RedisError>>),
 }
 
-/// One of a group's [`IN_FLIGHT`] slots, held while a call is on its way; given back on drop,
+/// One of a group's slots (see [`IN_FLIGHT`]), held while a call is on its way; given back on drop,
 /// even when the call's future is dropped, so that the queue always moves.
 struct Lease(Arc<Batcher>, u32);
 
@@ -68,11 +72,12 @@ impl Drop for Lease {
 }
 
 impl Batcher {
-    /// A batcher sending at most `most` checks per batch.
-    pub(crate) fn new(connection: Connection, most: usize) -> Arc<Batcher> {
+    /// A batcher sending at most `most` checks per batch and `in_flight` calls at once.
+    pub(crate) fn new(connection: Connection, most: usize, in_flight: usize) -> Arc<Batcher> {
         Arc::new(Batcher {
             connection,
             most,
+            in_flight,
             queues: Mutex::new(HashMap::new()),
         })
     }
@@ -96,7 +101,7 @@ impl Batcher {
         let route = {
             let mut queues = self.lock();
             let queue = queues.entry(group).or_default();
-            if queue.in_flight < IN_FLIGHT {
+            if queue.in_flight < self.in_flight {
                 queue.in_flight += 1;
                 Route::Alone(call)
             } else {

@@ -9,7 +9,7 @@ use redis::cluster::ClusterClient;
 use redis::{Cmd, Value};
 use slidewin::{Decision, Moment};
 
-use crate::batch::{Batcher, alone, answer_all};
+use crate::batch::{Batcher, IN_FLIGHT, alone, answer_all};
 use crate::cluster::Nodes;
 use crate::connection::{Connection, query};
 use crate::error::RedisError;
@@ -173,6 +173,7 @@ pub struct RedisLimiter {
     timeout: Duration,
     policy: Option<FailurePolicy>,
     batch_limit: usize,
+    calls_in_flight: usize,
     /// Group commit (on a cluster, per node); `None` when the batch limit is 1.
     batcher: Option<Arc<Batcher>>,
 }
@@ -189,6 +190,7 @@ impl std::fmt::Debug for RedisLimiter {
             .field("timeout", &self.timeout)
             .field("policy", &self.policy)
             .field("batch_limit", &self.batch_limit)
+            .field("calls_in_flight", &self.calls_in_flight)
             .finish()
     }
 }
@@ -270,12 +272,13 @@ impl RedisLimiter {
 
     fn with(connection: Connection) -> RedisLimiter {
         RedisLimiter {
-            batcher: batcher_for(&connection, DEFAULT_BATCH_LIMIT),
+            batcher: batcher_for(&connection, DEFAULT_BATCH_LIMIT, IN_FLIGHT),
             connection,
             prefix: Arc::from("slidewin"),
             timeout: DEFAULT_TIMEOUT,
             policy: None,
             batch_limit: DEFAULT_BATCH_LIMIT,
+            calls_in_flight: IN_FLIGHT,
         }
     }
 
@@ -380,8 +383,44 @@ impl RedisLimiter {
             });
         }
         Ok(RedisLimiter {
-            batcher: batcher_for(&self.connection, limit),
+            batcher: batcher_for(&self.connection, limit, self.calls_in_flight),
             batch_limit: limit,
+            ..self
+        })
+    }
+
+    /// The same limiter with at most `calls` script calls of batched checks on their way to
+    /// Redis at once (to each node, on a cluster): 2 by default.
+    ///
+    /// A check that finds fewer calls on their way goes at once; the others wait for one to
+    /// come back. Two keep Redis busy when the round trip is short next to the work a call
+    /// brings, as with Redis on the same machine or rack; over a longer round trip, more calls
+    /// keep it busy where two would leave it waiting, though each then carries fewer checks
+    /// and Redis pays a call's fixed cost more often (BENCHMARKS.md has a model of both). With
+    /// a [batch limit](RedisLimiter::with_batch_limit) of 1 every check is its own call and
+    /// this does not apply. The queue is shared by the clones made after this call.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisError::Config`] for 0 calls.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
+    /// // Redis across a network, a few hundred microseconds away.
+    /// let redis = slidewin_redis::RedisLimiter::connect("redis://10.0.0.7/").await?
+    ///     .with_calls_in_flight(4)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_calls_in_flight(self, calls: usize) -> Result<RedisLimiter, RedisError> {
+        if calls == 0 {
+            return Err(RedisError::Config {
+                detail: "the calls in flight must be at least 1, got 0".to_string(),
+            });
+        }
+        Ok(RedisLimiter {
+            batcher: batcher_for(&self.connection, self.batch_limit, calls),
+            calls_in_flight: calls,
             ..self
         })
     }
@@ -674,6 +713,6 @@ impl RedisLimiter {
 }
 
 /// The batcher, when batches hold more than one check.
-fn batcher_for(connection: &Connection, limit: usize) -> Option<Arc<Batcher>> {
-    (limit > 1).then(|| Batcher::new(connection.clone(), limit))
+fn batcher_for(connection: &Connection, limit: usize, in_flight: usize) -> Option<Arc<Batcher>> {
+    (limit > 1).then(|| Batcher::new(connection.clone(), limit, in_flight))
 }

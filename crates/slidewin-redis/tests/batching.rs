@@ -107,6 +107,25 @@ async fn a_batch_holds_at_most_the_batch_limit() {
 }
 
 #[tokio::test]
+async fn more_calls_in_flight_send_more_checks_alone() {
+    let server = RedisServer::start();
+    let redis = ready(&server).await.with_calls_in_flight(4).unwrap();
+    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let answers = while_paused(&server, &redis, std::slice::from_ref(&rule), "hot", 66).await;
+    // Four alone, the 62 that waited in one call.
+    assert_eq!(server.script_calls(), 4 + 1);
+    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+    assert_eq!(remaining(&answers), (34..=99).collect());
+    // The two settings keep each other: four alone, then the 62 ten at a time.
+    let redis = redis.with_batch_limit(10).unwrap();
+    server.cli(&["config", "resetstat"]);
+    let answers = while_paused(&server, &redis, &[rule], "warm", 66).await;
+    assert_eq!(server.script_calls(), 4 + 7);
+    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+    assert_eq!(remaining(&answers), (34..=99).collect());
+}
+
+#[tokio::test]
 async fn a_batch_of_two_algorithms_is_one_call_for_each() {
     let server = RedisServer::start();
     let redis = ready(&server).await;
@@ -257,6 +276,16 @@ async fn a_zero_batch_limit_is_an_error_naming_it() {
     let redis = RedisLimiter::connect(&server.url()).await.unwrap();
     let err = redis.with_batch_limit(0).unwrap_err();
     assert!(matches!(err, RedisError::Config { .. }));
+    assert!(err.to_string().contains("got 0"), "{err}");
+}
+
+#[tokio::test]
+async fn zero_calls_in_flight_is_an_error_naming_it() {
+    let server = RedisServer::start();
+    let redis = RedisLimiter::connect(&server.url()).await.unwrap();
+    let err = redis.with_calls_in_flight(0).unwrap_err();
+    assert!(matches!(err, RedisError::Config { .. }));
+    assert!(err.to_string().contains("calls in flight"), "{err}");
     assert!(err.to_string().contains("got 0"), "{err}");
 }
 
