@@ -1,10 +1,10 @@
 //! Group commit: checks that arrive while earlier ones are on their way to Redis wait, then go
 //! together, many checks in one script call.
 //!
-//! A check finds a free slot (at most [`IN_FLIGHT`] calls on their way at once by default) and goes at
-//! once, alone: when Redis is idle, batching adds nothing to a check's latency. Otherwise it
-//! waits in a queue, and whichever call comes back first sends the queue, up to the batch
-//! limit, as one script call per algorithm in one pipeline. Under load this is what bounds
+//! A check finds a free slot (at most [`IN_FLIGHT`] calls on their way at once by default) and
+//! goes at once, alone: when Redis is idle, batching adds nothing to a check's latency.
+//! Otherwise it waits in a queue, and whichever call comes back first sends the queue, up to
+//! the batch limit, as one script call per algorithm in one pipeline. Under load this is what bounds
 //! throughput: a script call has a fixed cost in Redis (and in the client), and so does the
 //! server's clock (`TIME`, read once per call), which a batch pays once for all its checks.
 //! On a cluster, each node has a queue and slots of its own, and its batches go to it alone
@@ -26,7 +26,8 @@ use crate::rule::{Call, Keys, script_call};
 /// Calls on their way to Redis at once, by default. One would leave Redis idle while the
 /// client reads an answer and writes the next batch; two keep it busy when the round trip is
 /// short next to Redis's work, as on one machine (measured: see BENCHMARKS.md); a longer round
-/// trip needs more ([`RedisLimiter::with_calls_in_flight`](crate::RedisLimiter::with_calls_in_flight)).
+/// trip needs more
+/// ([`RedisLimiter::with_calls_in_flight`](crate::RedisLimiter::with_calls_in_flight)).
 pub(crate) const IN_FLIGHT: usize = 2;
 
 type Answer = oneshot::Sender<Result<Decision, RedisError>>;
@@ -61,8 +62,8 @@ enum Route {
     Queued(oneshot::Receiver<Result<Decision, RedisError>>),
 }
 
-/// One of a group's slots (see [`IN_FLIGHT`]), held while a call is on its way; given back on drop,
-/// even when the call's future is dropped, so that the queue always moves.
+/// One of a group's slots (see [`IN_FLIGHT`]), held while a call is on its way; given back on
+/// drop, even when the call's future is dropped, so that the queue always moves.
 struct Lease(Arc<Batcher>, u32);
 
 impl Drop for Lease {
