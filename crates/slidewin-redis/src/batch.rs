@@ -1,13 +1,18 @@
 //! Group commit: checks that arrive while earlier ones are on their way to Redis wait, then go
 //! together, many checks in one script call.
 //!
-//! A check finds a free slot (at most [`IN_FLIGHT`] calls on their way at once by default) and
-//! goes at once, alone: when Redis is idle, batching adds nothing to a check's latency.
-//! Otherwise it waits in a queue, and whichever call comes back first sends the queue, up to
-//! the batch limit, as one script call per algorithm in one pipeline. Under load this is what bounds
-//! throughput: a script call has a fixed cost in Redis (and in the client), and so does the
-//! server's clock (`TIME`, read once per call), which a batch pays once for all its checks.
-//! On a cluster, each node has a queue and slots of its own, and its batches go to it alone
+//! A check that finds fewer than [`ALONE`] calls on their way goes at once, alone: when Redis
+//! is idle, batching adds nothing to a check's latency. Otherwise it waits in a queue. The
+//! queue goes, up to the batch limit, as one script call per algorithm in one pipeline: as
+//! soon as it holds a full batch ([`FULL`] checks), while fewer than the most calls allowed
+//! ([`IN_FLIGHT`] by default) are on their way; else when a call comes back and no more than
+//! [`ALONE`] are left on their way. Under load this is what bounds throughput: a script call
+//! has a fixed cost in Redis (and in the client), and so does the server's clock (`TIME`, read
+//! once per call), which a batch pays once for all its checks. Full batches are what hold up
+//! over a slow round trip: with a fixed number of calls, checks wait for answers while Redis
+//! sits idle; here the calls follow the queue, and each carries enough checks to pay its
+//! fixed cost (BENCHMARKS.md has a model and the measurements).
+//! On a cluster, each node has a queue and calls of its own, and its batches go to it alone
 //! (see `cluster.rs`): a slow node holds back only its own checks.
 
 use std::collections::{HashMap, VecDeque};
@@ -23,12 +28,22 @@ use crate::connection::{Connection, parse_decisions, pipelined, query};
 use crate::error::RedisError;
 use crate::rule::{Call, Keys, script_call};
 
-/// Calls on their way to Redis at once, by default. One would leave Redis idle while the
-/// client reads an answer and writes the next batch; two keep it busy when the round trip is
-/// short next to Redis's work, as on one machine (measured: see BENCHMARKS.md); a longer round
-/// trip needs more
-/// ([`RedisLimiter::with_calls_in_flight`](crate::RedisLimiter::with_calls_in_flight)).
-pub(crate) const IN_FLIGHT: usize = 2;
+/// Checks go alone, without waiting for others, while fewer than this many calls are on their
+/// way (fewer, if fewer calls are allowed). One would leave Redis idle while the client reads
+/// an answer and writes the next call; two keep it busy when the round trip is short.
+pub(crate) const ALONE: usize = 2;
+
+/// A queue holding this many checks (or the batch limit, if lower) goes at once, without
+/// waiting for a call to come back, while fewer than the most calls allowed are on their way.
+/// Spread over sixteen checks, a call's fixed cost in Redis (about four GCRA checks' worth)
+/// adds a quarter to each; fewer would spend Redis's time on calls, more would leave it
+/// waiting on round trips (BENCHMARKS.md).
+pub(crate) const FULL: usize = 16;
+
+/// The most calls on their way to Redis at once (to each node, on a cluster), by default
+/// ([`RedisLimiter::with_calls_in_flight`](crate::RedisLimiter::with_calls_in_flight)). Enough
+/// for a queue of 128 callers to go as full batches; more callers make bigger batches.
+pub(crate) const IN_FLIGHT: usize = 8;
 
 type Answer = oneshot::Sender<Result<Decision, RedisError>>;
 
@@ -40,6 +55,10 @@ pub(crate) struct Batcher {
     most: usize,
     /// The most calls of a group on their way at once.
     in_flight: usize,
+    /// Checks go alone while fewer calls than this are on their way.
+    alone: usize,
+    /// A queue this long goes without waiting for a call to come back.
+    full: usize,
     /// By group: the node's (see [`Nodes::group`]), 0 on a single node.
     queues: Mutex<HashMap<u32, Queue>>,
 }
@@ -56,14 +75,17 @@ struct Waiting {
     answer: Answer,
 }
 
-/// How a check goes: alone in a free slot, or in the queue for the next batch.
+/// How a check goes: alone, or in the queue (with the batch to send now, if it filled one).
 enum Route {
     Alone(Call),
-    Queued(oneshot::Receiver<Result<Decision, RedisError>>),
+    Queued(
+        oneshot::Receiver<Result<Decision, RedisError>>,
+        Option<Vec<Waiting>>,
+    ),
 }
 
-/// One of a group's slots (see [`IN_FLIGHT`]), held while a call is on its way; given back on
-/// drop, even when the call's future is dropped, so that the queue always moves.
+/// One of a group's calls on its way (see [`IN_FLIGHT`]), held while the call is on its way;
+/// given back on drop, even when the call's future is dropped, so that the queue always moves.
 struct Lease(Arc<Batcher>, u32);
 
 impl Drop for Lease {
@@ -79,6 +101,8 @@ impl Batcher {
             connection,
             most,
             in_flight,
+            alone: ALONE.min(in_flight),
+            full: FULL.min(most),
             queues: Mutex::new(HashMap::new()),
         })
     }
@@ -88,7 +112,7 @@ impl Batcher {
         self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `call`, alone if a slot is free or else in the next batch, waiting at most
+    /// Runs `call`, alone if few calls are on their way or else in a batch, waiting at most
     /// `timeout` in all.
     pub(crate) async fn check(
         self: &Arc<Self>,
@@ -102,7 +126,7 @@ impl Batcher {
         let route = {
             let mut queues = self.lock();
             let queue = queues.entry(group).or_default();
-            if queue.in_flight < self.in_flight {
+            if queue.in_flight < self.alone {
                 queue.in_flight += 1;
                 Route::Alone(call)
             } else {
@@ -112,7 +136,7 @@ impl Batcher {
                     timeout,
                     answer,
                 });
-                Route::Queued(answered)
+                Route::Queued(answered, self.full_batch(queue))
             }
         };
         match route {
@@ -120,21 +144,64 @@ impl Batcher {
                 let _lease = Lease(Arc::clone(self), group);
                 alone(self.connection.clone(), &call, timeout).await
             }
-            Route::Queued(answered) => match tokio::time::timeout(timeout, answered).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(_)) => Err(RedisError::Unavailable {
-                    detail: "the batch carrying the check was dropped before Redis answered \
-                             (the runtime is shutting down)"
-                        .to_string(),
-                }),
-                // The check may still reach Redis, as a check whose answer timed out may.
-                Err(_) => Err(RedisError::Timeout { after: timeout }),
-            },
+            Route::Queued(answered, full) => {
+                if let Some(batch) = full {
+                    self.dispatch(group, batch);
+                }
+                self.wait(answered, timeout).await
+            }
         }
     }
 
-    /// Gives a slot of `group` back: to its next batch when checks wait, else to its next
-    /// check.
+    /// The answer of a queued check, or the error saying why there is none.
+    async fn wait(
+        &self,
+        answered: oneshot::Receiver<Result<Decision, RedisError>>,
+        timeout: Duration,
+    ) -> Result<Decision, RedisError> {
+        match tokio::time::timeout(timeout, answered).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(RedisError::Unavailable {
+                detail: "the batch carrying the check was dropped before Redis answered \
+                             (the runtime is shutting down)"
+                    .to_string(),
+            }),
+            // The check may still reach Redis, as a check whose answer timed out may.
+            Err(_) => Err(RedisError::Timeout { after: timeout }),
+        }
+    }
+
+    /// The queue of `queue`'s group as a batch to send now, taking a call, when it holds a
+    /// full batch and fewer than the most calls are on their way.
+    fn full_batch(&self, queue: &mut Queue) -> Option<Vec<Waiting>> {
+        if queue.waiting.len() < self.full || queue.in_flight >= self.in_flight {
+            return None;
+        }
+        // Callers that gave up (timed out, or dropped the check) are not sent.
+        queue.waiting.retain(|w| !w.answer.is_closed());
+        if queue.waiting.len() < self.full {
+            return None;
+        }
+        queue.in_flight += 1;
+        let take = queue.waiting.len().min(self.most);
+        Some(queue.waiting.drain(..take).collect())
+    }
+
+    /// Sends `batch` to `group` on a task of its own, on a call already counted as on its way.
+    fn dispatch(self: &Arc<Self>, group: u32, batch: Vec<Waiting>) {
+        let lease = Lease(Arc::clone(self), group);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(send(lease, batch));
+            }
+            // No runtime to send from: the batch's callers hear so (their answers drop), and
+            // the call passes to the rest of the queue, which goes the same way.
+            Err(_) => drop((batch, lease)),
+        }
+    }
+
+    /// Gives a call of `group` back: to its next batch when checks wait and the batch is full
+    /// or no more than [`ALONE`] calls are on their way, else to a later call or check.
     fn release(self: &Arc<Self>, group: u32) {
         let batch: Vec<Waiting> = {
             let mut queues = self.lock();
@@ -143,7 +210,11 @@ impl Batcher {
             };
             // Callers that gave up (timed out, or dropped the check) are not sent.
             queue.waiting.retain(|w| !w.answer.is_closed());
-            if queue.waiting.is_empty() {
+            // A short queue behind more calls than the ones alone waits to fill, or for the
+            // last of them: sent now, it would be a call for a few checks, which costs Redis
+            // nearly what a full one does. A queue is never left without a call on its way.
+            let short = queue.waiting.len() < self.full && queue.in_flight > self.alone;
+            if queue.waiting.is_empty() || short {
                 queue.in_flight -= 1;
                 if queue.in_flight == 0 {
                     // An idle group's queue goes (a cluster's map may name new nodes).
@@ -154,15 +225,7 @@ impl Batcher {
             let take = queue.waiting.len().min(self.most);
             queue.waiting.drain(..take).collect()
         };
-        let lease = Lease(Arc::clone(self), group);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(send(lease, batch));
-            }
-            // No runtime to send from: the batch's callers hear so (their answers drop), and
-            // the lease passes to the rest of the queue, which goes the same way.
-            Err(_) => drop((batch, lease)),
-        }
+        self.dispatch(group, batch);
     }
 }
 

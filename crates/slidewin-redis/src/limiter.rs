@@ -349,7 +349,7 @@ impl RedisLimiter {
     /// Checks made while earlier ones are on their way to Redis wait and then go together, as
     /// one script call per algorithm, a key's checks in the order they came: the call's fixed
     /// cost and the read of the server's clock are paid once for all of them (measured: under
-    /// load a GCRA check costs 1.7x to 2x less than alone, see BENCHMARKS.md), and a key the
+    /// load a GCRA check costs 1.9x to 2.7x less than alone, see BENCHMARKS.md), and a key the
     /// call names many times is read once and written once (a sliding log adds each entry).
     /// A check that finds Redis idle goes at once, so batching adds no latency; a batch's
     /// checks happen at one instant of the server's clock.
@@ -389,16 +389,19 @@ impl RedisLimiter {
         })
     }
 
-    /// The same limiter with at most `calls` script calls of batched checks on their way to
-    /// Redis at once (to each node, on a cluster): 2 by default.
+    /// The same limiter with at most `calls` script calls on their way to Redis at once (to
+    /// each node, on a cluster): 8 by default.
     ///
-    /// A check that finds fewer calls on their way goes at once; the others wait for one to
-    /// come back. Two keep Redis busy when the round trip is short next to the work a call
-    /// brings, as with Redis on the same machine or rack; over a longer round trip, more calls
-    /// keep it busy where two would leave it waiting, though each then carries fewer checks
-    /// and Redis pays a call's fixed cost more often (BENCHMARKS.md has a model of both). With
-    /// a [batch limit](RedisLimiter::with_batch_limit) of 1 every check is its own call and
-    /// this does not apply. The queue is shared by the clones made after this call.
+    /// A check that finds fewer than two calls on their way goes at once, alone; the others
+    /// wait in a queue. The queue goes as one call as soon as it holds sixteen checks (a full
+    /// batch, or the [batch limit](RedisLimiter::with_batch_limit) if lower) while fewer than
+    /// `calls` are on their way, and otherwise when a call comes back and at most two are left
+    /// on their way. So the calls follow the load and the round trip: when Redis answers
+    /// quickly, two calls carry everything; when answers are slow to come back (a long round
+    /// trip, a busy client), more go, each full enough to pay its fixed cost in Redis. Fewer
+    /// calls make bigger batches: 2 is group commit with two calls, 1 one call at a time.
+    /// With a batch limit of 1 every check is its own call and this does not apply. The
+    /// queue is shared by the clones made after this call.
     ///
     /// # Errors
     ///
@@ -406,9 +409,10 @@ impl RedisLimiter {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
-    /// // Redis across a network, a few hundred microseconds away.
+    /// // At most two calls at once, however slow the answers: bigger batches, for a Redis
+    /// // whose CPU is the scarce part.
     /// let redis = slidewin_redis::RedisLimiter::connect("redis://10.0.0.7/").await?
-    ///     .with_calls_in_flight(4)?;
+    ///     .with_calls_in_flight(2)?;
     /// # Ok(())
     /// # }
     /// ```

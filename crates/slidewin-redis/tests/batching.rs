@@ -16,9 +16,14 @@ use slidewin_redis::{Check, RedisAlgorithm, RedisDecision, RedisError, RedisLimi
 use support::RedisServer;
 use tokio::task::JoinHandle;
 
-/// Checks go alone while fewer than this many calls are on their way (the crate's
-/// `IN_FLIGHT`).
+/// Checks go alone while fewer than this many calls are on their way (the crate's `ALONE`).
 const ALONE: usize = 2;
+
+/// A queue this long goes without waiting for a call to come back (the crate's `FULL`).
+const FULL: usize = 16;
+
+/// The most calls on their way at once, by default (the crate's `IN_FLIGHT`).
+const IN_FLIGHT: usize = 8;
 
 /// A limiter on a fresh server with its scripts loaded and the statistics zeroed.
 async fn ready(server: &RedisServer) -> RedisLimiter {
@@ -70,7 +75,8 @@ fn remaining(answers: &[&RedisDecision]) -> BTreeSet<u64> {
 #[tokio::test]
 async fn checks_that_wait_go_in_one_script_call_with_exact_answers() {
     let server = RedisServer::start();
-    let redis = ready(&server).await;
+    // Two calls at most: no call but the two alone, so the queue waits for one to come back.
+    let redis = ready(&server).await.with_calls_in_flight(2).unwrap();
     let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     // Two alone, the 64 that waited in one call.
@@ -106,21 +112,109 @@ async fn a_batch_holds_at_most_the_batch_limit() {
     assert_eq!(remaining(&answers), (34..=99).collect());
 }
 
+/// Redis answers nothing while paused, so the full batches went without waiting for a call
+/// to come back: waiting for one would have made the 103 that queued two calls (64 and 39).
 #[tokio::test]
-async fn more_calls_in_flight_send_more_checks_alone() {
+async fn a_full_batch_goes_without_waiting_for_a_call_to_come_back() {
     let server = RedisServer::start();
-    let redis = ready(&server).await.with_calls_in_flight(4).unwrap();
+    let redis = ready(&server).await;
+    let rule = Rule::sliding_log("200/hour".parse().unwrap()).unwrap();
+    let count = ALONE + FULL * (IN_FLIGHT - ALONE) + 7;
+    let answers = while_paused(&server, &redis, &[rule], "hot", count).await;
+    // Two alone, six full batches (eight calls on their way, the most), and the seven left
+    // when a call came back.
+    assert_eq!(server.script_calls(), IN_FLIGHT as u64 + 1);
+    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+    // One key, 105 admissions over eight calls: each saw a different count, as one by one.
+    assert_eq!(remaining(&answers), (95..=199).collect());
+}
+
+/// Spawns `count` checks of `rule` on `key` by `redis`.
+fn spawn_checks(
+    redis: &RedisLimiter,
+    rule: &Rule,
+    key: &str,
+    count: usize,
+) -> Vec<JoinHandle<Result<RedisDecision, RedisError>>> {
+    (0..count)
+        .map(|_| {
+            let (redis, rule, key) = (redis.clone(), rule.clone(), key.to_string());
+            tokio::spawn(async move { redis.check(&rule, &key, 1).await })
+        })
+        .collect()
+}
+
+/// A limiter that waits ten seconds for Redis, and a clone sharing its queue that waits a
+/// millisecond.
+async fn patient_and_hasty(server: &RedisServer) -> (RedisLimiter, RedisLimiter) {
+    let patient = ready(server)
+        .await
+        .with_timeout(Duration::from_secs(10))
+        .unwrap();
+    let hasty = patient
+        .clone()
+        .with_timeout(Duration::from_millis(1))
+        .unwrap();
+    (patient, hasty)
+}
+
+/// A call that comes back while more than two are on their way leaves a short queue to
+/// fill: sent then, it would be a call for a few checks.
+#[tokio::test]
+async fn a_short_queue_waits_while_more_than_two_calls_are_on_their_way() {
+    let server = RedisServer::start();
+    // Its call comes back first, when its caller gives up.
+    let (patient, hasty) = patient_and_hasty(&server).await;
     let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
-    let answers = while_paused(&server, &redis, std::slice::from_ref(&rule), "hot", 66).await;
-    // Four alone, the 62 that waited in one call.
-    assert_eq!(server.script_calls(), 4 + 1);
+    server.cli(&["client", "pause", "10000", "WRITE"]);
+    // Two alone (the hasty one first), a full batch: three calls on their way; five wait.
+    let gives_up = spawn_checks(&hasty, &rule, "hot", 1);
+    let mut tasks = spawn_checks(&patient, &rule, "hot", 1 + FULL + 5);
+    tokio::task::yield_now().await;
+    for task in gives_up {
+        let err = task.await.unwrap().unwrap_err();
+        assert_eq!(
+            err,
+            RedisError::Timeout {
+                after: Duration::from_millis(1)
+            }
+        );
+    }
+    // The five waited on: eleven more make a full batch with them, which goes at once.
+    tasks.extend(spawn_checks(&patient, &rule, "hot", FULL - 5));
+    tokio::task::yield_now().await;
+    server.cli(&["client", "unpause"]);
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap().allowed());
+    }
+    // Two alone and two full batches. Had the five gone when the hasty call came back, the
+    // eleven would have gone in a fifth call.
+    assert_eq!(server.script_calls(), 4);
+}
+
+#[tokio::test]
+async fn fewer_calls_in_flight_make_fewer_and_bigger_batches() {
+    let server = RedisServer::start();
+    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    // Four calls: two alone, two full batches, and the 32 left in one call.
+    let redis = ready(&server).await.with_calls_in_flight(4).unwrap();
+    let answers = while_paused(&server, &redis, std::slice::from_ref(&rule), "four", 66).await;
+    assert_eq!(server.script_calls(), 2 + 2 + 1);
     let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
-    // The two settings keep each other: four alone, then the 62 ten at a time.
+    // One call: one alone, then the 65 that waited in two (the batch limit is 64).
+    let redis = redis.with_calls_in_flight(1).unwrap();
+    server.cli(&["config", "resetstat"]);
+    let answers = while_paused(&server, &redis, std::slice::from_ref(&rule), "one", 66).await;
+    assert_eq!(server.script_calls(), 1 + 2);
+    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+    assert_eq!(remaining(&answers), (34..=99).collect());
+    // The two settings keep each other: one alone, then the 65 ten at a time (with the
+    // default's eight calls: two alone, and 64 ten at a time).
     let redis = redis.with_batch_limit(10).unwrap();
     server.cli(&["config", "resetstat"]);
-    let answers = while_paused(&server, &redis, &[rule], "warm", 66).await;
-    assert_eq!(server.script_calls(), 4 + 7);
+    let answers = while_paused(&server, &redis, &[rule], "ten", 66).await;
+    assert_eq!(server.script_calls(), 1 + 7);
     let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
 }
@@ -128,7 +222,8 @@ async fn more_calls_in_flight_send_more_checks_alone() {
 #[tokio::test]
 async fn a_batch_of_two_algorithms_is_one_call_for_each() {
     let server = RedisServer::start();
-    let redis = ready(&server).await;
+    // Two calls at most: the queue goes as one batch when one comes back.
+    let redis = ready(&server).await.with_calls_in_flight(2).unwrap();
     let log = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
     let gcra = Rule::gcra("100/hour".parse().unwrap()).unwrap();
     let answers = while_paused(&server, &redis, &[log, gcra], "hot", 66).await;
@@ -148,7 +243,7 @@ async fn one_call_of_two_rules_and_peeks_answers_each_by_its_own_rule() {
     // A batch sends each distinct rule once and each check an index into them (negative for
     // a peek): every answer must be its own rule's, as the in-memory limiters give it.
     let server = RedisServer::start();
-    let redis = ready(&server).await;
+    let redis = ready(&server).await.with_calls_in_flight(2).unwrap();
     let wide = Rule::gcra("100/hour".parse().unwrap()).unwrap();
     let narrow = Rule::gcra("10/hour burst 4".parse().unwrap()).unwrap();
     let now = Moment::from_secs(1_000);
@@ -208,23 +303,11 @@ async fn one_call_of_two_rules_and_peeks_answers_each_by_its_own_rule() {
 #[tokio::test]
 async fn a_check_whose_caller_gave_up_is_never_sent() {
     let server = RedisServer::start();
-    let patient = ready(&server)
-        .await
-        .with_timeout(Duration::from_secs(10))
-        .unwrap();
-    // A clone shares the queue: its check waits behind the patient ones.
-    let hasty = patient
-        .clone()
-        .with_timeout(Duration::from_millis(1))
-        .unwrap();
+    // Its check waits behind the patient ones.
+    let (patient, hasty) = patient_and_hasty(&server).await;
     let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
     server.cli(&["client", "pause", "10000", "WRITE"]);
-    let in_flight: Vec<JoinHandle<_>> = (0..ALONE)
-        .map(|_| {
-            let (redis, rule) = (patient.clone(), rule.clone());
-            tokio::spawn(async move { redis.check(&rule, "hot", 1).await })
-        })
-        .collect();
+    let in_flight = spawn_checks(&patient, &rule, "hot", ALONE);
     tokio::task::yield_now().await;
     let gave_up = hasty.check(&rule, "hot", 1).await.unwrap_err();
     assert_eq!(
@@ -233,16 +316,19 @@ async fn a_check_whose_caller_gave_up_is_never_sent() {
             after: Duration::from_millis(1)
         }
     );
+    // A full batch behind it goes at once, without the check whose caller gave up.
+    let full = spawn_checks(&patient, &rule, "hot", FULL);
+    tokio::task::yield_now().await;
     server.cli(&["client", "unpause"]);
-    for task in in_flight {
+    for task in in_flight.into_iter().chain(full) {
         assert!(task.await.unwrap().unwrap().allowed());
     }
-    assert_eq!(server.script_calls(), ALONE as u64);
+    assert_eq!(server.script_calls(), ALONE as u64 + 1);
     let held = patient
         .inspect("hot", Moment::ZERO, Moment::MAX)
         .await
         .unwrap();
-    assert_eq!(held.len(), ALONE);
+    assert_eq!(held.len(), ALONE + FULL);
 }
 
 #[tokio::test]
@@ -370,7 +456,11 @@ async fn waiting_checks_and_peeks_of_one_key_answer_as_when_sent_one_by_one() {
         let rule = Rule::new(algorithm, "6/minute".parse().unwrap()).unwrap();
         // (cost, peek): costs 0 to 2, every third a peek.
         let plan: Vec<(u64, bool)> = (0..24u64).map(|i| (i % 3, i % 3 == 1)).collect();
-        let batched = redis.clone().with_prefix("batched");
+        let batched = redis
+            .clone()
+            .with_prefix("batched")
+            .with_calls_in_flight(2)
+            .unwrap();
         server.cli(&["client", "pause", "10000", "WRITE"]);
         let tasks: Vec<JoinHandle<_>> = plan
             .iter()
@@ -409,6 +499,71 @@ async fn waiting_checks_and_peeks_of_one_key_answer_as_when_sent_one_by_one() {
         }
         assert!(together.iter().any(|d| !d.allowed()), "{algorithm:?}");
     }
+}
+
+/// The script calls `count` checks make when they all reach the limiter while Redis is paused,
+/// by the rules of `batch.rs` run by hand: a check goes alone while fewer than two calls are
+/// on their way; a queue of sixteen (or the batch limit) goes while fewer than `most` are;
+/// a call coming back sends the queue when it is full or no more than two are on their way.
+fn calls_by_hand(count: usize, most: usize, limit: usize) -> u64 {
+    if limit == 1 {
+        return count as u64;
+    }
+    let (alone, full) = (ALONE.min(most), FULL.min(limit));
+    let (mut on_their_way, mut queued, mut calls) = (0, 0, 0);
+    for _ in 0..count {
+        if on_their_way < alone {
+            on_their_way += 1;
+            calls += 1;
+        } else {
+            queued += 1;
+            if queued >= full && on_their_way < most {
+                on_their_way += 1;
+                calls += 1;
+                queued -= queued.min(limit);
+            }
+        }
+    }
+    // Redis goes on: the calls come back one by one.
+    while on_their_way > 0 {
+        if queued == 0 || (queued < full && on_their_way > alone) {
+            on_their_way -= 1;
+        } else {
+            calls += 1;
+            queued -= queued.min(limit);
+        }
+    }
+    calls
+}
+
+#[test]
+fn the_calls_made_are_those_of_the_rules_run_by_hand() {
+    let (server, runtime) = (
+        RedisServer::start(),
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+    let redis = runtime.block_on(ready(&server));
+    let rule = Rule::sliding_log("1000/hour".parse().unwrap()).unwrap();
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let config = ProptestConfig::with_cases(48);
+    proptest!(config, |(count in 1usize..=160, most in 1usize..=10, limit in 1usize..=70)| {
+        let key = format!("case-{}", case.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let redis = redis
+            .clone()
+            .with_batch_limit(limit)
+            .unwrap()
+            .with_calls_in_flight(most)
+            .unwrap();
+        server.cli(&["config", "resetstat"]);
+        let answers = runtime.block_on(while_paused(&server, &redis, std::slice::from_ref(&rule), &key, count));
+        prop_assert_eq!(server.script_calls(), calls_by_hand(count, most, limit));
+        // However the checks went, one key's answers are those of one check after another.
+        let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
+        prop_assert_eq!(remaining(&answers), (1000 - count as u64..=999).collect());
+    });
 }
 
 /// A step of a batch: which of two rules and four keys, the cost, and how far the time moves

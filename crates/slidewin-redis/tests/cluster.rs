@@ -9,8 +9,11 @@ use slidewin_redis::{Check, RedisError, RedisLimiter, Rule};
 use support::RedisCluster;
 
 /// Checks go alone while fewer than this many calls are on their way to their node (the
-/// crate's `IN_FLIGHT`).
+/// crate's `ALONE`).
 const ALONE: u64 = 2;
+
+/// A node's queue this long goes without waiting for a call to come back (the crate's `FULL`).
+const FULL: u64 = 16;
 
 fn reset_stats(cluster: &RedisCluster) {
     for node in &cluster.nodes {
@@ -191,9 +194,48 @@ async fn a_check_whose_slot_moved_goes_alone_to_its_new_node() {
     }
 }
 
+/// Pauses every node, checks each of `keys` once at `now`, lets the nodes go on, and asserts
+/// each answer is `allowed`.
+async fn while_nodes_paused(
+    cluster: &RedisCluster,
+    redis: &RedisLimiter,
+    rule: &Rule,
+    keys: &[String],
+    now: Moment,
+    allowed: bool,
+) {
+    for node in &cluster.nodes {
+        node.cli(&["client", "pause", "10000", "WRITE"]);
+    }
+    let tasks: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            let (redis, rule, key) = (redis.clone(), rule.clone(), key.clone());
+            tokio::spawn(async move { redis.check_at(&rule, &key, now, 1).await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    for node in &cluster.nodes {
+        node.cli(&["client", "unpause"]);
+    }
+    for task in tasks {
+        let decision = task.await.unwrap().unwrap();
+        assert_eq!(decision.allowed(), allowed);
+    }
+}
+
+/// How many of `keys` each node of `cluster` serves.
+fn per_node(cluster: &RedisCluster, keys: &[String]) -> [u64; 3] {
+    let mut per_node = [0u64; 3];
+    for key in keys {
+        per_node[cluster.node_of(&format!("{{slidewin:{key}}}"))] += 1;
+    }
+    per_node
+}
+
 /// Group commit on a cluster: while every node is paused, each node's first checks go alone
-/// (two calls in flight per node) and the rest wait in that node's queue; once the nodes go
-/// on, each queue is one script call to its node, and every answer is exact.
+/// (two per node) and the rest wait in that node's queue; once the nodes go on, each queue
+/// is one script call to its node, and every answer is exact.
 #[tokio::test]
 async fn waiting_checks_go_to_their_node_in_one_call_per_node() {
     let cluster = RedisCluster::start();
@@ -202,35 +244,50 @@ async fn waiting_checks_go_to_their_node_in_one_call_per_node() {
     // Loads the scripts on every node first.
     assert!(redis.check(&rule, "warm", 1).await.is_ok());
     let keys: Vec<String> = (0..30).map(|i| format!("queued-{i}")).collect();
-    let mut per_node = [0u64; 3];
-    for key in &keys {
-        per_node[cluster.node_of(&format!("{{slidewin:{key}}}"))] += 1;
-    }
-    assert!(per_node.iter().all(|&n| n > ALONE), "{per_node:?}");
+    let per_node = per_node(&cluster, &keys);
+    // Each node's queue stays short of a full batch.
+    assert!(
+        per_node.iter().all(|&n| n > ALONE && n < ALONE + FULL),
+        "{per_node:?}"
+    );
     let now = Moment::from_secs(500);
     for round in 0..2 {
         reset_stats(&cluster);
-        for node in &cluster.nodes {
-            node.cli(&["client", "pause", "10000", "WRITE"]);
-        }
-        let tasks: Vec<_> = keys
-            .iter()
-            .map(|key| {
-                let (redis, rule, key) = (redis.clone(), rule.clone(), key.clone());
-                tokio::spawn(async move { redis.check_at(&rule, &key, now, 1).await })
-            })
-            .collect();
-        tokio::task::yield_now().await;
-        for node in &cluster.nodes {
-            node.cli(&["client", "unpause"]);
-        }
-        for task in tasks {
-            let decision = task.await.unwrap().unwrap();
-            assert_eq!(decision.allowed(), round == 0);
-        }
+        while_nodes_paused(&cluster, &redis, &rule, &keys, now, round == 0).await;
         for node in &cluster.nodes {
             assert_eq!(node.script_calls(), ALONE + 1, "port {}", node.port);
         }
+    }
+}
+
+/// A node's queue that fills a batch goes to that node at once, as on a single node: each
+/// node sees two calls alone, one per full batch of its own keys, and one for the rest.
+#[tokio::test]
+async fn a_nodes_full_batch_goes_without_waiting_for_a_call_to_come_back() {
+    let cluster = RedisCluster::start();
+    let redis = connect(&cluster).await;
+    let rule = Rule::gcra("1/minute".parse().unwrap()).unwrap();
+    assert!(redis.check(&rule, "warm", 1).await.is_ok());
+    let keys: Vec<String> = (0..120).map(|i| format!("full-{i}")).collect();
+    let per_node = per_node(&cluster, &keys);
+    // Each node has at least one full batch, and no more than six (eight calls at most).
+    assert!(
+        per_node
+            .iter()
+            .all(|n| (ALONE + FULL..=ALONE + 6 * FULL).contains(n)),
+        "{per_node:?}"
+    );
+    reset_stats(&cluster);
+    while_nodes_paused(&cluster, &redis, &rule, &keys, Moment::from_secs(500), true).await;
+    for (node, n) in cluster.nodes.iter().zip(per_node) {
+        let queued = n - ALONE;
+        let expected = ALONE + queued / FULL + u64::from(queued % FULL > 0);
+        assert_eq!(
+            node.script_calls(),
+            expected,
+            "port {}, {n} keys",
+            node.port
+        );
     }
 }
 
