@@ -63,10 +63,13 @@ async fn while_paused(
     answers
 }
 
-/// Each admitted check's `remaining`, as a set.
-fn remaining(answers: &[&RedisDecision]) -> BTreeSet<u64> {
+/// Each admitted check's `remaining`, as a set; every answer must be an admission.
+fn remaining<'a>(
+    answers: impl IntoIterator<Item = &'a Result<RedisDecision, RedisError>>,
+) -> BTreeSet<u64> {
     answers
-        .iter()
+        .into_iter()
+        .map(|answer| answer.as_ref().unwrap())
         .inspect(|d| assert!(d.allowed()))
         .map(|d| d.remaining())
         .collect()
@@ -81,11 +84,13 @@ async fn checks_that_wait_go_in_one_script_call_with_exact_answers() {
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     // Two alone, the 64 that waited in one call.
     assert_eq!(server.script_calls(), ALONE as u64 + 1);
-    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     // One key, 66 admissions: each saw a different count, as one by one.
     assert_eq!(remaining(&answers), (34..=99).collect());
     // The 64 went in the order they came.
-    let batch: Vec<u64> = answers[ALONE..].iter().map(|d| d.remaining()).collect();
+    let batch: Vec<u64> = answers[ALONE..]
+        .iter()
+        .map(|a| a.as_ref().unwrap().remaining())
+        .collect();
     assert_eq!(batch, (34..=97).rev().collect::<Vec<_>>());
 }
 
@@ -96,7 +101,6 @@ async fn batch_limit_one_sends_every_check_alone() {
     let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     assert_eq!(server.script_calls(), 66);
-    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
 }
 
@@ -108,7 +112,6 @@ async fn a_batch_holds_at_most_the_batch_limit() {
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     // Two alone, then the 64 that waited ten at a time.
     assert_eq!(server.script_calls(), ALONE as u64 + 7);
-    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
 }
 
@@ -124,7 +127,6 @@ async fn a_full_batch_goes_without_waiting_for_a_call_to_come_back() {
     // Two alone, six full batches (eight calls on their way, the most), and the seven left
     // when a call came back.
     assert_eq!(server.script_calls(), IN_FLIGHT as u64 + 1);
-    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     // One key, 105 admissions over eight calls: each saw a different count, as one by one.
     assert_eq!(remaining(&answers), (95..=199).collect());
 }
@@ -200,14 +202,12 @@ async fn fewer_calls_in_flight_make_fewer_and_bigger_batches() {
     let redis = ready(&server).await.with_calls_in_flight(4).unwrap();
     let answers = while_paused(&server, &redis, std::slice::from_ref(&rule), "four", 66).await;
     assert_eq!(server.script_calls(), 2 + 2 + 1);
-    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
     // One call: one alone, then the 65 that waited in two (the batch limit is 64).
     let redis = redis.with_calls_in_flight(1).unwrap();
     server.cli(&["config", "resetstat"]);
     let answers = while_paused(&server, &redis, std::slice::from_ref(&rule), "one", 66).await;
     assert_eq!(server.script_calls(), 1 + 2);
-    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
     // The two settings keep each other: one alone, then the 65 ten at a time (with the
     // default's eight calls: two alone, and 64 ten at a time).
@@ -215,7 +215,6 @@ async fn fewer_calls_in_flight_make_fewer_and_bigger_batches() {
     server.cli(&["config", "resetstat"]);
     let answers = while_paused(&server, &redis, &[rule], "ten", 66).await;
     assert_eq!(server.script_calls(), 1 + 7);
-    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
     assert_eq!(remaining(&answers), (34..=99).collect());
 }
 
@@ -228,11 +227,7 @@ async fn a_batch_of_two_algorithms_is_one_call_for_each() {
     let gcra = Rule::gcra("100/hour".parse().unwrap()).unwrap();
     let answers = while_paused(&server, &redis, &[log, gcra], "hot", 66).await;
     assert_eq!(server.script_calls(), ALONE as u64 + 2);
-    let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
-    let of = |parity| {
-        let mine: Vec<_> = answers.iter().skip(parity).step_by(2).copied().collect();
-        remaining(&mine)
-    };
+    let of = |parity| remaining(answers.iter().skip(parity).step_by(2));
     // 33 checks of each rule, on keys of their own.
     assert_eq!(of(0), (67..=99).collect());
     assert_eq!(of(1), (67..=99).collect());
@@ -561,8 +556,7 @@ fn the_calls_made_are_those_of_the_rules_run_by_hand() {
         let answers = runtime.block_on(while_paused(&server, &redis, std::slice::from_ref(&rule), &key, count));
         prop_assert_eq!(server.script_calls(), calls_by_hand(count, most, limit));
         // However the checks went, one key's answers are those of one check after another.
-        let answers: Vec<_> = answers.iter().map(|a| a.as_ref().unwrap()).collect();
-        prop_assert_eq!(remaining(&answers), (1000 - count as u64..=999).collect());
+            prop_assert_eq!(remaining(&answers), (1000 - count as u64..=999).collect());
     });
 }
 
