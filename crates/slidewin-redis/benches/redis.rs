@@ -100,8 +100,8 @@ fn group(
             if extra && algorithm != RedisAlgorithm::Gcra {
                 continue;
             }
-            // Every check admitted (the full path, with its writes); the log holds about a
-            // hundred entries per key.
+            // Every check admitted (the full path, with its writes); at these rates a key
+            // comes round every 10 to 40 ms, so its log holds a few entries of its window.
             let rule = Arc::new(Rule::new(algorithm, "1000 per 100ms".parse().unwrap()).unwrap());
             let each = limiter.clone();
             let op: Op = Arc::new(move |task, n| {

@@ -8,8 +8,8 @@
 //! slots. The exact sliding log is seed 001's sorted set done so that
 //! concurrent clients can never over-admit: the entries of the last span counted, and added
 //! only when admitted, each with a unique member; those one span old or more removed
-//! (`ZREMRANGEBYSCORE key -inf now-span`) every eighth admitted unit, so that a log holds at
-//! most its limit and seven more.
+//! (`ZREMRANGEBYSCORE key 0 now-span`) once the log's time enters a new stretch of its idle
+//! time, so that a log holds no entry older than a span and a stretch (about two spans).
 //!
 //! ```no_run
 //! use slidewin_redis::{FailurePolicy, RedisLimiter, Rule};

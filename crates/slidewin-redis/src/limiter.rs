@@ -634,7 +634,8 @@ impl RedisLimiter {
     /// The admitted units of `key`'s [sliding log](RedisAlgorithm::SlidingLog) with times in
     /// `[from, to]`, oldest first: to see what a limit is holding, as seed 001 suggests
     /// (`ZRANGEBYSCORE`). Units that have left the window may still be listed: an admission
-    /// removes them, at every eighth admitted unit.
+    /// removes them once the log's time enters a new stretch of its idle time (a span and a
+    /// millisecond).
     ///
     /// # Errors
     ///

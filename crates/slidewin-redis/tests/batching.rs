@@ -385,7 +385,7 @@ async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
     let redis = ready(&server).await;
     let now = Moment::from_secs(1_000);
     let commands = [
-        ("zrange", "zadd", 10, "log"),
+        ("zcount", "zadd", 10, "log"),
         ("hmget", "hset", 2, "counter"),
         ("hmget", "hset", 2, "fixed"),
         ("get", "set", 2, "gcra"),
@@ -418,25 +418,31 @@ async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
 }
 
 #[tokio::test]
-async fn a_sliding_logs_first_check_has_nothing_to_count() {
-    // A key with no entry counts none without asking Redis: its first check reads the newest
-    // entry (there is none) and adds its own, two commands; the next counts its window.
+async fn a_sliding_logs_admission_reads_only_its_windows_count() {
+    // One unit admitted: the window's count, then the write, whose answer says whether the
+    // log's time was behind the check's; the newest entry is not read. A peek reads the log's
+    // time (`~`), and a log without it (none yet) its newest entry.
     let server = RedisServer::start();
     let redis = ready(&server).await;
     let rule = Rule::sliding_log("5/hour".parse().unwrap()).unwrap();
-    let first = redis
-        .check_at(&rule, "fresh", Moment::from_secs(1_000), 1)
+    let calls = |server: &RedisServer| {
+        ["zcount", "zadd", "zscore", "zrange"].map(|command| server.calls(command))
+    };
+    for (n, at) in [1_000, 1_001].into_iter().enumerate() {
+        let decision = redis
+            .check_at(&rule, "fresh", Moment::from_secs(at), 1)
+            .await
+            .unwrap();
+        assert_eq!(decision.remaining(), 4 - n as u64);
+        let n = n as u64 + 1;
+        assert_eq!(calls(&server), [n, n, 0, 0]);
+    }
+    let peek = redis
+        .peek_at(&rule, "other", Moment::from_secs(1_000), 1)
         .await
         .unwrap();
-    assert_eq!(first.remaining(), 4);
-    assert_eq!((server.calls("zrange"), server.calls("zcount")), (1, 0));
-    assert_eq!(server.calls("zadd"), 1);
-    let second = redis
-        .check_at(&rule, "fresh", Moment::from_secs(1_001), 1)
-        .await
-        .unwrap();
-    assert_eq!(second.remaining(), 3);
-    assert_eq!((server.calls("zrange"), server.calls("zcount")), (2, 1));
+    assert_eq!(peek.remaining(), 4);
+    assert_eq!(calls(&server), [2, 2, 1, 1]);
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use slidewin::{LimitError, Moment};
+use slidewin::{LimitError, Limiter, Moment, SlidingLog};
 use slidewin_redis::{Check, FailurePolicy, RedisError, RedisLimiter, Rule};
 use support::RedisServer;
 
@@ -62,12 +62,13 @@ async fn seed001_two_requests_in_one_microsecond_both_count() {
     assert_eq!(redis.inspect("k", now, now).await.unwrap(), [now, now, now]);
 }
 
-/// Members are numbered per log, and the number's digit count leads it, so that the members
-/// of one microsecond sort by number past 9 and 99 too: a repeated number would overwrite an
-/// entry (ZADD) and let one unit too many through. Old entries go every eighth admitted unit,
-/// so the set never holds more than the limit and seven others.
+/// Members are numbered per microsecond, and the number's digit count leads it, so that the
+/// members of one microsecond sort by number past 9 and 99 too: a repeated number would
+/// overwrite an entry (ZADD) and let one unit too many through. Old entries go when the log's
+/// time enters a new stretch of its idle time (a span and a millisecond), so the set holds no
+/// entry older than a span and a stretch, and the three markers besides.
 #[tokio::test]
-async fn members_stay_unique_and_the_log_holds_at_most_seven_old_entries() {
+async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
     let rule = Rule::sliding_log("120/s".parse().unwrap()).unwrap();
@@ -79,30 +80,110 @@ async fn members_stay_unique_and_the_log_holds_at_most_seven_old_entries() {
     }
     assert!(!redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
     assert_eq!(redis.inspect("k", now, now).await.unwrap().len(), 120);
-    // Two seconds of checks every 5 ms, costing 1 to 3: the first second is full.
-    let mut admitted = 0;
-    for step in 1..=400u64 {
+    // Three seconds of checks every 5 ms, costing 1 to 3: the answers are memory's.
+    let mut memory = Limiter::<SlidingLog>::new(rule.quota()).unwrap();
+    for _ in 0..=120 {
+        memory.check(now, 1).unwrap();
+    }
+    let (span, stretch) = (Duration::from_secs(1), Duration::from_millis(1_001));
+    for step in 1..=600u64 {
         let at = now + Duration::from_millis(5 * step);
-        if redis
-            .check_at(&rule, "k", at, 1 + step % 3)
-            .await
-            .unwrap()
-            .allowed()
-        {
-            admitted += 1;
-        }
+        let cost = 1 + step % 3;
+        let decision = redis.check_at(&rule, "k", at, cost).await.unwrap();
+        assert_eq!(
+            decision.decision(),
+            memory.check(at, cost).unwrap(),
+            "at {at}"
+        );
         let held: usize = server
             .cli(&["zcard", "{slidewin:k}:log"])
             .trim()
             .parse()
             .unwrap();
-        assert!(held <= 120 + 7, "{held} entries at {at}");
+        assert!(held <= 2 * 120 + 3, "{held} entries at {at}");
+        let too_old = redis
+            .inspect("k", Moment::ZERO, at - span - stretch)
+            .await
+            .unwrap();
+        assert_eq!(too_old, [], "at {at}");
     }
-    assert!(admitted > 50, "{admitted}");
 }
 
-/// A log whose members the script wrote before they were numbered per log (`time-n`) reads
-/// on: its newest time holds the log's time back, and every entry counts.
+/// Three requests of one microsecond, each its own call: the second and third find the log's
+/// time not behind theirs (the write moved no marker) and number after the first.
+#[tokio::test]
+async fn seed001_requests_of_one_microsecond_in_separate_calls_all_count() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rule = Rule::sliding_log("3/s".parse().unwrap()).unwrap();
+    let now = secs(7);
+    for remaining in [2, 1, 0] {
+        let decision = redis.check_at(&rule, "k", now, 1).await.unwrap();
+        assert!(decision.allowed());
+        assert_eq!(decision.remaining(), remaining);
+    }
+    assert!(!redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
+    assert_eq!(redis.inspect("k", now, now).await.unwrap(), [now, now, now]);
+}
+
+/// A check older than the log's newest admission counts at that admission's time (the log's
+/// time never goes back), as in memory; its write, made first as if the time were its own,
+/// leaves nothing at its own time.
+#[tokio::test]
+async fn a_check_behind_the_logs_time_counts_at_it_and_leaves_nothing_at_its_own() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rule = Rule::sliding_log("3/10s".parse().unwrap()).unwrap();
+    assert!(
+        redis
+            .check_at(&rule, "k", secs(20), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    let behind = redis.check_at(&rule, "k", secs(15), 1).await.unwrap();
+    assert_eq!(behind.remaining(), 1);
+    assert_eq!(behind.reset_after(), Duration::from_secs(15));
+    assert_eq!(
+        redis.inspect("k", Moment::ZERO, secs(100)).await.unwrap(),
+        [secs(20), secs(20)]
+    );
+}
+
+/// Two rules of one algorithm share a key's log (a quota changed in a deployment). A check
+/// of the longer rule behind the log's time moves the log's expiry (its stretch is longer)
+/// while its write lands where it must not: both are told apart, the entry taken back and
+/// the expiry kept.
+#[tokio::test]
+async fn a_longer_rules_check_behind_the_logs_time_keeps_the_longer_expiry() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let short = Rule::sliding_log("5/20s".parse().unwrap()).unwrap();
+    let long = Rule::sliding_log("5/50s".parse().unwrap()).unwrap();
+    let log = "{slidewin:k}:log";
+    assert!(
+        redis
+            .check_at(&short, "k", secs(1_000), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    let ttl = |server: &RedisServer| -> u64 { server.cli(&["pttl", log]).trim().parse().unwrap() };
+    assert!(ttl(&server) <= 40_002, "{}", ttl(&server));
+    let behind = redis.check_at(&long, "k", secs(999), 1).await.unwrap();
+    assert_eq!(behind.remaining(), 3);
+    assert_eq!(behind.reset_after(), Duration::from_secs(51));
+    assert_eq!(
+        redis.inspect("k", Moment::ZERO, secs(2_000)).await.unwrap(),
+        [secs(1_000), secs(1_000)]
+    );
+    // Past the short rule's two idle times: the long rule's.
+    assert!(ttl(&server) > 40_002, "{}", ttl(&server));
+}
+
+/// A log written before its markers (`~`), with members of before they were numbered
+/// (`time-n`), reads on: every entry counts, and a check that reads the log's time (a cost
+/// above one) finds it in the newest member.
 #[tokio::test]
 async fn a_log_of_the_previous_members_counts_on() {
     let server = RedisServer::start();
@@ -110,20 +191,22 @@ async fn a_log_of_the_previous_members_counts_on() {
     let rule = Rule::sliding_log("3/10s".parse().unwrap()).unwrap();
     let old = "{slidewin:k}:log";
     server.cli(&["zadd", old, "5000000", "5000000-1", "5000000", "5000000-2"]);
-    let decision = redis.check_at(&rule, "k", secs(4), 1).await.unwrap();
+    let costly = redis.check_at(&rule, "k", secs(4), 2).await.unwrap();
+    assert!(!costly.allowed());
+    assert_eq!(costly.reset_after(), Duration::from_secs(11));
+    let decision = redis.check_at(&rule, "k", secs(6), 1).await.unwrap();
     assert!(decision.allowed());
     assert_eq!(decision.remaining(), 0);
-    assert_eq!(decision.reset_after(), Duration::from_secs(11));
     assert!(
         !redis
-            .check_at(&rule, "k", secs(4), 1)
+            .check_at(&rule, "k", secs(6), 1)
             .await
             .unwrap()
             .allowed()
     );
     assert_eq!(
         redis.inspect("k", Moment::ZERO, secs(100)).await.unwrap(),
-        [secs(5), secs(5), secs(5)]
+        [secs(5), secs(5), secs(6)]
     );
 }
 
