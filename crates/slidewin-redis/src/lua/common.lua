@@ -55,9 +55,9 @@ local kept, last = {}, nil
 local answers, w = {}, 0
 -- A batch's checks mostly count at one time (the server's clock) over one span: the texts a
 -- sliding log's check sends for them (a string.format each, measured: 7% of its check) stay
--- for the next one: that time, span and idle time, then the texts.
+-- for the next one: that time, span and idle time, then the texts (and the expiry deadline).
 local texts_at, texts_span, texts_idle, after_text, at_text = nil, nil, nil, nil, nil
-local hw_text, dl_text = nil, nil
+local hw_text, dl_text, deadline = nil, nil, nil
 local rules = {}
 local n, from, soft, first = #KEYS, 0, false, call
 if n == 0 then n, soft, first = tonumber(ARGV[1]), true, redis.pcall; from = n + 1 end

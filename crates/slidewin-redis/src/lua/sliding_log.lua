@@ -31,7 +31,8 @@ if not same then
     if texts_at ~= now or texts_span ~= span or texts_idle ~= idle then
       texts_at, texts_span, texts_idle = now, span, idle
       after_text, at_text = format('(%d', now - span), format('%d', now)
-      hw_text, dl_text = format('%d', now - OFF), format('%d', now - now % idle + 2 * idle - OFF)
+      deadline = now - now % idle + 2 * idle
+      hw_text, dl_text = format('%d', now - OFF), format('%d', deadline - OFF)
     end
     local count = first('ZCOUNT', key, after_text, '+inf')
     if soft and type(count) == 'table' then
@@ -48,7 +49,7 @@ if not same then
         -- `~e` moved too when `now` entered a new stretch: the expiry follows it, and the
         -- entries at or before `now - span` go (they never count again).
         if moved == 4 then
-          call('PEXPIRE', key, format('%d', floor((dl_text + OFF - now) / 1000)))
+          call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
           call('ZREMRANGEBYSCORE', key, '0', format('%d', now - span))
         end
         kept[1], kept[2], kept[3], kept[4], kept[5], last = now, 0, now, span, count + 1, key
@@ -64,7 +65,7 @@ if not same then
       if moved == 1 then added = call('ZCOUNT', key, after_text, '+inf') > count end
       if added then call('ZREM', key, name) end
       if moved == 2 or (moved == 1 and not added) then
-        call('PEXPIRE', key, format('%d', floor((dl_text + OFF - now) / 1000)))
+        call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
       end
     end
     kept[3], kept[4], kept[5] = now, span, count
@@ -100,7 +101,8 @@ if hw and hw > at then at = hw end
 if texts_at ~= at or texts_span ~= span or texts_idle ~= idle then
   texts_at, texts_span, texts_idle = at, span, idle
   after_text, at_text = format('(%d', at - span), format('%d', at)
-  hw_text, dl_text = format('%d', at - OFF), format('%d', at - at % idle + 2 * idle - OFF)
+  deadline = at - at % idle + 2 * idle
+  hw_text, dl_text = format('%d', at - OFF), format('%d', deadline - OFF)
 end
 local count = kept[5]
 if kept[3] ~= at or kept[4] ~= span then
@@ -147,7 +149,7 @@ if count + cost <= limit then
     -- Every name was new; the two `~` moved if the log's time did; `~e` if its deadline did.
     if not hw or at > hw then moved = moved - 2 end
     if moved > 0 then
-      call('PEXPIRE', key, format('%d', floor((dl_text + OFF - now) / 1000)))
+      call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
       call('ZREMRANGEBYSCORE', key, '0', format('%d', at - span))
     end
     hw, kept[1], kept[2], kept[5] = at, at, n + cost - 1, count + cost
