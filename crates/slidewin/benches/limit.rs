@@ -1,5 +1,6 @@
 //! The limiters against governor, in the same run: a direct limiter and a keyed one over
-//! 100,000 keys, on one thread and on two sharing the limiter.
+//! 100,000 keys, on one thread and on two sharing the limiter; and a flood of new keys on a
+//! capped keyed limiter, below its cap and at it.
 //! `cargo bench -p slidewin --bench limit`.
 //!
 //! Both libraries read time from the same kind of clock: a per-thread counter that moves one
@@ -234,5 +235,61 @@ fn keyed_ours<A: Algorithm>(
     });
 }
 
-criterion_group!(benches, direct, keyed);
+/// The cap on live keys of the flood rows, and how many new keys a below-the-cap run checks
+/// before it starts again on a new limiter (so that it never reaches its cap).
+const FLOOD_CAP: usize = 100_000;
+const FLOOD_CHUNK: u64 = 1_000_000;
+
+/// A flood of distinct keys on a `Keyed<u64, SlidingLog>` at `100/minute` with a cap of
+/// 100,000: each check is a key never seen, the clock moving 10 ns a check (no key goes idle).
+/// Below the cap every key is admitted and stored; at the cap every one is refused.
+fn flood(c: &mut Criterion) {
+    let clock = Ticker { step: 10 };
+    let quota: Quota = "100/minute".parse().unwrap();
+    let mut group = c.benchmark_group("limit/keyed_flood/1_thread");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    let mut next = 0u64;
+    group.bench_function("below_the_cap", |b| {
+        b.iter_custom(|iters| {
+            let mut elapsed = Duration::ZERO;
+            let mut done = 0;
+            while done < iters {
+                let n = (iters - done).min(FLOOD_CHUNK);
+                let limiter = Keyed::<u64, SlidingLog>::new(quota)
+                    .unwrap()
+                    .with_max_keys(FLOOD_CAP.max(2 * FLOOD_CHUNK as usize))
+                    .unwrap();
+                let start = Instant::now();
+                for _ in 0..n {
+                    next += 1;
+                    black_box(limiter.check_now(&next, &clock, 1).unwrap().allowed());
+                }
+                elapsed += start.elapsed();
+                done += n;
+                drop(limiter); // not timed
+            }
+            elapsed
+        })
+    });
+    let full = Keyed::<u64, SlidingLog>::new(quota)
+        .unwrap()
+        .with_max_keys(FLOOD_CAP)
+        .unwrap();
+    for _ in 0..FLOOD_CAP {
+        next += 1;
+        assert!(full.check_now(&next, &clock, 1).unwrap().allowed());
+    }
+    group.bench_function("flood_at_the_cap", |b| {
+        b.iter(|| {
+            next += 1;
+            black_box(full.check_now(&next, &clock, 1).is_err())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, direct, keyed, flood);
 criterion_main!(benches);

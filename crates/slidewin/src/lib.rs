@@ -20,7 +20,7 @@
 //!
 //! | algorithm | guarantee in any window `(t - span, t]` | state | lock-free |
 //! |---|---|---|---|
-//! | [`SlidingLog`] | **exact**: at most `limit` | up to `limit` timestamps | no |
+//! | [`SlidingLog`] | **exact**: at most `limit` | a 16-byte stamp per admission in the window (at most `limit`, whatever the costs) | no |
 //! | [`SlidingCounter`] | approximate: up to `2 × limit` after a burst at a window's end | 24 bytes | no |
 //! | [`FixedWindow`] | `2 × limit` across a window boundary | 16 bytes (one word packed) | yes |
 //! | [`Gcra`] | `burst + limit - 1` (a token bucket) | 8 bytes | yes |

@@ -64,6 +64,15 @@ impl<T> SlideVec<T> {
         self.buf.len() - self.head
     }
 
+    /// The back value, to change in place.
+    #[inline]
+    pub(crate) fn last_mut(&mut self) -> Option<&mut T> {
+        if self.len() == 0 {
+            return None;
+        }
+        self.buf.last_mut().map(|slot| &mut **slot)
+    }
+
     /// Whether a push fits without growing the buffer.
     #[inline]
     pub(crate) fn has_room(&self) -> bool {
@@ -77,17 +86,12 @@ impl<T> SlideVec<T> {
 
     #[inline]
     pub(crate) fn push(&mut self, value: T) {
+        if self.buf.capacity() == 0 {
+            // Room for one, not `Vec`'s four: many windows (a keyed log's, per client) never
+            // hold more than one.
+            self.buf.reserve_exact(1);
+        }
         self.buf.push(ManuallyDrop::new(value));
-    }
-
-    /// Pushes `n` copies of `value`.
-    #[inline]
-    pub(crate) fn push_copies(&mut self, value: T, n: usize)
-    where
-        T: Copy,
-    {
-        self.buf
-            .extend(std::iter::repeat_n(ManuallyDrop::new(value), n));
     }
 
     /// Inserts `value` before the live value at `index` (at the back when `index == len`).

@@ -179,3 +179,86 @@ fn shared_sliding_counter_and_keyed_log_admit_exact_totals_under_threads() {
         );
     }
 }
+
+/// Threads flooding a capped `Keyed` with new keys while they share a hot key, with time
+/// moving on so that keys go idle and give way: the cap holds at every moment, the hot key is
+/// never over-admitted, and every place under the cap comes back (none is lost to a race).
+#[test]
+fn keyed_flood_at_the_cap_under_threads_holds_the_cap_and_the_hot_key() {
+    const CAP: usize = 500;
+    const PER_THREAD: u64 = 40_000;
+    const HOT: u64 = u64::MAX;
+    let limiter = Arc::new(
+        Keyed::<u64, SlidingLog>::new(slidewin::Quota::new(5, Duration::from_micros(100)).unwrap())
+            .unwrap()
+            .with_max_keys(CAP)
+            .unwrap(),
+    );
+    let clock = Arc::new(TickingClock {
+        next: AtomicU64::new(1),
+        step: 3,
+    });
+    let per_thread = {
+        let (limiter, clock) = (Arc::clone(&limiter), Arc::clone(&clock));
+        spawn_all(move |thread| {
+            let (mut hot, mut refused, mut admitted) = (Vec::new(), 0u64, 0u64);
+            for i in 0..PER_THREAD {
+                let key = thread as u64 * PER_THREAD + i;
+                match limiter.check_now(&key, &*clock, 1) {
+                    Ok(decision) => admitted += u64::from(decision.allowed()),
+                    Err(slidewin::LimitError::KeysFull { cap }) => {
+                        assert_eq!(cap, CAP);
+                        refused += 1;
+                    }
+                    Err(other) => panic!("{other}"),
+                }
+                if i % 16 == 0 {
+                    // The hot key may itself be refused at the cap (it is new each time it has
+                    // gone idle); when admitted, its time is recorded.
+                    if let Ok(d) = limiter.check_now(&HOT, &*clock, 1) {
+                        if d.allowed() {
+                            hot.push(LAST_READ.with(Cell::get));
+                        }
+                    }
+                }
+                assert!(limiter.len() <= CAP);
+            }
+            (hot, refused, admitted)
+        })
+    };
+    let mut hot: Vec<Moment> = per_thread.iter().flat_map(|(h, _, _)| h.clone()).collect();
+    hot.sort_unstable();
+    for (i, t) in hot.iter().enumerate() {
+        let in_window = hot[..=i]
+            .iter()
+            .filter(|&&u| t.as_nanos() - u.as_nanos() < 100_000)
+            .count();
+        assert!(
+            in_window <= 5,
+            "{in_window} hot admissions in the window ending at {t}"
+        );
+    }
+    let refused: u64 = per_thread.iter().map(|(_, r, _)| r).sum();
+    let admitted: u64 = per_thread.iter().map(|(_, _, a)| a).sum();
+    assert!(
+        refused > 0 && admitted > CAP as u64,
+        "{refused} refused, {admitted} admitted"
+    );
+    // The places taken are the keys held, one for one: none lost to a race, none doubled.
+    let held = limiter.len();
+    let found = (0..THREADS as u64 * PER_THREAD)
+        .chain([HOT])
+        .filter(|key| limiter.reset(key))
+        .count();
+    assert_eq!(found, held);
+    assert!(limiter.is_empty());
+    // And every place comes back.
+    let later = Moment::from_secs(10);
+    for key in 0..CAP as u64 {
+        assert!(
+            limiter.check(&key, later, 1).unwrap().allowed(),
+            "place {key}"
+        );
+    }
+    assert!(limiter.check(&(CAP as u64), later, 1).is_err());
+}

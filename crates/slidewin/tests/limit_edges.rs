@@ -304,3 +304,82 @@ fn the_shared_limiters_are_send_and_sync() {
     fn owned<T: Send>() {}
     owned::<Limiter<SlidingLog>>();
 }
+
+/// The log's count was a `u64` that wrapped: at a limit of `u64::MAX`, one admission then a
+/// peek of `u64::MAX` answered "allowed, remaining u64::MAX", and a check of `u64::MAX`
+/// panicked ("capacity overflow") pushing one timestamp per unit.
+#[test]
+fn sliding_log_at_the_largest_limit_never_wraps_its_count() {
+    let mut limiter =
+        Limiter::<SlidingLog>::new(Quota::new(u64::MAX, Duration::from_secs(1)).unwrap()).unwrap();
+    let first = limiter.check(secs(0), 1).unwrap();
+    assert!(first.allowed());
+    assert_eq!(first.remaining(), u64::MAX - 1);
+
+    let peek = limiter.peek(secs(0), u64::MAX).unwrap();
+    assert!(!peek.allowed());
+    assert_eq!(peek.remaining(), u64::MAX - 1);
+    assert_eq!(peek.retry_after(), Some(Duration::from_secs(1))); // when the one unit leaves
+
+    let check = limiter.check(secs(0), u64::MAX).unwrap();
+    assert!(!check.allowed());
+    // The rest of the quota fits exactly; then nothing more does.
+    let rest = limiter.check(ms(500), u64::MAX - 1).unwrap();
+    assert!(rest.allowed());
+    assert_eq!(rest.remaining(), 0);
+    assert!(!limiter.check(ms(999), 1).unwrap().allowed());
+    // At 1 s the first unit has left: one unit fits, and no more until 1.5 s.
+    let one = limiter.check(secs(1), 1).unwrap();
+    assert!(one.allowed());
+    assert_eq!(one.remaining(), 0);
+    let denied = limiter.check(secs(1), 1).unwrap();
+    assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
+    // At 1.5 s the u64::MAX - 1 units leave: the whole quota but the one unit at 1 s.
+    let whole = limiter.peek(ms(1_500), u64::MAX - 1).unwrap();
+    assert!(whole.allowed());
+    assert!(!limiter.peek(ms(1_500), u64::MAX).unwrap().allowed());
+}
+
+/// `1000000000000/s` with a check of 10^12 aborted the process ("memory allocation of
+/// 8000000000000 bytes failed"): a timestamp per unit. A stamp per admission carries its cost.
+#[test]
+fn sliding_log_a_cost_of_a_trillion_is_one_stamp() {
+    use slidewin::Algorithm;
+    let rules = SlidingLog::new(quota("1000000000000/s")).unwrap();
+    let mut state = rules.fresh();
+    let trillion = 1_000_000_000_000;
+    let decision = rules.check(&mut state, secs(0), trillion).unwrap();
+    assert!(decision.allowed());
+    assert_eq!(decision.remaining(), 0);
+    assert_eq!(state.len(), 1);
+    // Denials of any size leave it as it is, and say when it all leaves.
+    let denied = rules.check(&mut state, ms(10), trillion).unwrap();
+    assert_eq!(denied.retry_after(), Some(Duration::from_millis(990)));
+    assert_eq!(state.len(), 1);
+    assert!(
+        rules
+            .check(&mut state, secs(1), trillion)
+            .unwrap()
+            .allowed()
+    );
+    assert_eq!(state.len(), 1);
+}
+
+/// Costs of several units, in and out of the window: the stamp that must leave for a cost to
+/// fit is the one whose units take the count past the excess, not the `n`-th from the end.
+#[test]
+fn sliding_log_retry_after_counts_units_not_stamps() {
+    let mut limiter = Limiter::<SlidingLog>::new(quota("10/10s")).unwrap();
+    assert!(limiter.check(secs(1), 4).unwrap().allowed()); // 4 at 1 s
+    assert!(limiter.check(secs(2), 1).unwrap().allowed()); // 1 at 2 s
+    assert!(limiter.check(secs(3), 5).unwrap().allowed()); // 5 at 3 s: full
+    let one = limiter.peek(secs(4), 1).unwrap();
+    assert_eq!(one.retry_after(), Some(Duration::from_secs(7))); // the 4 at 1 s leave at 11 s
+    let five = limiter.peek(secs(4), 5).unwrap();
+    assert_eq!(five.retry_after(), Some(Duration::from_secs(8))); // and the 1 at 2 s, at 12 s
+    let six = limiter.peek(secs(4), 6).unwrap();
+    assert_eq!(six.retry_after(), Some(Duration::from_secs(9))); // and the 5 at 3 s, at 13 s
+    assert_eq!(six.remaining(), 0);
+    assert!(limiter.check(secs(11), 4).unwrap().allowed());
+    assert!(!limiter.check(secs(11), 1).unwrap().allowed());
+}

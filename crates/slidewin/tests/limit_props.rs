@@ -216,6 +216,49 @@ fn worst_window(admitted: &[(u64, u64)], span: u64) -> u64 {
         .unwrap_or(0)
 }
 
+/// Checks the trace on the algorithm's own state and, after each step, that `idle_at` tells
+/// the truth, against the definition: from `idle_at` on, the state answers as a fresh one
+/// would, whatever is asked; a nanosecond before it, it answers something else.
+fn idle_at_is_when_it_answers_as_fresh<A: Algorithm>(
+    rules: &A,
+    trace: &[Step],
+) -> Result<(), TestCaseError> {
+    let fresh = rules.fresh();
+    let most = rules.quota().burst();
+    let same = |state: &A::State, t: Moment| {
+        [0, 1, most]
+            .iter()
+            .all(|&cost| rules.peek(state, t, cost) == rules.peek(&fresh, t, cost))
+    };
+    let mut state = rules.fresh();
+    for (now, cost) in times(trace) {
+        rules.check(&mut state, now, cost.min(most)).unwrap();
+        let at = rules
+            .idle_at(&state)
+            .expect("no trace reaches the end of the timeline");
+        for later in [0, 1, 7, rules.quota().span().as_nanos() as u64] {
+            let t = at + Duration::from_nanos(later);
+            prop_assert!(rules.is_idle(&state, t));
+            prop_assert!(
+                same(&state, t),
+                "answers as fresh from {:?}, not at {:?}",
+                at,
+                t
+            );
+        }
+        if at > Moment::ZERO {
+            let before = at - Duration::from_nanos(1);
+            prop_assert!(!rules.is_idle(&state, before));
+            prop_assert!(
+                !same(&state, before),
+                "answers as fresh at {:?} already",
+                before
+            );
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -269,6 +312,18 @@ proptest! {
         prop_assert!(worst_window(&fixed, span) <= 2 * limit);
         let counter = run(&SlidingCounter::new(quota(limit, span)).unwrap(), &trace)?;
         prop_assert!(worst_window(&counter, span) <= 2 * limit);
+    }
+
+    #[test]
+    fn idle_at_is_when_each_algorithm_answers_as_a_fresh_one(
+        (limit, span, burst, trace) in (1..8u64, 16..1_000u64, 1..10u64)
+            .prop_flat_map(|(l, s, b)| (Just(l), Just(s), Just(b), steps(s, l.max(b)))),
+    ) {
+        let q = quota(limit, span);
+        idle_at_is_when_it_answers_as_fresh(&SlidingLog::new(q).unwrap(), &trace)?;
+        idle_at_is_when_it_answers_as_fresh(&SlidingCounter::new(q).unwrap(), &trace)?;
+        idle_at_is_when_it_answers_as_fresh(&FixedWindow::new(q).unwrap(), &trace)?;
+        idle_at_is_when_it_answers_as_fresh(&Gcra::new(q.with_burst(burst).unwrap()).unwrap(), &trace)?;
     }
 
     #[test]

@@ -228,8 +228,8 @@ pub enum LimitError {
         /// The most the limiter admits at once.
         max: u64,
     },
-    /// A [`Keyed`](crate::Keyed) limiter holds its cap of keys, none of which is back at full
-    /// quota, so a new key cannot be tracked. Refusing it (rather than evicting a key that is
+    /// A [`Keyed`](crate::Keyed) limiter holds its cap of keys (in all its shards), none of
+    /// which is back at full quota, so a new key cannot be tracked. Refusing it (rather than evicting a key that is
     /// being limited) keeps every key within its limit; it clears as keys go quiet.
     KeysFull {
         /// The cap on live keys.
@@ -246,7 +246,8 @@ impl fmt::Display for LimitError {
             ),
             LimitError::KeysFull { cap } => write!(
                 f,
-                "the limiter tracks its cap of {cap} keys and none is idle; a new key must wait"
+                "the limiter holds its cap of {cap} key{} and none is idle; a new key must wait",
+                if *cap == 1 { "" } else { "s" }
             ),
         }
     }

@@ -144,8 +144,16 @@ impl Algorithm for FixedWindow {
     }
 
     #[inline]
-    fn is_idle(&self, state: &FixedWindowState, now: Moment) -> bool {
-        self.current(*state, now).count == 0
+    /// When its window ends, if anything was admitted in it.
+    fn idle_at(&self, state: &FixedWindowState) -> Option<Moment> {
+        if state.count == 0 {
+            return Some(Moment::ZERO);
+        }
+        state
+            .window
+            .checked_add(1)
+            .and_then(|next| next.checked_mul(self.quota.span_nanos()))
+            .map(Moment::from_nanos)
     }
 }
 

@@ -161,9 +161,10 @@ impl Algorithm for Gcra {
         Ok(self.decide(*tat, now, cost)?.0)
     }
 
+    /// The TAT: the bucket is full again then.
     #[inline]
-    fn is_idle(&self, tat: &u64, now: Moment) -> bool {
-        *tat <= now.as_nanos()
+    fn idle_at(&self, tat: &u64) -> Option<Moment> {
+        Some(Moment::from_nanos(*tat))
     }
 }
 

@@ -1,7 +1,10 @@
 //! [`Keyed`]: one limiter per key (per user, per IP), with bounded memory.
 
 use std::borrow::Borrow;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::hash::{BuildHasher, Hash, RandomState};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashTable;
@@ -26,11 +29,13 @@ const MIN_KEYS_PER_SHARD: usize = 16;
 ///   its last sweep (so a key lives at most about two spans past its last request, if its
 ///   shard sees traffic), and [`sweep`](Keyed::sweep) sweeps every shard, for a timer.
 /// * **A cap on live keys** ([`with_max_keys`](Keyed::with_max_keys)) holds under a flood of
-///   distinct keys (governor issue #171: a limiter keyed by IP driven out of memory). At the
-///   cap, idle keys are swept first; if none is idle, the **new** key is refused with
-///   [`LimitError::KeysFull`]. A key that is being limited is never evicted, so no key can
-///   escape its limit by pushing others out: the cost of a flood falls on new keys, and it
-///   lifts as keys go quiet.
+///   distinct keys (governor issue #171: a limiter keyed by IP driven out of memory). The cap
+///   is exact, across shards. At the cap, a key that has gone idle gives way to the new one;
+///   if none is idle, the **new** key is refused with [`LimitError::KeysFull`]. A key that is
+///   being limited is never evicted, so no key can escape its limit by pushing others out: the
+///   cost of a flood falls on new keys, and it lifts as keys go quiet. Each shard keeps its
+///   keys in the order they may go idle (a heap of deadlines), so a refusal costs O(1) and an
+///   eviction O(log n): a flood at the cap runs at the speed of one below it.
 ///
 /// # Example
 ///
@@ -55,20 +60,35 @@ pub struct Keyed<K, A: Algorithm> {
     /// One hash per key, with a per-map random seed (keys may be chosen by an attacker): its
     /// middle bits pick the shard, and the shard's table probes with the same hash.
     hasher: RandomState,
-    /// The cap on live keys; `usize::MAX` when uncapped. Each shard holds its share.
+    /// The cap on live keys; `usize::MAX` when uncapped.
     max_keys: usize,
+    /// With a cap: the keys held in all shards, and those about to be (a new key takes its
+    /// place here before its shard holds it), so never more than `max_keys`.
+    held: CachePadded<AtomicUsize>,
 }
 
 /// A shard behind its lock, on cache lines of its own.
-type ShardLock<K, S> = CachePadded<Mutex<Shard<K, S>>>;
+type ShardLock<K, S> = CachePadded<ShardCell<K, S>>;
+
+#[derive(Debug)]
+struct ShardCell<K, S> {
+    shard: Mutex<Shard<K, S>>,
+    /// With a cap: the shard's soonest deadline (`u64::MAX` for none), written under its lock
+    /// and read without, so that a new key at the cap finds a shard with a key gone idle
+    /// without locking every shard.
+    soonest: AtomicU64,
+}
 
 #[derive(Debug)]
 struct Shard<K, S> {
     states: HashTable<(K, S)>,
     /// When the shard was last swept, in nanoseconds.
     swept: u64,
-    /// Its share of the cap on live keys.
-    max_keys: usize,
+    /// With a cap: when its keys may go idle, soonest first, as (deadline in nanoseconds,
+    /// the key's hash). Every key held has an entry no later than the time it goes idle
+    /// (admissions only move that time later); entries of keys gone, or of keys whose time
+    /// moved, are put right when they come to the top.
+    deadlines: BinaryHeap<Reverse<(u64, u64)>>,
 }
 
 impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
@@ -92,8 +112,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     }
 
     /// The same limiter, holding at most `max_keys` live keys (see the type's docs for what
-    /// happens at the cap). The cap is exact: the keys are spread over shards that each hold
-    /// an equal share of it (within one), at least 16.
+    /// happens at the cap). The cap is exact: a new key is refused only when `max_keys` keys
+    /// are held and none of them is idle, whichever shards they are in.
     ///
     /// # Errors
     ///
@@ -123,18 +143,15 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
 
     fn build(rules: A, shards: usize, max_keys: usize) -> Keyed<K, A> {
         let shards = (0..shards)
-            .map(|index| {
-                // The first `max_keys % shards` shards hold one more, so the shares add up.
-                let share = if max_keys == usize::MAX {
-                    usize::MAX
-                } else {
-                    max_keys / shards + usize::from(index < max_keys % shards)
-                };
-                CachePadded(Mutex::new(Shard {
-                    states: HashTable::new(),
-                    swept: 0,
-                    max_keys: share,
-                }))
+            .map(|_| {
+                CachePadded(ShardCell {
+                    shard: Mutex::new(Shard {
+                        states: HashTable::new(),
+                        swept: 0,
+                        deadlines: BinaryHeap::new(),
+                    }),
+                    soonest: AtomicU64::new(u64::MAX),
+                })
             })
             .collect();
         Keyed {
@@ -142,7 +159,13 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             shards,
             hasher: RandomState::new(),
             max_keys,
+            held: CachePadded(AtomicUsize::new(0)),
         }
+    }
+
+    #[inline]
+    fn capped(&self) -> bool {
+        self.max_keys != usize::MAX
     }
 
     /// The quota every key gets.
@@ -193,8 +216,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (hash, shard) = self.shard(key);
-        self.check_in(shard, hash, key, now, cost)
+        let (hash, index) = self.shard(key);
+        self.check_in(index, hash, key, || now, cost)
     }
 
     /// [`check`](Keyed::check) at `clock.now()`, read while holding the key's shard: checks of
@@ -224,42 +247,213 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (hash, shard) = self.shard(key);
-        self.check_in(shard, hash, key, clock.now(), cost)
+        let (hash, index) = self.shard(key);
+        self.check_in(index, hash, key, || clock.now(), cost)
     }
 
+    /// The check of `key` in its shard, `index`, at the time `now()` reads while the shard is
+    /// locked.
     #[inline]
     fn check_in<Q>(
         &self,
-        mut shard: MutexGuard<'_, Shard<K, A::State>>,
+        index: usize,
         hash: u64,
         key: &Q,
-        now: Moment,
+        now: impl Fn() -> Moment,
         cost: u64,
     ) -> Result<Decision, LimitError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        shard.sweep_if_due(&self.rules, &self.hasher, now);
-        if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| k.borrow() == key) {
-            return self.rules.check(state, now, cost);
-        }
-        let mut state = self.rules.fresh();
-        let decision = self.rules.check(&mut state, now, cost)?;
-        if !self.rules.is_idle(&state, now) {
-            if shard.states.len() >= shard.max_keys {
-                shard.sweep(&self.rules, &self.hasher, now);
-                if shard.states.len() >= shard.max_keys {
-                    return Err(LimitError::KeysFull { cap: self.max_keys });
+        // A new key at the cap may free a key gone idle in another shard, which it cannot
+        // lock while holding its own; it then starts again. Each round that finds nothing
+        // there leaves that shard's soonest deadline past `now`, so a few rounds suffice.
+        let mut rounds = 0;
+        loop {
+            let cell = &self.shards[index];
+            let mut shard = lock(cell);
+            let now = now();
+            self.sweep_if_due(cell, &mut shard, now);
+            if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| k.borrow() == key) {
+                return self.rules.check(state, now, cost);
+            }
+            let mut state = self.rules.fresh();
+            let decision = self.rules.check(&mut state, now, cost)?;
+            let Some(deadline) = self.deadline_of(&state, now) else {
+                return Ok(decision); // idle: the same as a key never seen
+            };
+            if self.capped()
+                && !self.take_place()
+                && !(self.evict_idle(cell, &mut shard, now) && self.take_place())
+            {
+                drop(shard);
+                match self.shard_with_idle(now) {
+                    Some(other) if rounds <= self.shards.len() => {
+                        rounds += 1;
+                        let other = &self.shards[other];
+                        self.evict_idle(other, &mut lock(other), now);
+                        continue;
+                    }
+                    _ => return Err(LimitError::KeysFull { cap: self.max_keys }),
                 }
             }
             let hasher = &self.hasher;
             shard
                 .states
                 .insert_unique(hash, (key.to_owned(), state), |(k, _)| hasher.hash_one(k));
+            if self.capped() {
+                shard.deadlines.push(Reverse((deadline, hash)));
+                if shard.deadlines.len() > 2 * shard.states.len() + 64 {
+                    // Entries of keys reset by hand pile up only here.
+                    self.rebuild_deadlines(cell, &mut shard);
+                } else {
+                    cell.0.soonest.fetch_min(deadline, Ordering::Relaxed);
+                }
+            }
+            return Ok(decision);
         }
-        Ok(decision)
+    }
+
+    /// When a key with `state` goes idle, in nanoseconds (`u64::MAX`: never); `None` if it
+    /// already is at `now`.
+    #[inline]
+    fn deadline_of(&self, state: &A::State, now: Moment) -> Option<u64> {
+        match self.rules.idle_at(state) {
+            Some(at) if at <= now => None,
+            Some(at) => Some(at.as_nanos()),
+            None => Some(u64::MAX),
+        }
+    }
+
+    /// Takes a place under the cap for a new key, if one is free.
+    #[inline]
+    fn take_place(&self) -> bool {
+        self.held
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held < self.max_keys).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back the places of `n` keys a shard no longer holds.
+    #[inline]
+    fn forget(&self, n: usize) {
+        if self.capped() && n > 0 {
+            self.held.0.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
+    /// A shard whose soonest deadline has passed at `now`: it may hold a key gone idle.
+    fn shard_with_idle(&self, now: Moment) -> Option<usize> {
+        self.shards
+            .iter()
+            .position(|cell| cell.0.soonest.load(Ordering::Relaxed) <= now.as_nanos())
+    }
+
+    /// Removes keys of `shard` gone idle at `now`, going through its deadlines that have
+    /// passed, soonest first, until one is found or none is left; returns whether any was.
+    /// A deadline of a key still limited is replaced by its new one, past `now`.
+    #[inline(never)]
+    fn evict_idle(
+        &self,
+        cell: &ShardLock<K, A::State>,
+        shard: &mut Shard<K, A::State>,
+        now: Moment,
+    ) -> bool {
+        let mut freed = 0;
+        // Each entry is seen at most once: those put back are due after `now`.
+        for _ in 0..shard.deadlines.len() {
+            match shard.deadlines.peek() {
+                Some(&Reverse((deadline, _))) if deadline <= now.as_nanos() => {}
+                _ => break,
+            }
+            let Some(Reverse((_, hash))) = shard.deadlines.pop() else {
+                break;
+            };
+            // The keys on this hash's probe path, its own among them if it is still held:
+            // those idle go; the soonest deadline of the others goes back.
+            while let Ok(entry) = shard
+                .states
+                .find_entry(hash, |(_, state)| self.rules.is_idle(state, now))
+            {
+                entry.remove();
+                freed += 1;
+            }
+            let next = shard
+                .states
+                .iter_hash(hash)
+                .filter_map(|(_, state)| self.deadline_of(state, now))
+                .min();
+            if let Some(next) = next {
+                shard.deadlines.push(Reverse((next, hash)));
+            }
+            if freed > 0 {
+                break;
+            }
+        }
+        let soonest = shard.deadlines.peek().map_or(u64::MAX, |r| r.0.0);
+        cell.0.soonest.store(soonest, Ordering::Relaxed);
+        self.forget(freed);
+        freed > 0
+    }
+
+    /// The deadlines of the keys `shard` holds, afresh.
+    fn rebuild_deadlines(&self, cell: &ShardLock<K, A::State>, shard: &mut Shard<K, A::State>) {
+        let mut deadlines = std::mem::take(&mut shard.deadlines).into_vec();
+        deadlines.clear();
+        deadlines.extend(shard.states.iter().map(|(k, state)| {
+            let deadline = self.rules.idle_at(state).map_or(u64::MAX, Moment::as_nanos);
+            Reverse((deadline, self.hasher.hash_one(k)))
+        }));
+        if deadlines.capacity() > 64 && deadlines.len() <= deadlines.capacity() / 4 {
+            deadlines.shrink_to(2 * deadlines.len());
+        }
+        shard.deadlines = BinaryHeap::from(deadlines);
+        let soonest = shard.deadlines.peek().map_or(u64::MAX, |r| r.0.0);
+        cell.0.soonest.store(soonest, Ordering::Relaxed);
+    }
+
+    /// Sweeps `shard` if a span has passed since its last sweep: every key idle since then is
+    /// gone, and the cost, O(keys), is paid by the keys added since.
+    #[inline]
+    fn sweep_if_due(
+        &self,
+        cell: &ShardLock<K, A::State>,
+        shard: &mut Shard<K, A::State>,
+        now: Moment,
+    ) {
+        if now.as_nanos().saturating_sub(shard.swept) >= self.rules.quota().span_nanos() {
+            self.sweep_shard(cell, shard, now);
+        }
+    }
+
+    #[inline(never)]
+    fn sweep_shard(
+        &self,
+        cell: &ShardLock<K, A::State>,
+        shard: &mut Shard<K, A::State>,
+        now: Moment,
+    ) -> usize {
+        let before = shard.states.len();
+        shard
+            .states
+            .retain(|(_, state)| !self.rules.is_idle(state, now));
+        // The memory follows the keys down; a shrink leaves the table half full.
+        if shard.states.capacity() > 64 && shard.states.len() <= shard.states.capacity() / 4 {
+            let hasher = &self.hasher;
+            shard
+                .states
+                .shrink_to(2 * shard.states.len(), |(k, _)| hasher.hash_one(k));
+        }
+        shard.swept = shard.swept.max(now.as_nanos());
+        let removed = before - shard.states.len();
+        if self.capped() {
+            self.rebuild_deadlines(cell, shard);
+            self.forget(removed);
+        }
+        removed
     }
 
     /// Decides as [`check`](Keyed::check) would, without consuming anything or adding the
@@ -283,7 +477,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let (hash, shard) = self.shard(key);
+        let (hash, index) = self.shard(key);
+        let shard = lock(&self.shards[index]);
         match shard.states.find(hash, |(k, _)| k.borrow() == key) {
             Some((_, state)) => self.rules.peek(state, now, cost),
             None => self.rules.peek(&self.rules.fresh(), now, cost),
@@ -305,10 +500,12 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let (hash, mut shard) = self.shard(key);
+        let (hash, index) = self.shard(key);
+        let mut shard = lock(&self.shards[index]);
         match shard.states.find_entry(hash, |(k, _)| k.borrow() == key) {
             Ok(entry) => {
                 entry.remove();
+                self.forget(1);
                 true
             }
             Err(_) => false,
@@ -326,8 +523,13 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset_all(&self) {
-        for shard in &self.shards {
-            lock(shard).states = HashTable::new();
+        for cell in &self.shards {
+            let mut shard = lock(cell);
+            let held = shard.states.len();
+            shard.states = HashTable::new();
+            shard.deadlines = BinaryHeap::new();
+            cell.0.soonest.store(u64::MAX, Ordering::Relaxed);
+            self.forget(held);
         }
     }
 
@@ -346,11 +548,13 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     pub fn sweep(&self, now: Moment) -> usize {
         self.shards
             .iter()
-            .map(|shard| lock(shard).sweep(&self.rules, &self.hasher, now))
+            .map(|cell| self.sweep_shard(cell, &mut lock(cell), now))
             .sum()
     }
 
-    /// How many keys hold state (some of them may be idle until the next sweep).
+    /// How many keys hold state (some of them may be idle until the next sweep). With a cap,
+    /// the count the cap is held to, which never exceeds it; without one, the sum of the
+    /// shards' counts, each read in turn.
     ///
     /// ```
     /// use slidewin::{Gcra, Keyed};
@@ -359,6 +563,9 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn len(&self) -> usize {
+        if self.capped() {
+            return self.held.0.load(Ordering::Relaxed);
+        }
         self.shards
             .iter()
             .map(|shard| lock(shard).states.len())
@@ -377,55 +584,21 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         self.len() == 0
     }
 
-    /// The key's hash and its shard, locked.
+    /// The key's hash and its shard.
     #[inline]
-    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, MutexGuard<'_, Shard<K, A::State>>) {
+    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, usize) {
         let hash = self.hasher.hash_one(key);
         // Bits below the top seven, which the table keeps as its probe tags: a shard's keys
         // share their shard bits, so those must not be the tags.
         let bits = self.shards.len().ilog2();
         let index = (hash << 7).checked_shr(u64::BITS - bits).unwrap_or(0);
         let index = usize::try_from(index).unwrap_or(0); // below the number of shards
-        (hash, lock(&self.shards[index]))
+        (hash, index)
     }
 }
 
 /// The states are only written whole, so a lock poisoned by a panic elsewhere is still sound.
 #[inline]
-fn lock<T>(mutex: &CachePadded<Mutex<T>>) -> MutexGuard<'_, T> {
-    mutex.0.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl<K: Hash, S> Shard<K, S> {
-    /// Sweeps if a span has passed since the last sweep: every key idle since then is gone,
-    /// and the cost, O(keys), is paid by the keys added since.
-    #[inline]
-    fn sweep_if_due<A: Algorithm<State = S>>(
-        &mut self,
-        rules: &A,
-        hasher: &RandomState,
-        now: Moment,
-    ) {
-        if now.as_nanos().saturating_sub(self.swept) >= rules.quota().span_nanos() {
-            self.sweep(rules, hasher, now);
-        }
-    }
-
-    #[inline(never)]
-    fn sweep<A: Algorithm<State = S>>(
-        &mut self,
-        rules: &A,
-        hasher: &RandomState,
-        now: Moment,
-    ) -> usize {
-        let before = self.states.len();
-        self.states.retain(|(_, state)| !rules.is_idle(state, now));
-        // The memory follows the keys down; a shrink leaves the table half full.
-        if self.states.capacity() > 64 && self.states.len() <= self.states.capacity() / 4 {
-            self.states
-                .shrink_to(2 * self.states.len(), |(k, _)| hasher.hash_one(k));
-        }
-        self.swept = self.swept.max(now.as_nanos());
-        before - self.states.len()
-    }
+fn lock<K, S>(cell: &ShardLock<K, S>) -> MutexGuard<'_, Shard<K, S>> {
+    cell.0.shard.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -73,9 +73,37 @@ pub trait Algorithm: Clone + fmt::Debug + Send + Sync {
     /// As [`check`](Algorithm::check).
     fn peek(&self, state: &Self::State, now: Moment, cost: u64) -> Result<Decision, LimitError>;
 
-    /// Whether `state` is back at the full quota at `now`, so that replacing it with
-    /// [`fresh`](Algorithm::fresh) would change no decision from `now` on.
-    fn is_idle(&self, state: &Self::State, now: Moment) -> bool;
+    /// When `state` is back at the full quota if nothing more is admitted: from then on,
+    /// replacing it with [`fresh`](Algorithm::fresh) would change no decision. `None` if
+    /// never (the end of the timeline comes first).
+    ///
+    /// ```
+    /// use slidewin::{Algorithm, Moment, SlidingLog};
+    /// let rules = SlidingLog::new("2/10s".parse()?)?;
+    /// let mut state = rules.fresh();
+    /// assert_eq!(rules.idle_at(&state), Some(Moment::ZERO));
+    /// rules.check(&mut state, Moment::from_secs(3), 1)?;
+    /// assert_eq!(rules.idle_at(&state), Some(Moment::from_secs(13))); // when 3 s leaves
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn idle_at(&self, state: &Self::State) -> Option<Moment>;
+
+    /// Whether `state` is back at the full quota at `now`: at or after
+    /// [`idle_at`](Algorithm::idle_at).
+    ///
+    /// ```
+    /// use slidewin::{Algorithm, Gcra, Moment};
+    /// let rules = Gcra::new("1/s".parse()?)?;
+    /// let mut state = rules.fresh();
+    /// rules.check(&mut state, Moment::ZERO, 1)?;
+    /// assert!(!rules.is_idle(&state, Moment::from_millis(999)));
+    /// assert!(rules.is_idle(&state, Moment::from_secs(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    fn is_idle(&self, state: &Self::State, now: Moment) -> bool {
+        self.idle_at(state).is_some_and(|at| now >= at)
+    }
 }
 
 /// An [`Algorithm`] whose whole state fits one `u64`, so that [`AtomicLimiter`] can update it

@@ -215,9 +215,19 @@ impl Algorithm for SlidingCounter {
     }
 
     #[inline]
-    fn is_idle(&self, state: &SlidingCounterState, now: Moment) -> bool {
-        let rolled = self.roll(*state, now).state;
-        rolled.previous == 0 && rolled.current == 0
+    /// When what it admitted stops counting: the end of the window after its current one,
+    /// or of its current one if only the previous one admitted any.
+    fn idle_at(&self, state: &SlidingCounterState) -> Option<Moment> {
+        let windows = match (state.previous, state.current) {
+            (0, 0) => return Some(Moment::ZERO),
+            (_, 0) => 1,
+            _ => 2,
+        };
+        state
+            .window
+            .checked_add(windows)
+            .and_then(|end| end.checked_mul(self.quota.span_nanos()))
+            .map(Moment::from_nanos)
     }
 }
 
@@ -275,5 +285,21 @@ mod tests {
             (decision.remaining(), decision.reset_after()),
             (3, Duration::ZERO)
         );
+    }
+
+    #[test]
+    fn idle_at_a_state_whose_current_window_admitted_nothing_is_its_end() {
+        // Only a state built by hand has this shape: a check that admits adds to `current`.
+        let (rules, _) = limiter("4/s");
+        let state = SlidingCounterState {
+            window: 3,
+            previous: 2,
+            current: 0,
+        };
+        assert_eq!(rules.idle_at(&state), Some(Moment::from_secs(4)));
+        let ahead = Moment::from_secs(4);
+        assert_eq!(rules.peek(&state, ahead, 4), rules.peek(&rules.fresh(), ahead, 4));
+        let before = Moment::from_nanos(3_999_999_999);
+        assert_ne!(rules.peek(&state, before, 4), rules.peek(&rules.fresh(), before, 4));
     }
 }

@@ -1,4 +1,4 @@
-//! [`SlidingLog`]: the exact limiter, a log of the last `limit` admission times.
+//! [`SlidingLog`]: the exact limiter, a log of the admissions in the window.
 
 use crate::limit::{Algorithm, Decision, LimitError, Quota, QuotaError, until};
 use crate::slide_vec::{SlideVec, gallop};
@@ -7,19 +7,22 @@ use crate::time::Moment;
 /// The exact algorithm: at most `limit` units of cost admitted in **any** window
 /// `(t - span, t]`, whatever the timing of the requests, and a denied request consumes nothing.
 ///
-/// The state is the times of the admitted units still inside the window, oldest first: never
-/// more than `limit` of them, so the memory is at most `limit` timestamps (8 bytes each). A
-/// check drops the times that have left and looks at the front: O(1) amortized, plus O(cost)
-/// to record an admission.
+/// The state is a log of the admissions still inside the window, oldest first: one stamp per
+/// admission, carrying its time and its cost (as a running total of the units admitted, so
+/// that the count of any suffix is one subtraction). Admissions at the same instant share a
+/// stamp. So the memory follows the admissions, never the units of cost: 16 bytes a stamp,
+/// and never more stamps than `limit`, whatever the limit (up to `u64::MAX`) and the costs. A
+/// check drops the stamps that have left and looks at the front: O(1) amortized; a denial
+/// finds when enough units leave by a binary search.
 ///
 /// A clock may go backwards: a request earlier than the newest admission is counted at the
 /// newest admission's time, as if no time had passed. So the log's own timeline never goes back,
 /// no window of it ever holds more than `limit`, and a clock that jumps back can only deny more.
 /// The `reset_after` and `retry_after` it answers are from the caller's `now`, and exact.
 ///
-/// Where a log of every admission is too much (limits in the millions), use
-/// [`SlidingCounter`](crate::SlidingCounter) (approximate, 24 bytes) or [`Gcra`](crate::Gcra)
-/// (a token bucket, 8 bytes).
+/// Where a log of every admission is too much (limits in the millions, each unit its own
+/// request), use [`SlidingCounter`](crate::SlidingCounter) (approximate, 24 bytes) or
+/// [`Gcra`](crate::Gcra) (a token bucket, 8 bytes).
 ///
 /// # Example
 ///
@@ -34,6 +37,10 @@ use crate::time::Moment;
 /// let denied = limiter.check(Moment::from_secs(9), 1)?;
 /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(1))); // at 10 s, 0 s has left
 /// assert!(limiter.check(Moment::from_secs(10), 1)?.allowed());
+///
+/// // A cost is one stamp, not one per unit: a trillion units cost 16 bytes.
+/// let mut bulk = Limiter::<SlidingLog>::new("1000000000000/s".parse()?)?;
+/// assert_eq!(bulk.check(Moment::ZERO, 1_000_000_000_000)?.remaining(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -41,31 +48,47 @@ pub struct SlidingLog {
     quota: Quota,
 }
 
-/// The state of a [`SlidingLog`]: the times of the admitted units that may still count,
-/// oldest first, at most `limit` of them.
+/// The state of a [`SlidingLog`]: a stamp per admission that may still count, oldest first,
+/// never more than `limit` of them.
 ///
 /// ```
 /// use slidewin::{Algorithm, Moment, SlidingLog};
 /// let rules = SlidingLog::new("3/s".parse()?)?;
 /// let mut state = rules.fresh();
 /// rules.check(&mut state, Moment::ZERO, 2)?;
-/// assert_eq!(state.len(), 2);
+/// rules.check(&mut state, Moment::ZERO, 1)?; // the same instant: the same stamp
+/// assert_eq!(state.len(), 1);
+/// rules.check(&mut state, Moment::from_secs(1), 1)?; // the first has left
+/// assert_eq!(state.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug)]
-pub struct SlidingLogState(SlideVec<Moment>);
+pub struct SlidingLogState {
+    stamps: SlideVec<Stamp>,
+    /// The running total of units admitted before the first stamp (wrapping, as the stamps'
+    /// totals do: only differences are read, and a log never holds more than `limit` units).
+    base: u64,
+}
+
+/// One admission, or several at one instant.
+#[derive(Clone, Copy, Debug)]
+struct Stamp {
+    at: Moment,
+    /// The running total of units admitted, this admission's included (wrapping).
+    total: u64,
+}
 
 impl SlidingLogState {
-    /// How many admitted units it remembers.
+    /// How many stamps it holds: admissions that may still count, those at one instant as one.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.stamps.len()
     }
 
-    /// Whether it remembers none.
+    /// Whether it holds none.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.0.len() == 0
+        self.stamps.len() == 0
     }
 }
 
@@ -73,51 +96,56 @@ impl SlidingLog {
     /// The time the log counts at for a request at `now`: never before the newest admission,
     /// so that the log's own timeline does not go back.
     #[inline]
-    fn effective(times: &[Moment], now: Moment) -> Moment {
-        times.last().map_or(now, |newest| now.max(*newest))
+    fn effective(stamps: &[Stamp], now: Moment) -> Moment {
+        stamps.last().map_or(now, |newest| now.max(newest.at))
     }
 
-    /// How many of `times` (the oldest) have left the window ending at `at`.
+    /// How many of `stamps` (the oldest) have left the window ending at `at`.
     #[inline]
-    fn gone(&self, times: &[Moment], at: Moment) -> usize {
+    fn gone(&self, stamps: &[Stamp], at: Moment) -> usize {
         match at.as_nanos().checked_sub(self.quota.span_nanos()) {
-            Some(cutoff) => gallop(times, |t| t.as_nanos() <= cutoff),
+            Some(cutoff) => gallop(stamps, |s| s.at.as_nanos() <= cutoff),
             None => 0,
         }
     }
 
     /// The decision for `cost` at `now`, counted at `at` (the effective time), the first
-    /// `gone` of `times` having left the window.
+    /// `gone` stamps having left the window.
     #[inline]
     fn decide(
         &self,
-        times: &[Moment],
+        state: &SlidingLogState,
         gone: usize,
         at: Moment,
         now: Moment,
         cost: u64,
     ) -> Decision {
         let limit = self.quota.limit();
-        let live = &times[gone..];
-        let count = live.len() as u64;
+        let stamps = state.stamps.as_slice();
+        let live = &stamps[gone..];
+        // The units before the window: the total at the last stamp gone.
+        let before = gone.checked_sub(1).map_or(state.base, |i| stamps[i].total);
+        let count = live.last().map_or(0, |s| s.total.wrapping_sub(before));
         let leaves_at = |t: Moment| u128::from(t.as_nanos()) + u128::from(self.quota.span_nanos());
-        if count + cost <= limit {
+        // `count <= limit` always: the log never holds more than the limit.
+        let room = limit - count;
+        if cost <= room {
             // Once admitted, the newest unit is at `at`.
-            let newest = if cost > 0 { Some(&at) } else { live.last() };
-            let reset_after = newest.map_or(0, |t| until(leaves_at(*t), now));
-            Decision::allow_nanos(limit, limit - count - cost, reset_after)
+            let newest = if cost > 0 {
+                Some(at)
+            } else {
+                live.last().map(|s| s.at)
+            };
+            let reset_after = newest.map_or(0, |t| until(leaves_at(t), now));
+            Decision::allow_nanos(limit, room - cost, reset_after)
         } else {
-            // The newest `limit - cost` units may stay (fewer than `count`, since it was denied);
-            // the one just older is the last that must leave to let the cost in.
-            let stay = usize::try_from(limit - cost).map_or(0, |stay| stay.min(live.len() - 1));
-            let must_leave = live[live.len() - 1 - stay];
-            let reset_after = live.last().map_or(0, |t| until(leaves_at(*t), now));
-            Decision::deny_nanos(
-                limit,
-                limit - count,
-                reset_after,
-                until(leaves_at(must_leave), now),
-            )
+            // `cost - room` units must leave first (at most `count`, since `cost <= limit`):
+            // the stamp that takes the running count past that is the last that must leave.
+            let excess = cost - room;
+            let must_leave = live.partition_point(|s| s.total.wrapping_sub(before) < excess);
+            let must_leave = live[must_leave.min(live.len() - 1)].at;
+            let reset_after = live.last().map_or(0, |s| until(leaves_at(s.at), now));
+            Decision::deny_nanos(limit, room, reset_after, until(leaves_at(must_leave), now))
         }
     }
 
@@ -147,7 +175,10 @@ impl Algorithm for SlidingLog {
 
     #[inline]
     fn fresh(&self) -> SlidingLogState {
-        SlidingLogState(SlideVec::new())
+        SlidingLogState {
+            stamps: SlideVec::new(),
+            base: 0,
+        }
     }
 
     #[inline]
@@ -158,16 +189,28 @@ impl Algorithm for SlidingLog {
         cost: u64,
     ) -> Result<Decision, LimitError> {
         self.check_cost(cost)?;
-        let times = &mut state.0;
-        let at = SlidingLog::effective(times.as_slice(), now);
-        let gone = self.gone(times.as_slice(), at);
-        let decision = self.decide(times.as_slice(), gone, at, now, cost);
+        let stamps = state.stamps.as_slice();
+        let at = SlidingLog::effective(stamps, now);
+        let gone = self.gone(stamps, at);
+        let decision = self.decide(state, gone, at, now, cost);
         if decision.allowed() && cost > 0 {
             // `at` becomes the newest admission, and every later check counts at it or after:
             // what has left the window ending at `at` will never count again. (A denial
             // forgets nothing: the newest admission, not `at`, bounds the later checks.)
-            times.take_front(gone, drop);
-            times.push_copies(at, usize::try_from(cost).unwrap_or(usize::MAX));
+            if let Some(last_gone) = gone.checked_sub(1) {
+                state.base = stamps[last_gone].total;
+                state.stamps.take_front(gone, drop);
+            }
+            let total = state
+                .stamps
+                .as_slice()
+                .last()
+                .map_or(state.base, |s| s.total);
+            let total = total.wrapping_add(cost);
+            match state.stamps.last_mut() {
+                Some(newest) if newest.at == at => newest.total = total,
+                _ => state.stamps.push(Stamp { at, total }),
+            }
         }
         Ok(decision)
     }
@@ -180,14 +223,21 @@ impl Algorithm for SlidingLog {
         cost: u64,
     ) -> Result<Decision, LimitError> {
         self.check_cost(cost)?;
-        let times = state.0.as_slice();
-        let at = SlidingLog::effective(times, now);
-        Ok(self.decide(times, self.gone(times, at), at, now, cost))
+        let stamps = state.stamps.as_slice();
+        let at = SlidingLog::effective(stamps, now);
+        Ok(self.decide(state, self.gone(stamps, at), at, now, cost))
     }
 
+    /// When the newest admission leaves: `span` after it.
     #[inline]
-    fn is_idle(&self, state: &SlidingLogState, now: Moment) -> bool {
-        let times = state.0.as_slice();
-        self.gone(times, SlidingLog::effective(times, now)) == times.len()
+    fn idle_at(&self, state: &SlidingLogState) -> Option<Moment> {
+        match state.stamps.as_slice().last() {
+            None => Some(Moment::ZERO),
+            Some(newest) => newest
+                .at
+                .as_nanos()
+                .checked_add(self.quota.span_nanos())
+                .map(Moment::from_nanos),
+        }
     }
 }
