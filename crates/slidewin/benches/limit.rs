@@ -238,7 +238,7 @@ fn keyed_ours<A: Algorithm>(
 /// The cap on live keys of the flood rows, and how many new keys a below-the-cap run checks
 /// before it starts again on a new limiter (so that it never reaches its cap).
 const FLOOD_CAP: usize = 100_000;
-const FLOOD_CHUNK: u64 = 1_000_000;
+const FLOOD_CHUNK: usize = 1_000_000;
 
 /// A flood of distinct keys on a `Keyed<u64, SlidingLog>` at `100/minute` with a cap of
 /// 100,000: each check is a key never seen, the clock moving 10 ns a check (no key goes idle).
@@ -257,10 +257,10 @@ fn flood(c: &mut Criterion) {
             let mut elapsed = Duration::ZERO;
             let mut done = 0;
             while done < iters {
-                let n = (iters - done).min(FLOOD_CHUNK);
+                let n = (iters - done).min(FLOOD_CHUNK as u64);
                 let limiter = Keyed::<u64, SlidingLog>::new(quota)
                     .unwrap()
-                    .with_max_keys(FLOOD_CAP.max(2 * FLOOD_CHUNK as usize))
+                    .with_max_keys(FLOOD_CAP.max(2 * FLOOD_CHUNK))
                     .unwrap();
                 let start = Instant::now();
                 for _ in 0..n {

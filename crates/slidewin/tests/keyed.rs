@@ -294,7 +294,7 @@ fn a_flood_at_the_cap_sweeps_nothing_per_refusal() {
     let before = LOOKS.load(Ordering::Relaxed);
     const FLOOD: u64 = 200_000;
     for key in 0..FLOOD {
-        now = now + Duration::from_micros(100); // 20 s in all: no key goes idle
+        now += Duration::from_micros(100); // 20 s in all: no key goes idle
         let result = limiter.check(&(CAP as u64 + key), now, 1);
         assert_eq!(result, Err(LimitError::KeysFull { cap: CAP }));
     }

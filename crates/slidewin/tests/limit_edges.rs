@@ -306,7 +306,7 @@ fn the_shared_limiters_are_send_and_sync() {
 }
 
 /// The log's count was a `u64` that wrapped: at a limit of `u64::MAX`, one admission then a
-/// peek of `u64::MAX` answered "allowed, remaining u64::MAX", and a check of `u64::MAX`
+/// peek of `u64::MAX` answered "allowed, remaining `u64::MAX`", and a check of `u64::MAX`
 /// panicked ("capacity overflow") pushing one timestamp per unit.
 #[test]
 fn sliding_log_at_the_largest_limit_never_wraps_its_count() {
