@@ -103,6 +103,7 @@
 //! # Ok::<(), slidewin::ConfigError>(())
 //! ```
 
+mod divisor;
 mod error;
 mod event_window;
 mod interval;

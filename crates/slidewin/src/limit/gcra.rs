@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::divisor::Divisor;
 use crate::limit::{Algorithm, AtomicAlgorithm, Decision, LimitError, Quota, QuotaError};
 use crate::time::Moment;
 
@@ -41,6 +42,9 @@ pub struct Gcra {
     interval: u64,
     /// `τ = T × (burst - 1)`, in nanoseconds.
     tolerance: u64,
+    /// Division by `T` as multiplications (`None` when `T` is 1 ns): `remaining` is on every
+    /// check's path, and a division there cost governor's lead.
+    per_interval: Option<Divisor>,
 }
 
 impl Gcra {
@@ -63,7 +67,9 @@ impl Gcra {
     #[inline]
     fn remaining(&self, tat: u64, now: u64) -> u64 {
         match now.saturating_add(self.tolerance).checked_sub(tat) {
-            Some(room) => (room / self.interval)
+            Some(room) => self
+                .per_interval
+                .map_or(room, |d| d.divide(room))
                 .saturating_add(1)
                 .min(self.quota.burst()),
             None => 0,
@@ -76,7 +82,9 @@ impl Gcra {
     #[inline(always)]
     fn decide(&self, tat: u64, now: Moment, cost: u64) -> Result<(Decision, u64), LimitError> {
         let burst = self.quota.burst();
-        if cost > burst {
+        // A burst is at least 1: a cost of 1, the usual one and often a constant, needs no
+        // comparison (the one instruction that governor's loop does not have).
+        if cost > 1 && cost > burst {
             return Err(LimitError::CostTooHigh { cost, max: burst });
         }
         let now = now.as_nanos();
@@ -136,6 +144,7 @@ impl Algorithm for Gcra {
             quota,
             interval,
             tolerance,
+            per_interval: Divisor::new(interval),
         })
     }
 

@@ -1,0 +1,138 @@
+//! Direct GCRA against governor, interleaved: each round runs every contender on one thread and
+//! on two, and the median of each over all rounds is kept. On this drifting machine criterion's
+//! one-after-the-other runs move a ratio by a third; rounds that alternate keep it steady.
+//! `cargo bench -p slidewin --bench limit_ab`.
+//!
+//! The workload is `limit.rs`'s: quota `1000/s`, both libraries reading a per-thread clock
+//! that moves one emission interval (1 ms) per reading, so every request is admitted. The
+//! second pair also reads the units left, as a caller sending `RateLimit` headers does.
+
+use std::cell::Cell;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use governor::clock::Clock as GovernorClock;
+use governor::middleware::StateInformationMiddleware;
+use governor::nanos::Nanos;
+use slidewin::{AtomicLimiter, Clock, Gcra, Moment, Quota};
+
+const LIMIT: u32 = 1_000;
+const INTERVAL: u64 = 1_000_000;
+/// Checks per thread per timed run: long enough that spawning the threads is noise.
+const CHECKS: u64 = 2_000_000;
+const ROUNDS: usize = 31;
+
+thread_local! {
+    static NOW: Cell<u64> = const { Cell::new(0) };
+}
+/// The latest time any thread's clock reached; each run starts there (see `limit.rs`).
+static LATEST: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Clone, Copy)]
+struct Ticker;
+
+impl Ticker {
+    fn tick(self) -> u64 {
+        NOW.with(|now| {
+            let t = now.get() + INTERVAL;
+            now.set(t);
+            t
+        })
+    }
+}
+
+impl Clock for Ticker {
+    fn now(&self) -> Moment {
+        Moment::from_nanos(self.tick())
+    }
+}
+
+impl GovernorClock for Ticker {
+    type Instant = Nanos;
+    fn now(&self) -> Nanos {
+        Nanos::from(self.tick())
+    }
+}
+
+/// Runs `op` `CHECKS` times on each of `threads` threads at once; nanoseconds per check per
+/// thread.
+fn run(threads: usize, op: &(dyn Fn() + Sync)) -> f64 {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                NOW.with(|now| now.set(LATEST.load(Ordering::Relaxed)));
+                for _ in 0..CHECKS {
+                    op();
+                }
+                LATEST.fetch_max(NOW.with(Cell::get), Ordering::Relaxed);
+            });
+        }
+    });
+    start.elapsed().as_secs_f64() * 1e9 / CHECKS as f64
+}
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// One row: the median of `ROUNDS` alternated runs of each, on `threads` threads.
+fn row(name: &str, threads: usize, ours: &(dyn Fn() + Sync), theirs: &(dyn Fn() + Sync)) {
+    let (mut our_times, mut their_times) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        if round % 2 == 0 {
+            their_times.push(run(threads, theirs));
+            our_times.push(run(threads, ours));
+        } else {
+            our_times.push(run(threads, ours));
+            their_times.push(run(threads, theirs));
+        }
+    }
+    let (ours, theirs) = (median(our_times), median(their_times));
+    let plural = if threads == 1 { "" } else { "s" };
+    println!(
+        "| {name}, {threads} thread{plural} | {ours:.2} ns | {theirs:.2} ns | {:.2} |",
+        theirs / ours,
+    );
+}
+
+fn main() {
+    let quota = Quota::new(u64::from(LIMIT), Duration::from_secs(1)).unwrap();
+    let governor_quota = governor::Quota::per_second(NonZeroU32::new(LIMIT).unwrap());
+    println!("| workload | slidewin `AtomicLimiter<Gcra>` | governor | ratio (governor / ours) |");
+    println!("|---|---:|---:|---:|");
+    for threads in [1, 2] {
+        // Each run starts from the latest clock, so one limiter of each serves every round.
+        let governor = governor::RateLimiter::direct_with_clock(governor_quota, Ticker);
+        let gcra = AtomicLimiter::<Gcra>::new(quota).unwrap();
+        row(
+            "direct GCRA, admitted or not",
+            threads,
+            &|| {
+                black_box(gcra.check_now(&Ticker, 1).unwrap().allowed());
+            },
+            &|| {
+                black_box(governor.check().is_ok());
+            },
+        );
+    }
+    for threads in [1, 2] {
+        // What a caller sending `RateLimit` headers reads: the units left, besides the answer.
+        let governor = governor::RateLimiter::direct_with_clock(governor_quota, Ticker)
+            .with_middleware::<StateInformationMiddleware>();
+        let gcra = AtomicLimiter::<Gcra>::new(quota).unwrap();
+        row(
+            "direct GCRA, and the units left",
+            threads,
+            &|| {
+                black_box(gcra.check_now(&Ticker, 1).unwrap().remaining());
+            },
+            &|| {
+                black_box(governor.check().map(|s| s.remaining_burst_capacity()).ok());
+            },
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! [`Divisor`] (private): division by a divisor fixed at construction, as two multiplications.
+
+/// Division of any `u64` by a fixed divisor `d >= 2` as a multiplication: `t / d` is the top
+/// 64 bits of `t * m / 2^64` with `m = floor((2^128 - 1) / d) + 1` (128 bits). `m` is
+/// `2^128 / d` plus less than one, so `t * m / 2^128` is `t / d` plus less than `2^-64`: never
+/// enough to pass the next integer, since the fraction of `t / d` is at most `1 - 1 / d`. Two
+/// multiplications instead of a 64-bit division, which takes 40 to 90 cycles on older x86.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Divisor {
+    high: u64,
+    low: u64,
+}
+
+impl Divisor {
+    /// The divisor `d`; `None` for 0 and 1 (`2^128 / 1` does not fit, and needs no division).
+    pub(crate) fn new(d: u64) -> Option<Divisor> {
+        if d < 2 {
+            return None;
+        }
+        let m = u128::MAX / u128::from(d) + 1;
+        #[allow(clippy::cast_possible_truncation, reason = "the two halves of m")]
+        Some(Divisor {
+            high: (m >> 64) as u64,
+            low: m as u64,
+        })
+    }
+
+    /// `t / d`, rounded down.
+    #[inline]
+    pub(crate) fn divide(self, t: u64) -> u64 {
+        let t = u128::from(t);
+        let carry = (t * u128::from(self.low)) >> 64;
+        #[allow(clippy::cast_possible_truncation, reason = "below 2^64: the quotient")]
+        let q = ((t * u128::from(self.high) + carry) >> 64) as u64;
+        q
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Divisor;
+
+    #[test]
+    fn divides_as_the_division_does_at_the_edges() {
+        for d in [2, 3, 7, 10, 1_000_000, u64::MAX / 3, u64::MAX - 1, u64::MAX] {
+            let divisor = Divisor::new(d).unwrap();
+            for t in [0, 1, d - 1, d, d + 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+                assert_eq!(divisor.divide(t), t / d, "{t} / {d}");
+            }
+        }
+        assert!(Divisor::new(0).is_none() && Divisor::new(1).is_none());
+    }
+}
