@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use slidewin::{Quota, QuotaError};
+use slidewin::{Algorithm, FixedWindow, Gcra, Quota, QuotaError, SlidingCounter, SlidingLog};
 
 fn q(text: &str) -> Quota {
     text.parse().unwrap_or_else(|e| panic!("{text:?}: {e}"))
@@ -315,6 +315,40 @@ fn display_prints_the_grammar_and_reads_back() {
         assert_eq!(quota.to_string(), shown, "{text}");
         assert_eq!(q(shown), quota, "{shown}");
     }
+}
+
+#[test]
+fn a_rate_faster_than_a_nanosecond_is_refused_by_gcra_with_its_bound() {
+    let fastest = q("18446744073709551615/ns");
+    assert_eq!(
+        Gcra::new(fastest).unwrap_err().to_string(),
+        "Gcra cannot represent the quota `18446744073709551615 per 1ns`: more than one unit of \
+         cost per nanosecond: its emission interval (span / limit) is at least 1ns, so the \
+         limit can be at most the span in nanoseconds"
+    );
+    assert!(matches!(
+        Gcra::new(q("1001/us")),
+        Err(QuotaError::Unrepresentable {
+            algorithm: "Gcra",
+            ..
+        })
+    ));
+    // The bound itself is taken: one unit per nanosecond.
+    assert_eq!(
+        Gcra::new(q("1000/us")).unwrap().interval(),
+        Duration::from_nanos(1)
+    );
+    // The sliding log and the sliding counter take the quota; the fixed window packs its
+    // window and count into one word, and refuses it too.
+    assert!(SlidingLog::new(fastest).is_ok());
+    assert!(SlidingCounter::new(fastest).is_ok());
+    assert!(matches!(
+        FixedWindow::new(fastest),
+        Err(QuotaError::Unrepresentable {
+            algorithm: "FixedWindow",
+            ..
+        })
+    ));
 }
 
 #[test]
