@@ -22,6 +22,10 @@ use crate::time::Moment;
 /// through). With `burst` 1 it spaces requests evenly; [`SlidingLog`](crate::SlidingLog) is
 /// the exact limit.
 ///
+/// It admits at most one unit of cost per nanosecond: a quota whose limit is above its span in
+/// nanoseconds (`1001/µs`, `18446744073709551615/ns`) is refused with
+/// [`QuotaError::Unrepresentable`](crate::QuotaError::Unrepresentable).
+///
 /// # Example
 ///
 /// ```
@@ -134,7 +138,11 @@ impl Algorithm for Gcra {
             reason,
         };
         if quota.span_nanos() < quota.limit() {
-            return Err(unrepresentable("more than one unit of cost per nanosecond"));
+            return Err(unrepresentable(
+                "more than one unit of cost per nanosecond: its emission interval \
+                 (span / limit) is at least 1ns, so the limit can be at most the span in \
+                 nanoseconds",
+            ));
         }
         let interval = quota.span_nanos().div_ceil(quota.limit());
         let tolerance = interval
