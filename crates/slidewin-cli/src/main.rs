@@ -30,10 +30,16 @@ enum Command {
     /// The calendar period from START to END: years, months, days (and hours, minutes,
     /// seconds between datetimes).
     ///
-    /// START and END are dates (2000-05-15), civil datetimes (2024-03-09T21:00) or zoned
-    /// datetimes (2024-03-09T21:00[America/New_York]). With `-` for START, reads `START END`
-    /// pairs from stdin, one pair a line, and answers one line each. Exit code 2 when a value
-    /// is bad; in stdin mode the other lines are still answered.
+    /// START and END are dates (2000-05-15), civil datetimes (2024-03-09T21:00), instants
+    /// (2024-03-09T21:00-05:00, 2024-03-10T02:00Z) or zoned datetimes
+    /// (2024-03-09T21:00[America/New_York]; an offset beside the zone must be the zone's).
+    /// An offset or Z makes the value an instant: it is measured on the calendar of --tz, else
+    /// of the other value's zone, else of UTC, and so is a civil value or date beside it.
+    /// Fractions of a second count ("0.5 seconds"); a leap second (:60) is refused.
+    ///
+    /// With `-` for START, reads `START END` pairs from stdin, one pair a line (at most 4096
+    /// bytes), and answers one line each. Exit code 2 when a value is bad; in stdin mode the
+    /// other lines are still answered. Errors quote at most 200 bytes of a value.
     Period(period::PeriodArgs),
 }
 

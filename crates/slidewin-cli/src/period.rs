@@ -4,9 +4,10 @@ use std::io::{self, BufRead, BufWriter, Write};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use jiff::ZonedDateTime;
-use jiff::civil::{Date, DateTime};
+use jiff::civil::{Date, DateTime, Time};
+use jiff::fmt::temporal::Pieces;
 use jiff::tz::TimeZone;
+use jiff::{Timestamp, ZonedDateTime};
 use slidewin::{MonthEnd, Period};
 
 use crate::json;
@@ -15,17 +16,28 @@ use crate::json;
 /// (the same code clap uses for a bad command line).
 const BAD_INPUT: u8 = 2;
 
+/// The longest stdin line read, newline included. A pair of the longest values jiff reads
+/// (six-digit years, nanoseconds, an offset, a zone name and annotations) is a few hundred
+/// bytes; a longer line is refused unread, so one line never costs more than this. (--help,
+/// in main.rs, gives the figure.)
+const MAX_LINE: usize = 4096;
+
+/// The most bytes of a value an error quotes; the rest is cut and its length given (--help
+/// gives the figure too).
+const QUOTE_MAX: usize = 200;
+
 // The doc comments are the --help text, read in a terminal, not rendered as Markdown.
 #[allow(clippy::doc_markdown)]
 #[derive(Debug, Args)]
 pub(crate) struct PeriodArgs {
-    /// The start: a date, a civil datetime or a zoned datetime; `-` reads `START END` pairs
-    /// from stdin.
+    /// The start: a date, a civil datetime, an instant or a zoned datetime; `-` reads
+    /// `START END` pairs from stdin.
     start: String,
     /// The end, in the same forms; omitted with `-`.
     end: Option<String>,
-    /// Time zone for civil datetimes (and to convert zoned ones into), e.g.
-    /// America/New_York. Days are then this zone's calendar days.
+    /// Time zone for civil datetimes and dates, and to convert zoned datetimes and instants
+    /// into, e.g. America/New_York. Days are then this zone's calendar days. Without it, a
+    /// zoned value's zone counts, else UTC when a value is an instant.
     #[arg(long, value_name = "ZONE")]
     tz: Option<String>,
     /// How a day of month missing from the end's month counts: clamp (2024-02-29 to
@@ -35,8 +47,10 @@ pub(crate) struct PeriodArgs {
     /// Print {"years":..,"months":..,"days":..,"hours":..,"minutes":..,"seconds":..,"nanoseconds":..}.
     #[arg(long)]
     json: bool,
-    /// At most this many units in the text, largest first (e.g. 2: "26 years 5 months").
-    #[arg(long, value_name = "N", default_value_t = 6)]
+    /// At most this many units in the text, largest first (e.g. 2: "26 years 5 months"); 1
+    /// or more.
+    #[arg(long, value_name = "N", default_value_t = 6,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     units: usize,
 }
 
@@ -62,18 +76,82 @@ impl From<MonthEndArg> for MonthEnd {
 enum Point {
     Date(Date),
     DateTime(DateTime),
+    /// An offset or `Z`, without a zone: a point on the timeline, not a calendar's.
+    Instant(Timestamp),
     Zoned(ZonedDateTime),
 }
 
+/// jiff's Temporal (RFC 9557) parser decides the form: a `[zone]` annotation makes a zoned
+/// datetime (jiff's rules: an offset beside it must be one the zone has then, or the value is
+/// refused), an offset or `Z` alone an instant, a time a civil datetime, else a date.
 fn parse_point(which: &str, text: &str) -> Result<Point, String> {
-    let parsed = if text.contains('[') {
-        text.parse().map(Point::Zoned)
-    } else if text.contains(['T', 't', ' ']) {
-        text.parse().map(Point::DateTime)
-    } else {
-        text.parse().map(Point::Date)
+    let invalid = |reason: &dyn std::fmt::Display| {
+        format!(
+            "invalid {which} {}: {}",
+            quote(text),
+            cut(&reason.to_string())
+        )
     };
-    parsed.map_err(|e| format!("invalid {which} {text:?}: {e}"))
+    let pieces = Pieces::parse(text).map_err(|e| invalid(&e))?;
+    let point = match (
+        pieces.time(),
+        pieces.offset(),
+        pieces.time_zone_annotation(),
+    ) {
+        (Some(time), ..) if time.second() == 59 && is_leap_second(text) => {
+            return Err(invalid(
+                &"a leap second (:60) cannot be measured: jiff has no leap seconds and would \
+                  read it as :59",
+            ));
+        }
+        (_, _, Some(_)) => text.parse().map(Point::Zoned),
+        (_, Some(_), None) => text.parse().map(Point::Instant),
+        (Some(time), None, None) => Ok(Point::DateTime(pieces.date().to_datetime(time))),
+        (None, None, None) => Ok(Point::Date(pieces.date())),
+    };
+    point.map_err(|e| invalid(&e))
+}
+
+/// Whether the seconds jiff read as 59 were written as 60: its parser takes a leap second
+/// and clamps it to :59 without a trace. Only called on a value jiff has parsed, so the time
+/// follows the first `T`, `t` or space (a date has none) and its seconds are its fifth and
+/// sixth digits, with or without colons (`23:59:60`, `235960`).
+fn is_leap_second(text: &str) -> bool {
+    let Some(at) = text.find(['T', 't', ' ']) else {
+        return false;
+    };
+    let mut digits = text[at + 1..]
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b':')
+        .filter(u8::is_ascii_digit)
+        .skip(4);
+    (digits.next(), digits.next()) == (Some(b'6'), Some(b'0'))
+}
+
+/// `text` quoted as typed (Rust's escapes), cut to [`QUOTE_MAX`] bytes on a char boundary
+/// with its length after a `…` when longer: an error never echoes a huge value whole.
+fn quote(text: &str) -> String {
+    if text.len() <= QUOTE_MAX {
+        return format!("{text:?}");
+    }
+    let mut end = QUOTE_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}… ({} bytes)", &text[..end], text.len())
+}
+
+/// An explanation from jiff, which may quote the value itself, cut like [`quote`] (the
+/// limit doubled: the explanation's own words come first).
+fn cut(reason: &str) -> String {
+    if reason.len() <= 2 * QUOTE_MAX {
+        return reason.to_owned();
+    }
+    let mut end = 2 * QUOTE_MAX;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &reason[..end], reason.len())
 }
 
 /// Everything a line needs besides its two values.
@@ -97,15 +175,22 @@ impl Settings {
         })
     }
 
-    /// Two dates give a date period; a datetime on either side makes both datetimes (a date
-    /// is its midnight); a zoned value or `--tz` makes both zoned, in `--tz` if given, else in
-    /// the zoned value's zone.
+    /// Two dates give a date period. Otherwise the measurement runs on one zone's calendar:
+    /// `--tz` if given, else the zone of a zoned value, else UTC when a value is an instant;
+    /// every value is placed in that zone (a civil one read there, a date as its midnight,
+    /// an instant or a zoned one converted). With none of those, both are civil datetimes.
     fn measure(&self, start: Point, end: Point) -> Result<Period, Box<dyn std::error::Error>> {
         let m = self.month_end;
-        let zone = self.tz.clone().or_else(|| match (&start, &end) {
+        let zoned_zone = match (&start, &end) {
             (Point::Zoned(z), _) | (_, Point::Zoned(z)) => Some(z.time_zone().clone()),
             _ => None,
-        });
+        };
+        let instant = matches!(start, Point::Instant(_)) || matches!(end, Point::Instant(_));
+        let zone = self
+            .tz
+            .clone()
+            .or(zoned_zone)
+            .or_else(|| instant.then_some(TimeZone::UTC));
         match (start, end, zone) {
             (Point::Date(a), Point::Date(b), _) => Ok(Period::between_dates(a, b, m)?),
             (a, b, None) => Ok(Period::between_datetimes(civil(a), civil(b), m)?),
@@ -120,6 +205,7 @@ impl Settings {
         match point {
             Point::Date(d) => d.to_zoned_datetime(tz.clone()),
             Point::DateTime(dt) => dt.to_zoned_datetime(tz.clone()),
+            Point::Instant(t) => Ok(t.to_zoned_datetime(tz.clone())),
             // Converted only when --tz asks; otherwise two zones stay two zones, an error.
             Point::Zoned(z) if self.tz.is_some() => Ok(z.with_time_zone(tz.clone())),
             Point::Zoned(z) => Ok(z),
@@ -127,11 +213,13 @@ impl Settings {
     }
 }
 
-/// A civil value as a datetime: a date is its midnight (zoned values never reach here).
+/// A civil value as a datetime: a date is its midnight (instants and zoned values never
+/// reach here: they always bring a zone).
 fn civil(point: Point) -> DateTime {
     match point {
-        Point::Date(d) => d.to_datetime(jiff::civil::Time::midnight()),
+        Point::Date(d) => d.to_datetime(Time::midnight()),
         Point::DateTime(dt) => dt,
+        Point::Instant(t) => t.to_zoned_datetime(TimeZone::UTC).datetime(),
         Point::Zoned(z) => z.datetime(),
     }
 }
@@ -141,8 +229,9 @@ pub(crate) fn run(args: &PeriodArgs) -> ExitCode {
         Ok(tz) => tz,
         Err(e) => {
             return fail(&format!(
-                "invalid --tz {:?}: {e}",
-                args.tz.as_deref().unwrap_or("")
+                "invalid --tz {}: {}",
+                quote(args.tz.as_deref().unwrap_or("")),
+                cut(&e.to_string())
             ));
         }
     };
@@ -155,7 +244,8 @@ pub(crate) fn run(args: &PeriodArgs) -> ExitCode {
     match (args.start.as_str(), args.end.as_deref()) {
         ("-", None) => stdin_mode(&settings),
         ("-", Some(end)) => fail(&format!(
-            "END {end:?} was given with `-` for START: with `-`, the pairs come from stdin"
+            "END {} was given with `-` for START: with `-`, the pairs come from stdin",
+            quote(end)
         )),
         (_, None) => fail("END is missing: give START END, or `-` to read pairs from stdin"),
         (start, Some(end)) => match settings.answer(start, end) {
@@ -176,7 +266,7 @@ fn fail(message: &str) -> ExitCode {
 /// One answer per input line, buffered both ways, so a million pairs is one process and a few
 /// large writes. A bad line gets an empty line (or `{"error":...}` with `--json`) so answers
 /// stay aligned with the input, a message on stderr naming the line and the value, and exit
-/// code 2 at the end.
+/// code 2 at the end. A line longer than [`MAX_LINE`] is bad too: it is skipped, not kept.
 fn stdin_mode(settings: &Settings) -> ExitCode {
     let mut stdin = io::stdin().lock();
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
@@ -188,23 +278,33 @@ fn stdin_mode(settings: &Settings) -> ExitCode {
         let mut bytes = Vec::new();
         let mut number = 0;
         loop {
-            bytes.clear();
-            if stdin.read_until(b'\n', &mut bytes)? == 0 {
+            let length = read_line(&mut stdin, &mut bytes, MAX_LINE)?;
+            if length == 0 {
                 break;
             }
             number += 1;
-            let answer = match std::str::from_utf8(&bytes) {
-                Ok(line) => {
-                    let mut words = line.split_whitespace();
-                    match (words.next(), words.next(), words.next()) {
-                        (Some(start), Some(end), None) => settings.answer(start, end),
-                        _ => Err(format!("expected `START END`, got {:?}", line.trim_end())),
+            let answer = if length > MAX_LINE {
+                Err(format!(
+                    "longer than the {MAX_LINE} bytes a line may be: {}",
+                    quote_start(&bytes, length)
+                ))
+            } else {
+                match std::str::from_utf8(&bytes) {
+                    Ok(line) => {
+                        let mut words = line.split_whitespace();
+                        match (words.next(), words.next(), words.next()) {
+                            (Some(start), Some(end), None) => settings.answer(start, end),
+                            _ => Err(format!(
+                                "expected `START END`, got {}",
+                                quote(line.trim_end())
+                            )),
+                        }
                     }
+                    Err(_) => Err(format!(
+                        "not UTF-8: {}",
+                        quote(String::from_utf8_lossy(&bytes).trim_end())
+                    )),
                 }
-                Err(_) => Err(format!(
-                    "not UTF-8: {:?}",
-                    String::from_utf8_lossy(&bytes).trim_end()
-                )),
             };
             match answer {
                 Ok(text) => writeln!(out, "{text}")?,
@@ -233,4 +333,41 @@ fn stdin_mode(settings: &Settings) -> ExitCode {
         Ok(()) if bad => ExitCode::from(BAD_INPUT),
         Ok(()) => ExitCode::SUCCESS,
     }
+}
+
+/// Reads one line into `line`, keeping at most `max + 1` of its bytes (enough to tell that it
+/// is too long) and skipping the rest, so memory stays bounded whatever the input. Returns the
+/// line's full length with its newline, 0 at the end of the input.
+fn read_line(input: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+    line.clear();
+    let mut length = 0;
+    loop {
+        let buffer = match input.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buffer.is_empty() {
+            return Ok(length);
+        }
+        let (taken, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        let room = (max + 1).saturating_sub(line.len());
+        line.extend_from_slice(&buffer[..taken.min(room)]);
+        input.consume(taken);
+        length += taken;
+        if done {
+            return Ok(length);
+        }
+    }
+}
+
+/// The start of a line that was too long to keep, quoted, with the line's full length.
+fn quote_start(kept: &[u8], length: usize) -> String {
+    let text = String::from_utf8_lossy(&kept[..kept.len().min(QUOTE_MAX)]);
+    // Cut on a char boundary: the last char may be split and come out as U+FFFD; drop it.
+    let text = text.strip_suffix('\u{fffd}').unwrap_or(&text);
+    format!("{text:?}… ({length} bytes)")
 }

@@ -225,3 +225,201 @@ fn end_with_dash_is_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("2024-01-01"));
 }
+
+/// The text a run prints, or its exit code and stderr when it fails.
+fn answer(args: &[&str]) -> String {
+    let mut all = vec!["period"];
+    all.extend_from_slice(args);
+    let o = slidewin(&all, None);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stdout(&o).trim_end().to_owned()
+}
+
+#[test]
+fn an_offset_makes_the_value_an_instant() {
+    let (east, west) = ("2024-01-01T00:00+01:00", "2024-01-01T00:00-01:00");
+    // Without --tz, measured in UTC; with it, in that zone. Never the offsets dropped.
+    assert_eq!(answer(&[east, west]), "2 hours");
+    assert_eq!(answer(&[east, west, "--tz", "UTC"]), "2 hours");
+    assert_eq!(answer(&[east, west, "--tz", "Asia/Tokyo"]), "2 hours");
+    assert_eq!(answer(&[west, east]), "-2 hours");
+    assert_eq!(
+        answer(&[east, west, "--json"]),
+        "{\"years\":0,\"months\":0,\"days\":0,\"hours\":2,\"minutes\":0,\"seconds\":0,\"nanoseconds\":0}"
+    );
+    // RFC 3339's "-00:00" (offset unknown) is the instant at UTC.
+    assert_eq!(
+        answer(&["2024-01-01T00:00-00:00", "2024-01-01T00:00+00:00"]),
+        "0 seconds"
+    );
+}
+
+#[test]
+fn a_z_value_is_an_instant_not_an_error() {
+    assert_eq!(
+        answer(&["2024-01-01T00:00Z", "2024-01-01T02:00+01:00"]),
+        "1 hour"
+    );
+    assert_eq!(
+        answer(&["2024-01-01T00:00:00z", "2024-02-01T00:00:00Z"]),
+        "1 month"
+    );
+}
+
+#[test]
+fn instants_are_measured_on_the_calendar_of_tz() {
+    // 21:00 in New York before spring-forward to 21:00 the next day: 23 hours elapsed.
+    let (a, b) = ("2024-03-10T02:00Z", "2024-03-11T01:00Z");
+    assert_eq!(answer(&[a, b]), "23 hours"); // UTC's days are all 24 hours
+    assert_eq!(answer(&[a, b, "--tz", "America/New_York"]), "1 day");
+    // Without --tz, a zoned value's zone is the calendar, and the instant is converted to it.
+    assert_eq!(answer(&["2024-03-09T21:00[America/New_York]", b]), "1 day");
+    // A civil value beside an instant, without --tz, is read in UTC; with it, in --tz.
+    let (civil, instant) = ("2024-01-01T00:00", "2024-01-01T00:00+01:00");
+    assert_eq!(answer(&[civil, instant]), "-1 hour");
+    assert_eq!(
+        answer(&[civil, instant, "--tz", "Europe/Paris"]),
+        "0 seconds"
+    );
+    assert_eq!(answer(&["2024-01-01", "2024-01-02T00:00Z"]), "1 day");
+}
+
+#[test]
+fn an_offset_beside_a_zone_must_be_the_zones() {
+    // jiff's rule: the offset must be one the zone has at that datetime, else an error.
+    let o = slidewin(
+        &[
+            "period",
+            "2024-01-01T00:00+01:00[Europe/Paris]",
+            "2024-01-01T00:00+05:00[Europe/Paris]",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("invalid END \"2024-01-01T00:00+05:00[Europe/Paris]\""),
+        "{err}"
+    );
+    // In a fold the offset picks which of the two 01:30s is meant.
+    assert_eq!(
+        answer(&[
+            "2024-11-03T01:30-04:00[America/New_York]",
+            "2024-11-03T01:30-05:00[America/New_York]",
+        ]),
+        "1 hour"
+    );
+}
+
+#[test]
+fn a_zero_period_is_never_negative() {
+    // Half a second is measured and shown, in both directions.
+    let (half, whole) = ("2024-06-01T10:00:00.5", "2024-06-01T10:00:00");
+    assert_eq!(answer(&[half, whole]), "-0.5 seconds");
+    assert_eq!(answer(&[whole, half]), "0.5 seconds");
+    assert_eq!(
+        answer(&[half, whole, "--json"]),
+        "{\"years\":0,\"months\":0,\"days\":0,\"hours\":0,\"minutes\":0,\"seconds\":0,\"nanoseconds\":-500000000}"
+    );
+    assert_eq!(answer(&[half, half]), "0 seconds");
+    assert_eq!(
+        answer(&["2024-06-01T10:00:00.000000001", "2024-06-01T10:01:30.25"]),
+        "1 minute 30.249999999 seconds"
+    );
+}
+
+#[test]
+fn units_zero_is_an_error() {
+    let o = slidewin(
+        &["period", "2024-01-01", "2025-02-03", "--units", "0"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("'0'") && err.contains("--units"), "{err}");
+    assert!(stdout(&o).is_empty());
+    assert_eq!(
+        answer(&["2024-01-01", "2025-02-03", "--units", "1"]),
+        "1 year"
+    );
+}
+
+#[test]
+fn a_leap_second_is_refused() {
+    for value in [
+        "2016-12-31T23:59:60Z",
+        "2016-12-31T23:59:60.5+00:00",
+        "2016-12-31T23:59:60",
+        "20161231T235960Z",
+        "2016-12-31 23:59:60[UTC]",
+    ] {
+        let o = slidewin(&["period", value, "2017-01-01T00:00Z"], None);
+        assert_eq!(o.status.code(), Some(2), "{value}");
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("invalid START \"{value}\"")) && err.contains("leap second"),
+            "{err}"
+        );
+    }
+    // :59 is fine, and a 60 elsewhere is not a leap second.
+    assert_eq!(
+        answer(&["2016-12-31T23:59:59Z", "2017-01-01T00:00Z"]),
+        "1 second"
+    );
+    // In stdin mode the line is named and the others are answered.
+    let o = slidewin(
+        &["period", "-"],
+        Some("2016-12-31T23:59:60Z 2017-01-01T00:00Z\n2016-12-31 2017-01-01\n"),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stdout(&o), "\n1 day\n");
+    assert!(
+        stderr(&o).contains("line 1: invalid START"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_huge_stdin_line_is_quoted_cut() {
+    let huge = 100 * 1024 * 1024;
+    let mut input = "9".repeat(huge);
+    input.push_str("\n2024-01-01 2024-01-02\n");
+    let o = slidewin(&["period", "-"], Some(&input));
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.len() < 1_000, "{} bytes on stderr", err.len());
+    assert!(
+        err.starts_with("slidewin period: line 1: ")
+            && err.contains(&format!("{} bytes", huge + 1)),
+        "{err}"
+    );
+    assert!(err.contains("999\"…"), "{err}");
+    assert_eq!(stdout(&o), "\n1 day\n");
+    // Under --json the error line is cut the same way.
+    let o = slidewin(&["period", "-", "--json"], Some(&input));
+    let out = stdout(&o);
+    assert!(
+        out.len() < 1_000 && out.starts_with("{\"error\":\"line 1: "),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_long_value_is_quoted_cut() {
+    // Long enough to be cut, short enough for one argument (Linux takes 128 KiB).
+    let long = format!("2024-01-01T00:00[{}]", "é".repeat(20_000));
+    let o = slidewin(&["period", &long, "2024-01-02"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.len() < 1_000, "{} bytes: {err}", err.len());
+    assert!(err.contains(&format!("({} bytes)", long.len())), "{err}");
+    // A line under the length limit but not a pair is cut too, on a char boundary.
+    let line = format!("{} x y\n", "é".repeat(1_000));
+    let o = slidewin(&["period", "-"], Some(&line));
+    let err = stderr(&o);
+    assert!(
+        err.len() < 1_000 && err.contains("expected `START END`"),
+        "{err}"
+    );
+}

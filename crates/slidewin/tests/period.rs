@@ -240,6 +240,73 @@ fn datetimes_carry_hours_minutes_seconds() {
         ),
         (0, 27, 23, 59, 58, 250_000_000)
     );
-    assert_eq!(p.to_string(), "27 days 23 hours 59 minutes 58 seconds");
+    assert_eq!(p.to_string(), "27 days 23 hours 59 minutes 58.25 seconds");
     assert_eq!(a.checked_add(p.to_span()).unwrap(), b);
+}
+
+#[test]
+fn a_zero_period_is_never_negative() {
+    let half = date(2024, 6, 1).at(10, 0, 0, 500_000_000);
+    let whole = date(2024, 6, 1).at(10, 0, 0, 0);
+    let back = Period::between_datetimes(half, whole, MonthEnd::Clamp).unwrap();
+    assert!(back.is_negative() && !back.is_zero());
+    assert_eq!(back.to_string(), "-0.5 seconds");
+    assert_eq!(back.humanize(1), "-0.5 seconds");
+    let forward = Period::between_datetimes(whole, half, MonthEnd::Clamp).unwrap();
+    assert_eq!(forward, -back);
+    assert_eq!(forward.to_string(), "0.5 seconds");
+    // A zero period is not negative, and so never reads "-0".
+    let zero = Period::between_datetimes(half, half, MonthEnd::Strict).unwrap();
+    assert!(zero.is_zero() && !zero.is_negative());
+    assert_eq!(zero.to_string(), "0 seconds");
+    assert_eq!((-zero).to_string(), "0 seconds");
+}
+
+#[test]
+fn a_fraction_of_a_second_is_written_with_the_seconds() {
+    let start = date(2026, 1, 1).at(0, 0, 0, 0);
+    let text = |end: jiff::civil::DateTime, units: usize| {
+        Period::between_datetimes(start, end, MonthEnd::Clamp)
+            .unwrap()
+            .humanize(units)
+    };
+    assert_eq!(
+        text(date(2026, 1, 1).at(0, 1, 30, 250_000_000), 6),
+        "1 minute 30.25 seconds"
+    );
+    assert_eq!(
+        text(date(2026, 1, 1).at(0, 0, 0, 1), 6),
+        "0.000000001 seconds"
+    );
+    assert_eq!(
+        text(date(2026, 1, 1).at(0, 0, 1, 500_000_000), 6),
+        "1.5 seconds"
+    );
+    assert_eq!(text(date(2026, 1, 1).at(0, 0, 1, 0), 6), "1 second");
+    // Seconds outside the window of units take their fraction with them.
+    assert_eq!(
+        text(date(2026, 1, 1).at(0, 1, 0, 500_000_000), 1),
+        "1 minute"
+    );
+    assert_eq!(
+        text(date(2026, 1, 1).at(0, 1, 0, 500_000_000), 2),
+        "1 minute 0.5 seconds"
+    );
+    // Other labels: the plural, and the fraction written the same way.
+    let short = Labels::new([
+        ("y", "y"),
+        ("mo", "mo"),
+        ("d", "d"),
+        ("h", "h"),
+        ("min", "min"),
+        ("s", "secs"),
+    ]);
+    let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 2, 0), start, MonthEnd::Clamp);
+    assert_eq!(p.unwrap().humanize_with(&short, 2), "-2 secs");
+    let p = Period::between_datetimes(
+        start,
+        date(2026, 1, 1).at(0, 0, 1, 750_000_000),
+        MonthEnd::Clamp,
+    );
+    assert_eq!(p.unwrap().humanize_with(&short, 2), "1.75 secs");
 }

@@ -25,6 +25,13 @@ fn any_datetime() -> impl Strategy<Value = DateTime> {
     })
 }
 
+/// Two datetimes less than two seconds apart, at any nanosecond: periods whose only non-zero
+/// part may be a fraction of a second.
+fn close_datetimes() -> impl Strategy<Value = (DateTime, DateTime)> {
+    (any_datetime(), -2_000_000_000..2_000_000_000i64)
+        .prop_map(|(a, ns)| (a, a.checked_add(Span::new().nanoseconds(ns)).unwrap()))
+}
+
 /// `start + n` months with the day clamped to the target month's last day, written out by
 /// hand rather than through jiff's arithmetic.
 fn add_months_clamped(start: Date, n: i64) -> Date {
@@ -149,5 +156,30 @@ proptest! {
             .nanoseconds(clamp.nanoseconds());
         prop_assert_eq!(days.checked_add(rest).unwrap().timestamp(), end.timestamp());
         prop_assert_eq!(Period::between_zoned(end, start, MonthEnd::Clamp).unwrap(), -clamp);
+    }
+
+    #[test]
+    fn the_text_is_signed_like_the_period(
+        (a, b) in prop_oneof![close_datetimes(), (any_datetime(), any_datetime())],
+        units in 1..8usize,
+    ) {
+        for m in [MonthEnd::Clamp, MonthEnd::Strict] {
+            let forward = Period::between_datetimes(a, b, m).unwrap();
+            let back = Period::between_datetimes(b, a, m).unwrap();
+            prop_assert_eq!(back, -forward);
+            prop_assert_eq!(forward.is_negative(), b < a);
+            prop_assert_eq!(forward.is_zero(), a == b);
+            let (text, back_text) = (forward.humanize(units), back.humanize(units));
+            // Zero reads "0 seconds", never "-0 ..."; anything else is signed like the period
+            // and reads the same both ways but for the sign.
+            prop_assert_eq!(text == "0 seconds", forward.is_zero());
+            prop_assert!(!text.starts_with("-0 "), "{}", text);
+            prop_assert_eq!(text.starts_with('-'), forward.is_negative());
+            if forward.is_negative() {
+                prop_assert_eq!(&text[1..], back_text);
+            } else if !forward.is_zero() {
+                prop_assert_eq!(format!("-{text}"), back_text);
+            }
+        }
     }
 }

@@ -63,7 +63,8 @@ impl<'a> Labels<'a> {
     }
 
     /// The word for `value` of the unit at `unit` (0 = year … 5 = second): singular for 1,
-    /// plural otherwise (0 days, 2 days). A `unit` past 5 reads as seconds.
+    /// plural otherwise (0 days, 2 days); seconds with a fraction (1.5 seconds) take the
+    /// plural too. A `unit` past 5 reads as seconds.
     ///
     /// ```
     /// use slidewin::Labels;
@@ -80,6 +81,15 @@ impl<'a> Labels<'a> {
     pub(crate) fn write(&self, out: &mut String, value: u64, unit: usize) {
         // Writing to a String cannot fail.
         let _ = write!(out, "{value} {}", self.name(unit, value));
+    }
+
+    /// Appends `"{seconds}.{fraction} {plural}"`: the nanoseconds (below 10⁹) as decimal
+    /// digits, trailing zeros left out, and the plural, since a fraction is not one.
+    pub(crate) fn write_seconds(&self, out: &mut String, seconds: u64, nanoseconds: u64) {
+        let fraction = format!("{nanoseconds:09}");
+        let (_, many) = self.names[5];
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{seconds}.{} {many}", fraction.trim_end_matches('0'));
     }
 }
 

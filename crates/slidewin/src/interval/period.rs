@@ -39,8 +39,7 @@ use super::humanize::Labels;
 pub enum MonthEnd {
     /// A month is whole when `start + n months`, with the day clamped to the last day of the
     /// target month, is not after `end`. January 31 → February 28 is one month, and
-    /// 2024-02-29 → 2025-02-28 is one year. Seed 000's rule (and Facebook's and Luxon's): what
-    /// people mean by "one month after January 31" and by a leap-day birthday.
+    /// 2024-02-29 → 2025-02-28 is one year. Facebook's rule (and Luxon's): what people mean by "one month after January 31" and by a leap-day birthday.
     #[default]
     Clamp,
     /// The day of month must be reached: January 31 → February 28 is 28 days, and
@@ -62,13 +61,14 @@ pub enum MonthEnd {
 ///
 /// # Sign
 ///
-/// All fields share one sign. When `end` is before `start` the period is the negation of
-/// `period(end, start)`, under both conventions, so `period(a, b) == -period(b, a)` always
-/// and a "3 years ago" reads the same as a "3 years until". (Counting backwards from the start
-/// would not be symmetric under [`MonthEnd::Clamp`]: from 2025-02-28 back to 2024-02-29 is
-/// 11 months 28 days, not the 1 year that the forward count gives. jiff's own `until` counts
-/// backwards for negative spans, so [`MonthEnd::Strict`] equals jiff's `until` only when
-/// `start <= end`.)
+/// All fields share one sign, and a zero period has none: it is never negative and never
+/// reads `-0` (half a second back is `-0.5 seconds`). When `end` is before `start` the
+/// period is the negation of `period(end, start)`, under both conventions, so
+/// `period(a, b) == -period(b, a)` always and a "3 years ago" reads the same as a "3 years
+/// until". (Counting backwards from the start would not be symmetric under
+/// [`MonthEnd::Clamp`]: from 2025-02-28 back to 2024-02-29 is 11 months 28 days, not the 1
+/// year that the forward count gives. jiff's own `until` counts backwards for negative spans,
+/// so [`MonthEnd::Strict`] equals jiff's `until` only when `start <= end`.)
 ///
 /// For `start <= end`, the fields add back up under both conventions: `start` plus the
 /// months (`years * 12 + months`, in one step), then the days, then the time, is `end`.
@@ -268,7 +268,8 @@ impl Period {
         self.seconds
     }
 
-    /// Nanoseconds after the seconds (not shown by [`humanize`](Period::humanize)).
+    /// Nanoseconds after the seconds, below one second: [`humanize`](Period::humanize) writes
+    /// them as the seconds' decimal fraction.
     ///
     /// ```
     /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
@@ -343,8 +344,9 @@ impl Period {
             .nanoseconds(self.nanoseconds)
     }
 
-    /// The largest units first, at most `units` of them, in English: `"3 years 2 months"`,
-    /// `"13 days"`. See [`humanize_with`](Period::humanize_with).
+    /// The largest units first, at most `units` of them (0 counts as 1: the text always names
+    /// a unit), in English: `"3 years 2 months"`, `"13 days"`, `"1 minute 30.25 seconds"`.
+    /// See [`humanize_with`](Period::humanize_with).
     ///
     /// ```
     /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
@@ -352,6 +354,10 @@ impl Period {
     /// assert_eq!(p.humanize(2), "3 years 2 months");
     /// assert_eq!(p.humanize(1), "3 years");
     /// assert_eq!(p.humanize(9), "3 years 2 months 15 days");
+    ///
+    /// let t = date(2026, 1, 1).at(10, 0, 0, 0);
+    /// let p = Period::between_datetimes(t, date(2026, 1, 1).at(9, 59, 59, 500_000_000), MonthEnd::Clamp)?;
+    /// assert_eq!(p.humanize(2), "-0.5 seconds");
     /// # Ok::<(), slidewin::PeriodError>(())
     /// ```
     #[must_use]
@@ -359,14 +365,20 @@ impl Period {
         self.humanize_with(&Labels::ENGLISH, units)
     }
 
-    /// The largest units first, at most `units` of them, with the given labels.
+    /// The largest units first, at most `units` of them (0 counts as 1), with the given
+    /// labels.
     ///
     /// The window of `units` units starts at the largest non-zero unit and runs down through
     /// consecutive units (year, month, day, hour, minute, second); zero units inside it are
     /// left out, and smaller units are dropped (truncated, not rounded). So 3 years 0 months
     /// 5 days in 2 units is `"3 years"`: days do not stand in for the missing months. A zero
-    /// period reads `"0 days"` (or `"0 seconds"` between datetimes); a negative one is written
-    /// once with a leading `-`. Nanoseconds are never shown.
+    /// period reads `"0 days"` (or `"0 seconds"` between datetimes), never with a sign; a
+    /// negative one is written once with a leading `-`.
+    ///
+    /// A fraction of a second belongs to the seconds: `"30.25 seconds"`, `"0.5 seconds"`
+    /// (never `"0 seconds"` for a period that is not zero), all nine digits when needed
+    /// (`"0.000000001 seconds"`), trailing zeros left out, with a `.` and the plural label.
+    /// When the seconds fall outside the window the fraction goes with them.
     ///
     /// ```
     /// # use jiff::civil::date; use slidewin::{Labels, MonthEnd, Period};
@@ -385,25 +397,35 @@ impl Period {
     #[must_use]
     pub fn humanize_with(&self, labels: &Labels<'_>, units: usize) -> String {
         let fields = self.fields();
+        // The seconds' place holds the nanoseconds too: half a second is not zero seconds.
+        let nonzero = |unit: usize, value: i64| value != 0 || (unit == 5 && self.nanoseconds != 0);
         let mut out = String::new();
-        if self.is_negative() {
-            out.push('-');
-        }
-        let first = fields.iter().position(|&f| f != 0);
-        let Some(first) = first else {
+        let Some(first) = fields.iter().enumerate().position(|(u, &f)| nonzero(u, f)) else {
+            // Zero is never negative, so it never reads "-0".
             let unit = if self.has_time { 5 } else { 2 };
             labels.write(&mut out, 0, unit);
             return out;
         };
+        if self.is_negative() {
+            out.push('-');
+        }
         let mut wrote = false;
         for (unit, &value) in fields.iter().enumerate().skip(first).take(units.max(1)) {
-            if value == 0 {
+            if !nonzero(unit, value) {
                 continue;
             }
             if wrote {
                 out.push(' ');
             }
-            labels.write(&mut out, value.unsigned_abs(), unit);
+            if unit == 5 && self.nanoseconds != 0 {
+                labels.write_seconds(
+                    &mut out,
+                    value.unsigned_abs(),
+                    self.nanoseconds.unsigned_abs(),
+                );
+            } else {
+                labels.write(&mut out, value.unsigned_abs(), unit);
+            }
             wrote = true;
         }
         out
