@@ -7,12 +7,11 @@
 //! the timer steps due by `now`, at the times they were due, so a late wake-up (a runtime that
 //! was blocked) changes nothing (lodash #6003).
 //!
-//! Lodash can have several timers live for one key: its tight-loop path starts a timer without
-//! clearing the one running, and both keep firing (each `timerExpired` restarts itself or ends
-//! in a trailing edge). They change when calls run, so they are kept here, as a list of due
-//! times with how many timers are due then: timers due at the same time act alike (after the
-//! first of them, the rest all see the same state), so the list stays short. `flush` and
-//! `cancel` stop them all: after them no timer is left (lodash PR #4656 stops only one).
+//! The reference is lodash 4.17.21. There a key has at most one timer live, `timerId`: every
+//! step that starts a timer either finds none set or clears the one set first (the tight-loop
+//! path clears it since 4.17.12; older versions left it firing). The one exception is its
+//! `flush`, which leaves the timer running with `timerId` unset (the fix, lodash PR #4656,
+//! never shipped); here `flush` stops it, so the bucket keeps a single optional due time.
 
 use slidewin::Moment;
 
@@ -57,12 +56,10 @@ pub(crate) enum Admit {
 pub(crate) struct Bucket<C> {
     last_call: Moment,
     last_invoke: Moment,
-    /// Lodash's live timers: when each is due and how many are due then, by due time.
-    timers: Vec<(Moment, u64)>,
-    /// When lodash's `timerId` is due, if it is set: one of `timers`.
-    current: Option<Moment>,
+    /// When lodash's `timerId` is due, if it is set: the key's only live timer.
+    timer: Option<Moment>,
     /// Lodash's `lastArgs`, as the call itself. Only ever `Some` with `trailing` on, and then
-    /// `current` is set.
+    /// `timer` is set.
     buffered: Option<C>,
 }
 
@@ -80,8 +77,7 @@ impl<C> Bucket<C> {
         let mut bucket = Bucket {
             last_call: now,
             last_invoke: now,
-            timers: Vec::new(),
-            current: None,
+            timer: None,
             buffered: None,
         };
         let admit = bucket.leading_edge(now, timing);
@@ -95,14 +91,14 @@ impl<C> Bucket<C> {
         let invoking = self.should_invoke(now, timing);
         self.last_call = now;
         if invoking {
-            if self.current.is_none() {
+            if self.timer.is_none() {
                 return self.leading_edge(now, timing);
             }
             if timing.max_wait.is_some() {
                 // Lodash's "invocations in a tight loop": max_wait has passed while its timer
-                // still waits; this call runs at once and a new timer starts (the old one is
-                // not cleared and goes on firing).
-                self.start_timer(after(now, timing.wait), 1);
+                // still waits; this call runs at once and the timer is replaced by one due
+                // `wait` from now.
+                self.timer = Some(after(now, timing.wait));
                 if let Some(old) = self.buffered.take() {
                     sink.replaced(old);
                 }
@@ -110,8 +106,8 @@ impl<C> Bucket<C> {
                 return Admit::Run(Edge::MaxWait);
             }
         }
-        if self.current.is_none() {
-            self.start_timer(after(now, timing.wait), 1);
+        if self.timer.is_none() {
+            self.timer = Some(after(now, timing.wait));
         }
         if timing.trailing {
             Admit::Buffer
@@ -128,44 +124,30 @@ impl<C> Bucket<C> {
         }
     }
 
-    /// Handles, at the times they were due, the timers due by `now` (lodash's
-    /// `timerExpired`), earliest first.
+    /// Handles the timer, as often as it comes due by `now`, at the times it was due (lodash's
+    /// `timerExpired`, which ends in a trailing edge or restarts the timer).
     pub(crate) fn settle(&mut self, now: Moment, timing: &Timing, sink: &mut impl Sink<C>) {
-        while let Some(&(due, count)) = self.timers.first() {
-            if due > now {
-                break;
-            }
-            self.timers.remove(0);
-            self.expire(due, 1, timing, sink);
-            if count > 1 {
-                // The others due now all see the state the first left: none has a call to
-                // run (the first took it, if there was one), so they end or restart alike.
-                self.expire(due, count - 1, timing, sink);
+        while let Some(due) = self.timer.filter(|&due| due <= now) {
+            if self.should_invoke(due, timing) {
+                self.timer = None;
+                if let Some(call) = self.buffered.take() {
+                    self.last_invoke = due;
+                    sink.run(Edge::Trailing, call);
+                }
+            } else {
+                // Strictly later than `due`: both terms are positive when `should_invoke` is
+                // not, so the loop ends.
+                self.timer = Some(after(due, self.remaining_wait(due, timing)));
             }
         }
     }
 
-    /// `count` timers due at `at` fire.
-    fn expire(&mut self, at: Moment, count: u64, timing: &Timing, sink: &mut impl Sink<C>) {
-        if self.should_invoke(at, timing) {
-            self.current = None;
-            if let Some(call) = self.buffered.take() {
-                self.last_invoke = at;
-                sink.run(Edge::Trailing, call);
-            }
-        } else {
-            // Strictly later than `at`: both terms are positive when `should_invoke` is not.
-            self.start_timer(after(at, self.remaining_wait(at, timing)), count);
-        }
-    }
-
-    /// Runs the buffered call now, if lodash's timer is set, and stops every timer: unlike
-    /// lodash (whose PR #4656 stops only one), nothing is left to fire later. Whether a call
-    /// ran.
+    /// Runs the buffered call now, if lodash's timer is set, and stops the timer: unlike
+    /// lodash 4.17.21 (which ships without PR #4656), nothing is left to fire later. Whether a
+    /// call ran.
     pub(crate) fn flush(&mut self, now: Moment, timing: &Timing, sink: &mut impl Sink<C>) -> bool {
         self.settle(now, timing, sink);
-        self.timers.clear();
-        if self.current.take().is_none() {
+        if self.timer.take().is_none() {
             return false;
         }
         match self.buffered.take() {
@@ -178,8 +160,8 @@ impl<C> Bucket<C> {
         }
     }
 
-    /// Cancels the buffered call, if any. The key then starts afresh (lodash's `cancel`, with
-    /// every timer stopped): the caller drops the bucket.
+    /// Cancels the buffered call, if any. The key then starts afresh (lodash's `cancel`, which
+    /// clears its timer): the caller drops the bucket.
     pub(crate) fn cancel(self, sink: &mut impl Sink<C>) -> bool {
         match self.buffered {
             Some(call) => {
@@ -199,14 +181,13 @@ impl<C> Bucket<C> {
     /// now would be invoking (lodash's `shouldInvoke` holds for good once it holds with no
     /// timer, since neither time stamp moves without a call).
     pub(crate) fn is_quiet(&self, now: Moment, timing: &Timing) -> bool {
-        self.timers.is_empty() && self.should_invoke(now, timing)
+        self.timer.is_none() && self.should_invoke(now, timing)
     }
 
-    /// When the bucket next has something to do: its first timer, or else the moment it goes
-    /// quiet.
+    /// When the bucket next has something to do: its timer, or else the moment it goes quiet.
     pub(crate) fn next_wake(&self, timing: &Timing) -> Moment {
-        match self.timers.first() {
-            Some(&(due, _)) => due,
+        match self.timer {
+            Some(due) => due,
             None => {
                 let quiet = after(self.last_call, timing.wait);
                 match timing.max_wait {
@@ -217,31 +198,15 @@ impl<C> Bucket<C> {
         }
     }
 
-    /// How many distinct due times the live timers have (for tests: it stays small).
-    #[cfg(test)]
-    pub(crate) fn timer_slots(&self) -> usize {
-        self.timers.len()
-    }
-
     fn leading_edge(&mut self, now: Moment, timing: &Timing) -> Admit {
         // Lodash resets the max_wait clock here even when the leading call does not run.
         self.last_invoke = now;
-        self.start_timer(after(now, timing.wait), 1);
+        self.timer = Some(after(now, timing.wait));
         if timing.leading {
             Admit::Run(Edge::Leading)
         } else {
             Admit::Buffer
         }
-    }
-
-    /// Starts `count` timers due at `due`; the (last) one is lodash's `timerId`.
-    fn start_timer(&mut self, due: Moment, count: u64) {
-        let at = self.timers.partition_point(|&(t, _)| t < due);
-        match self.timers.get_mut(at) {
-            Some((t, n)) if *t == due => *n += count,
-            _ => self.timers.insert(at, (due, count)),
-        }
-        self.current = Some(due);
     }
 
     fn should_invoke(&self, t: Moment, timing: &Timing) -> bool {
@@ -339,10 +304,10 @@ mod tests {
     }
 
     #[test]
-    fn max_wait_runs_a_call_in_a_tight_loop_and_the_old_timer_lives_on() {
+    fn lodash_4_17_21_max_wait_replaces_the_pending_timer() {
         // Throttle shape: wait = max_wait = 40. After the trailing run at 40 (call at 30), a
         // call at 50 arms a timer for 90; the call at 80 is 40 after the last run, so it runs
-        // at once and replaces call 70; a new timer is due at 120 and the one due at 90 lives.
+        // at once and replaces call 70, and the timer due at 90 is replaced by one due at 120.
         let t = timing(40, Some(40), true, true);
         let mut log = Log::default();
         let (mut b, admit) = Bucket::<u32>::start(ms(0), &t);
@@ -362,10 +327,10 @@ mod tests {
                 "replaced 7"
             ]
         );
-        assert_eq!((b.next_wake(&t), b.timer_slots()), (ms(90), 2));
-        // At 90 the old timer restarts onto 120, where both end: nothing is buffered.
-        b.settle(ms(90), &t, &mut log);
-        assert_eq!((b.next_wake(&t), b.timer_slots()), (ms(120), 1));
+        assert_eq!(b.next_wake(&t), ms(120));
+        b.settle(ms(119), &t, &mut log);
+        assert!(!b.is_quiet(ms(119), &t));
+        // At 120 the timer ends with nothing buffered.
         b.settle(ms(120), &t, &mut log);
         assert!(b.is_quiet(ms(120), &t));
         assert_eq!(log.0.len(), 6);

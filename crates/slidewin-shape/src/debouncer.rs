@@ -182,13 +182,13 @@ impl DebounceOptions {
 /// was replaced (or cancelled). Only the chosen call's future is ever polled; the others are
 /// dropped unpolled.
 ///
-/// The timing is lodash's, to the nanosecond, for each key (see `ARCHITECTURE.md`): with the
-/// default options a call runs once `wait` has passed without another call on its key;
-/// `leading` runs a call on a quiet key at once; `max_wait` forces a run when calls never stop.
-/// A timer due at `t` is handled before a call made at `t`. Where lodash is buggy we are not:
-/// [`flush`](Debouncer::flush) leaves no timer behind (lodash PR #4656), and a runtime that
-/// was blocked past a deadline cannot wedge a key (lodash #6003): every operation first
-/// catches up on what was due.
+/// The timing is lodash 4.17.21's, to the nanosecond, for each key (see `ARCHITECTURE.md`):
+/// with the default options a call runs once `wait` has passed without another call on its
+/// key; `leading` runs a call on a quiet key at once; `max_wait` forces a run when calls never
+/// stop. A timer due at `t` is handled before a call made at `t`. Where lodash is buggy we
+/// are not: [`flush`](Debouncer::flush) leaves no timer behind (lodash PR #4656), and a
+/// runtime that was blocked past a deadline cannot wedge a key (lodash #6003): every
+/// operation first catches up on what was due.
 ///
 /// Runs are dispatched to the [`Runtime`], so calls merged away never take a slot or appear in
 /// it; the shaper reports [`Event::Armed`], [`Event::Replaced`], [`Event::Fired`] and

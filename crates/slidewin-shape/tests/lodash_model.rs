@@ -4,12 +4,13 @@
 //! `cancel`. The same calls must run at the same milliseconds, every other call must end
 //! `Cancelled`, `pending` must agree after every step, and every key must be freed at the end.
 //!
-//! The model is lodash's code with two changes, which are the issue's: `flush` and `cancel`
-//! stop every timer of the key (lodash PR #4656 stops one, and `cancel` leaves strays), and
-//! timers fire on time (lodash #6003 is a timer late behind a blocked loop). On this event loop
-//! a timer due at `t` fires before a call made at `t`, and timers due together fire in the
-//! order they were started. Everything else is as lodash has it, including the timers its
-//! tight-loop path leaves running.
+//! The model is lodash 4.17.21's code with two changes, which are the issue's: `flush` clears
+//! the timer (lodash PR #4656, never shipped, where 4.17.21 leaves it running), and timers fire
+//! on time (lodash #6003 is a timer late behind a blocked loop). On this event loop a timer due
+//! at `t` fires before a call made at `t`, and timers due together fire in the order they were
+//! started. Everything else is as lodash has it, including the tight-loop path clearing the
+//! pending timer before it starts a new one. So a key never has two timers live; the model
+//! asserts it, as the shapers keep a single timer per key.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -71,6 +72,10 @@ impl Model {
     }
 
     fn start_timer(&mut self, key: u8, now: u64, wait: u64) -> u64 {
+        assert!(
+            self.timers.iter().all(|t| t.key != key),
+            "key {key} would have two timers live"
+        );
         self.next_id += 1;
         self.timers.push(Timer {
             due: now + wait,
@@ -78,6 +83,10 @@ impl Model {
             key,
         });
         self.next_id
+    }
+
+    fn clear_timeout(&mut self, id: u64) {
+        self.timers.retain(|t| t.id != id);
     }
 
     /// Fires every timer due by `now`, earliest first, ties in the order started.
@@ -163,7 +172,9 @@ impl Model {
                 return self.leading_edge(key, time);
             }
             if self.o.max_wait.is_some() {
-                // "Handle invocations in a tight loop": the running timer is not cleared.
+                // "Handle invocations in a tight loop".
+                let pending = self.state(key).timer_id.unwrap();
+                self.clear_timeout(pending);
                 let id = self.start_timer(key, time, self.o.wait);
                 self.state(key).timer_id = Some(id);
                 return self.invoke_func(key, time);
@@ -175,12 +186,10 @@ impl Model {
         }
     }
 
-    fn clear_timers(&mut self, key: u8) {
-        self.timers.retain(|t| t.key != key);
-    }
-
     fn cancel(&mut self, key: u8) {
-        self.clear_timers(key);
+        if let Some(id) = self.state(key).timer_id {
+            self.clear_timeout(id);
+        }
         let s = self.state(key);
         s.last_invoke_time = 0;
         s.last_args = None;
@@ -188,9 +197,10 @@ impl Model {
         s.timer_id = None;
     }
 
+    /// With PR #4656's `clearTimeout`, which 4.17.21 lacks.
     fn flush(&mut self, key: u8, time: u64) {
-        self.clear_timers(key);
-        if self.state(key).timer_id.is_some() {
+        if let Some(id) = self.state(key).timer_id {
+            self.clear_timeout(id);
             self.trailing_edge(key, time);
         }
     }
@@ -354,7 +364,7 @@ proptest! {
 }
 
 /// Steady streams of calls on one key with small waits and a max wait, where lodash's
-/// tight-loop path, and the timers it leaves running, decide when calls run.
+/// tight-loop path, and the timer it replaces, decide when calls run.
 fn streams() -> impl Strategy<Value = (Options, Vec<Op>)> {
     (2u64..=8, 0u64..=4, any::<bool>(), 10usize..60).prop_flat_map(|(wait, extra, leading, n)| {
         let o = Options {
@@ -388,11 +398,12 @@ proptest! {
     }
 }
 
-/// Throttle's tight-loop path leaves lodash's old timer running, and it moves the next run:
-/// after the run at 120 that timer restarts itself and runs the call at 130 at 160 (40 after
-/// the last run), where a single timer would wait until 170.
+/// Throttle's tight-loop path (the call at 80, 40 after the run at 40, while the timer started
+/// at 50 is due at 90) clears that timer, as lodash 4.17.21 does: the call at 130 then waits
+/// for its own timer, until 170. Lodash before 4.17.12 left the old timer firing, and it ran
+/// that call at 160.
 #[test]
-fn lodash_tight_loop_timer_keeps_firing() {
+fn lodash_4_17_21_max_wait_clears_the_pending_timer() {
     let o = Options {
         wait: 40,
         max_wait: Some(40),
@@ -421,7 +432,7 @@ fn lodash_tight_loop_timer_keeps_firing() {
     model.run_until(u64::MAX);
     assert_eq!(
         model.runs,
-        [(0, 0), (40, 2), (80, 5), (120, 8), (160, 9)],
+        [(0, 0), (40, 2), (80, 5), (120, 8), (170, 9)],
         "the model"
     );
     check(o, &ops).unwrap();
