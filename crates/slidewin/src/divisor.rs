@@ -39,15 +39,37 @@ impl Divisor {
 #[cfg(test)]
 mod tests {
     use super::Divisor;
+    use proptest::prelude::*;
 
     #[test]
     fn divides_as_the_division_does_at_the_edges() {
         for d in [2, 3, 7, 10, 1_000_000, u64::MAX / 3, u64::MAX - 1, u64::MAX] {
             let divisor = Divisor::new(d).unwrap();
-            for t in [0, 1, d - 1, d, d + 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+            for t in [
+                0,
+                1,
+                d - 1,
+                d,
+                d.saturating_add(1),
+                u64::MAX / 2,
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
                 assert_eq!(divisor.divide(t), t / d, "{t} / {d}");
             }
         }
         assert!(Divisor::new(0).is_none() && Divisor::new(1).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn divides_as_the_division_does(d in 2..=u64::MAX, t: u64, near in 0..3u64) {
+            let divisor = Divisor::new(d).unwrap();
+            prop_assert_eq!(divisor.divide(t), t / d);
+            // Just below and at multiples of d, where a quotient would be off by one.
+            let k = t / d;
+            let at = k.saturating_mul(d).saturating_sub(near);
+            prop_assert_eq!(divisor.divide(at), at / d);
+        }
     }
 }

@@ -298,8 +298,14 @@ mod tests {
         };
         assert_eq!(rules.idle_at(&state), Some(Moment::from_secs(4)));
         let ahead = Moment::from_secs(4);
-        assert_eq!(rules.peek(&state, ahead, 4), rules.peek(&rules.fresh(), ahead, 4));
+        assert_eq!(
+            rules.peek(&state, ahead, 4),
+            rules.peek(&rules.fresh(), ahead, 4)
+        );
         let before = Moment::from_nanos(3_999_999_999);
-        assert_ne!(rules.peek(&state, before, 4), rules.peek(&rules.fresh(), before, 4));
+        assert_ne!(
+            rules.peek(&state, before, 4),
+            rules.peek(&rules.fresh(), before, 4)
+        );
     }
 }
