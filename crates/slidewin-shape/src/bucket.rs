@@ -136,8 +136,13 @@ impl<C> Bucket<C> {
                 }
             } else {
                 // Strictly later than `due`: both terms are positive when `should_invoke` is
-                // not, so the loop ends.
-                self.timer = Some(after(due, self.remaining_wait(due, timing)));
+                // not, so the loop ends; at the end of the timeline, where `after` can go no
+                // further, the timer stays due there.
+                let next = after(due, self.remaining_wait(due, timing));
+                self.timer = Some(next);
+                if next == due {
+                    break;
+                }
             }
         }
     }
@@ -270,6 +275,20 @@ mod tests {
             b.buffer(n, log);
         }
         admit
+    }
+
+    #[test]
+    fn a_timer_at_the_end_of_the_timeline_settles_without_looping() {
+        // The timer of a call just before `Moment::MAX` is due at `MAX` (saturated); a call
+        // there finds it due and the wait not over, and cannot push it further.
+        let t = timing(40, None, false, true);
+        let end = Moment::MAX;
+        let (mut b, _) = Bucket::<u32>::start(Moment::from_nanos(end.as_nanos() - 5), &t);
+        let mut log = Log::default();
+        b.buffer(1, &mut log);
+        assert_eq!(b.call(end, &t, &mut log), Admit::Buffer);
+        b.settle(end, &t, &mut log);
+        assert_eq!(b.next_wake(&t), end);
     }
 
     #[test]

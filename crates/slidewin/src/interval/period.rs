@@ -39,7 +39,8 @@ use super::humanize::Labels;
 pub enum MonthEnd {
     /// A month is whole when `start + n months`, with the day clamped to the last day of the
     /// target month, is not after `end`. January 31 → February 28 is one month, and
-    /// 2024-02-29 → 2025-02-28 is one year. Facebook's rule (and Luxon's): what people mean by "one month after January 31" and by a leap-day birthday.
+    /// 2024-02-29 → 2025-02-28 is one year. Facebook's rule (and Luxon's): what people mean
+    /// by "one month after January 31" and by a leap-day birthday.
     #[default]
     Clamp,
     /// The day of month must be reached: January 31 → February 28 is 28 days, and
