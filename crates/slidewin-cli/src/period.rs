@@ -131,27 +131,31 @@ fn is_leap_second(text: &str) -> bool {
 /// `text` quoted as typed (Rust's escapes), cut to [`QUOTE_MAX`] bytes on a char boundary
 /// with its length after a `…` when longer: an error never echoes a huge value whole.
 fn quote(text: &str) -> String {
-    if text.len() <= QUOTE_MAX {
-        return format!("{text:?}");
+    match head(text, QUOTE_MAX) {
+        None => format!("{text:?}"),
+        Some(head) => format!("{head:?}… ({} bytes)", text.len()),
     }
-    let mut end = QUOTE_MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{:?}… ({} bytes)", &text[..end], text.len())
 }
 
 /// An explanation from jiff, which may quote the value itself, cut like [`quote`] (the
 /// limit doubled: the explanation's own words come first).
 fn cut(reason: &str) -> String {
-    if reason.len() <= 2 * QUOTE_MAX {
-        return reason.to_owned();
+    match head(reason, 2 * QUOTE_MAX) {
+        None => reason.to_owned(),
+        Some(head) => format!("{head}… ({} bytes)", reason.len()),
     }
-    let mut end = 2 * QUOTE_MAX;
-    while !reason.is_char_boundary(end) {
+}
+
+/// The first `max` bytes of `text`, back to a char boundary, if it is longer than that.
+fn head(text: &str, max: usize) -> Option<&str> {
+    if text.len() <= max {
+        return None;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}… ({} bytes)", &reason[..end], reason.len())
+    Some(&text[..end])
 }
 
 /// Everything a line needs besides its two values.
