@@ -120,7 +120,7 @@ impl Batcher {
         timeout: Duration,
     ) -> Result<Decision, RedisError> {
         let group = match &self.connection {
-            Connection::Single(_) => 0,
+            Connection::Single(..) => 0,
             Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), &call.key),
         };
         let route = {
@@ -148,26 +148,32 @@ impl Batcher {
                 if let Some(batch) = full {
                     self.dispatch(group, batch);
                 }
-                self.wait(answered, timeout).await
+                self.wait(answered, timeout, group).await
             }
         }
     }
 
-    /// The answer of a queued check, or the error saying why there is none.
+    /// The answer of a queued check of `group`, or the error saying why there is none.
     async fn wait(
         &self,
         answered: oneshot::Receiver<Result<Decision, RedisError>>,
         timeout: Duration,
+        group: u32,
     ) -> Result<Decision, RedisError> {
+        let at = || self.connection.place_of_group(group).to_string();
         match tokio::time::timeout(timeout, answered).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(RedisError::Unavailable {
+                at: at(),
                 detail: "the batch carrying the check was dropped before Redis answered \
                              (the runtime is shutting down)"
                     .to_string(),
             }),
             // The check may still reach Redis, as a check whose answer timed out may.
-            Err(_) => Err(RedisError::Timeout { after: timeout }),
+            Err(_) => Err(RedisError::Timeout {
+                at: at(),
+                after: timeout,
+            }),
         }
     }
 
@@ -236,15 +242,18 @@ pub(crate) async fn alone(
     timeout: Duration,
 ) -> Result<Decision, RedisError> {
     let reply = query(
-        connection,
+        connection.clone(),
         &script_call(&[call], Keys::Declared),
         true,
         timeout,
+        &call.key,
     )
     .await?;
-    match parse_decisions(&reply, std::iter::once(call))?.pop() {
+    let at = || connection.place(&call.key);
+    match parse_decisions(&reply, std::iter::once(call), at)?.pop() {
         Some(Some(decision)) => Ok(decision),
         _ => Err(RedisError::Reply {
+            at: at().to_string(),
             detail: "no answer for the check".to_string(),
         }),
     }
@@ -282,7 +291,7 @@ pub(crate) async fn answer_all(
     }
     // The checks of each node (all of them on a single node), and how a call names its keys.
     let (keys, groups) = match connection {
-        Connection::Single(_) => (Keys::Declared, vec![(0..calls.len()).collect()]),
+        Connection::Single(..) => (Keys::Declared, vec![(0..calls.len()).collect()]),
         Connection::Cluster(_, nodes) => {
             let map = nodes.map();
             let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();
@@ -296,29 +305,42 @@ pub(crate) async fn answer_all(
         }
     };
     // Where a group's pipeline goes on a cluster: its first key's node.
-    let to = |members: &[usize]| (keys == Keys::Undeclared).then(|| calls[members[0]].key.clone());
+    let to = |members: &[usize]| calls[members[0]].key.as_str();
     let mut answers: Vec<Option<Result<Decision, RedisError>>> = vec![None; calls.len()];
     let mut elsewhere = Vec::new();
     if let [members] = &groups[..] {
         // One group (a single node, or one node's queue): no task to spawn.
         let (indices, commands) = plan(&calls, members, most, keys);
-        let to = to(members);
-        let replies = pipelined(&mut connection.clone(), &commands, timeout, to.as_deref()).await;
-        settle(&calls, &mut answers, &mut elsewhere, indices, replies);
+        let replies = pipelined(&mut connection.clone(), &commands, timeout, to(members)).await;
+        settle(
+            connection,
+            &calls,
+            &mut answers,
+            &mut elsewhere,
+            indices,
+            replies,
+        );
     } else {
         let mut sent = JoinSet::new();
         for members in &groups {
             let (indices, commands) = plan(&calls, members, most, keys);
-            let (to, mut connection) = (to(members), connection.clone());
+            let (to, mut connection) = (to(members).to_string(), connection.clone());
             sent.spawn(async move {
-                let replies = pipelined(&mut connection, &commands, timeout, to.as_deref()).await;
+                let replies = pipelined(&mut connection, &commands, timeout, &to).await;
                 (indices, replies)
             });
         }
         while let Some(done) = sent.join_next().await {
             // A task only panics if the client library does; its checks stay unanswered.
             if let Ok((indices, replies)) = done {
-                settle(&calls, &mut answers, &mut elsewhere, indices, replies);
+                settle(
+                    connection,
+                    &calls,
+                    &mut answers,
+                    &mut elsewhere,
+                    indices,
+                    replies,
+                );
             }
         }
     }
@@ -358,9 +380,11 @@ pub(crate) async fn answer_all(
     }
     answers
         .into_iter()
-        .map(|answer| {
+        .zip(&calls)
+        .map(|(answer, call)| {
             answer.unwrap_or_else(|| {
                 Err(RedisError::Reply {
+                    at: connection.place(&call.key).to_string(),
                     detail: "the task sending the check ended before Redis answered".to_string(),
                 })
             })
@@ -405,6 +429,7 @@ fn plan(
 /// Files each script call's answers under its checks; the checks a node said are not its own
 /// go to `elsewhere`.
 fn settle(
+    connection: &Connection,
     calls: &[Call],
     answers: &mut [Option<Result<Decision, RedisError>>],
     elsewhere: &mut Vec<usize>,
@@ -413,7 +438,8 @@ fn settle(
 ) {
     for (group, reply) in indices.into_iter().zip(replies) {
         let group_calls = group.iter().map(|&i| &calls[i]);
-        match reply.and_then(|reply| parse_decisions(&reply, group_calls)) {
+        let at = || connection.place(&calls[group[0]].key);
+        match reply.and_then(|reply| parse_decisions(&reply, group_calls, at)) {
             Ok(decisions) => {
                 for (index, decision) in group.into_iter().zip(decisions) {
                     match decision {

@@ -20,33 +20,71 @@ const SLOTS: u16 = 16_384;
 
 /// Where each slot is served, as far as this client knows.
 pub(crate) struct Nodes {
-    /// Slot to node (an index of this client's own); empty while unknown.
-    map: RwLock<Arc<[u16]>>,
+    map: RwLock<Arc<SlotMap>>,
+    /// The URLs the client was given (passwords hidden), for messages about a node not known.
+    seeds: Arc<str>,
     /// Whether a refresh is on its way (one at a time).
     refreshing: AtomicBool,
 }
 
+/// Slot to node, and the nodes' addresses.
+pub(crate) struct SlotMap {
+    /// Slot to node (an index into `names`); empty while unknown, `u16::MAX` for a slot no
+    /// node serves.
+    slots: Box<[u16]>,
+    /// Each node's `host:port`.
+    names: Box<[Arc<str>]>,
+}
+
 impl Nodes {
-    /// A map that knows nothing yet: each slot its own group until it is read.
-    pub(crate) fn unknown() -> Nodes {
+    /// A map that knows nothing yet: each slot its own group until it is read. `seeds` names
+    /// the cluster in messages until then.
+    pub(crate) fn unknown(seeds: &str) -> Nodes {
         Nodes {
-            map: RwLock::new(Arc::from(Vec::new())),
+            map: RwLock::new(Arc::new(SlotMap {
+                slots: Box::new([]),
+                names: Box::new([]),
+            })),
+            seeds: Arc::from(seeds),
             refreshing: AtomicBool::new(false),
         }
     }
 
     /// The map as it is now.
-    pub(crate) fn map(&self) -> Arc<[u16]> {
+    pub(crate) fn map(&self) -> Arc<SlotMap> {
         // Nothing panics while holding the lock; a poisoned map is still a good guess.
         Arc::clone(&self.map.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The group of the checks of `key`: its node's, or its slot's while nodes are unknown.
-    pub(crate) fn group(map: &[u16], key: &str) -> u32 {
+    pub(crate) fn group(map: &SlotMap, key: &str) -> u32 {
         let slot = slot_of(key.as_bytes());
-        match map.get(usize::from(slot)) {
+        match map.slots.get(usize::from(slot)) {
             Some(&node) if node != u16::MAX => u32::from(node),
             _ => u32::from(SLOTS) + u32::from(slot),
+        }
+    }
+
+    /// The place of a group of checks (see [`Nodes::group`]), as [`Nodes::place`] names it.
+    pub(crate) fn place_of_group(&self, group: u32) -> Arc<str> {
+        let map = self.map();
+        usize::try_from(group)
+            .ok()
+            .and_then(|node| map.names.get(node))
+            .map_or_else(|| Arc::clone(&self.seeds), Arc::clone)
+    }
+
+    /// Where `key` is served, for messages and for the circuit of its node: the node's
+    /// `host:port`, or the cluster's URLs while the node is not known.
+    pub(crate) fn place(&self, key: &str) -> Arc<str> {
+        let map = self.map();
+        let slot = slot_of(key.as_bytes());
+        match map.slots.get(usize::from(slot)) {
+            Some(&node) => map
+                .names
+                .get(usize::from(node))
+                .map_or_else(|| Arc::clone(&self.seeds), Arc::clone),
+            None => Arc::clone(&self.seeds),
         }
     }
 
@@ -64,11 +102,12 @@ impl Nodes {
             .arg("SLOTS")
             .query_async(connection)
             .await
-            .map_err(|e| RedisError::from_redis(&e))?;
+            .map_err(|e| RedisError::from_redis(&e, self.seeds.to_string()))?;
         let map = parse_slots(&reply).ok_or_else(|| RedisError::Reply {
+            at: self.seeds.to_string(),
             detail: format!("expected CLUSTER SLOTS' ranges, got {reply:?}"),
         })?;
-        *self.map.write().unwrap_or_else(PoisonError::into_inner) = map;
+        *self.map.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(map);
         Ok(())
     }
 
@@ -91,12 +130,12 @@ impl Nodes {
 }
 
 /// `CLUSTER SLOTS`' ranges as a slot-to-node map; `u16::MAX` for a slot no node serves.
-fn parse_slots(reply: &Value) -> Option<Arc<[u16]>> {
+fn parse_slots(reply: &Value) -> Option<SlotMap> {
     let Value::Array(ranges) = reply else {
         return None;
     };
     let mut map = vec![u16::MAX; usize::from(SLOTS)];
-    let mut nodes: Vec<Vec<u8>> = Vec::new();
+    let mut nodes: Vec<String> = Vec::new();
     for range in ranges {
         let Value::Array(range) = range else {
             return None;
@@ -107,15 +146,17 @@ fn parse_slots(reply: &Value) -> Option<Arc<[u16]>> {
             return None;
         };
         // A node is its address and port (its id when given would do as well).
-        let mut name = Vec::new();
-        for part in primary.iter().take(2) {
+        let mut name = String::new();
+        for (i, part) in primary.iter().take(2).enumerate() {
+            if i > 0 {
+                name.push(':');
+            }
             match part {
-                Value::BulkString(bytes) => name.extend_from_slice(bytes),
-                Value::SimpleString(text) => name.extend_from_slice(text.as_bytes()),
-                Value::Int(port) => name.extend_from_slice(port.to_string().as_bytes()),
+                Value::BulkString(bytes) => name.push_str(&String::from_utf8_lossy(bytes)),
+                Value::SimpleString(text) => name.push_str(text),
+                Value::Int(port) => name.push_str(&port.to_string()),
                 _ => return None,
             }
-            name.push(b' ');
         }
         let node = match nodes.iter().position(|known| *known == name) {
             Some(found) => found,
@@ -129,7 +170,10 @@ fn parse_slots(reply: &Value) -> Option<Arc<[u16]>> {
         let end = usize::try_from(*end).ok()?;
         map.get_mut(start..=end)?.fill(node);
     }
-    Some(Arc::from(map))
+    Some(SlotMap {
+        slots: map.into_boxed_slice(),
+        names: nodes.into_iter().map(Arc::from).collect(),
+    })
 }
 
 /// The hash slot of `key`, as Redis computes it: CRC16 of its hash tag (what is between the
@@ -179,11 +223,20 @@ mod tests {
             Value::Array(vec![Value::Int(5461), Value::Int(16_383), node(7001)]),
         ]);
         let map = parse_slots(&reply).expect("a map");
-        assert_eq!((map[0], map[5460], map[5461], map[16_383]), (0, 0, 1, 1));
+        let slots = &map.slots;
+        assert_eq!(
+            (slots[0], slots[5460], slots[5461], slots[16_383]),
+            (0, 0, 1, 1)
+        );
         assert_eq!(Nodes::group(&map, "b"), 0);
         assert_eq!(Nodes::group(&map, "a"), 1);
-        // Unknown nodes: each slot is its own group.
-        assert_eq!(Nodes::group(&[], "b"), 16_384 + 3_300);
+        // Unknown nodes: each slot is its own group, the cluster named by its URLs.
+        let nodes = Nodes::unknown("redis://127.0.0.1:7000/");
+        assert_eq!(Nodes::group(&nodes.map(), "b"), 16_384 + 3_300);
+        assert_eq!(&*nodes.place("b"), "redis://127.0.0.1:7000/");
+        *nodes.map.write().unwrap() = Arc::new(map);
+        assert_eq!(&*nodes.place("b"), "127.0.0.1:7000");
+        assert_eq!(&*nodes.place("a"), "127.0.0.1:7001");
         assert!(parse_slots(&Value::Int(3)).is_none());
         let past_the_end = Value::Array(vec![Value::Array(vec![
             Value::Int(0),

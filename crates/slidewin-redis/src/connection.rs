@@ -15,18 +15,37 @@ use crate::error::RedisError;
 use crate::rule::{Call, RedisAlgorithm};
 
 /// One connection, to a single Redis or to a cluster; both multiplex requests and reconnect by
-/// themselves. A cluster's comes with the map of which node serves which slot, for sending
-/// each node the checks of its keys in one call.
+/// themselves. A single Redis's comes with its URL (its password hidden), for messages; a
+/// cluster's with the map of which node serves which slot, for sending each node the checks
+/// of its keys in one call.
 #[derive(Clone)]
 pub(crate) enum Connection {
-    Single(ConnectionManager),
+    Single(ConnectionManager, Arc<str>),
     Cluster(ClusterConnection, Arc<Nodes>),
+}
+
+impl Connection {
+    /// Where `key` is served: the URL of a single Redis, a cluster node's `host:port`.
+    pub(crate) fn place(&self, key: &str) -> Arc<str> {
+        match self {
+            Connection::Single(_, url) => Arc::clone(url),
+            Connection::Cluster(_, nodes) => nodes.place(key),
+        }
+    }
+
+    /// Where a group of checks (a batcher's) is served.
+    pub(crate) fn place_of_group(&self, group: u32) -> Arc<str> {
+        match self {
+            Connection::Single(_, url) => Arc::clone(url),
+            Connection::Cluster(_, nodes) => nodes.place_of_group(group),
+        }
+    }
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Single(c, _) => c.req_packed_command(cmd),
             Connection::Cluster(c, _) => c.req_packed_command(cmd),
         }
     }
@@ -38,29 +57,50 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Single(c, _) => c.req_packed_commands(pipeline, offset, count),
             Connection::Cluster(c, _) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(c) => c.get_db(),
+            Connection::Single(c, _) => c.get_db(),
             Connection::Cluster(c, _) => c.get_db(),
         }
     }
 }
 
-/// Runs `attempt` for at most `timeout`, sorting its errors.
+/// Why an attempt failed, before it is known where (the place is looked up only for an error).
+pub(crate) enum Fault {
+    /// No answer within this long.
+    Timeout(Duration),
+    /// What the client library said.
+    Redis(redis::RedisError),
+}
+
+impl Fault {
+    /// The error, met at `at`.
+    pub(crate) fn at(self, at: &str) -> RedisError {
+        match self {
+            Fault::Timeout(after) => RedisError::Timeout {
+                at: at.to_string(),
+                after,
+            },
+            Fault::Redis(err) => RedisError::from_redis(&err, at.to_string()),
+        }
+    }
+}
+
+/// Runs `attempt` for at most `timeout`.
 pub(crate) async fn within<T>(
     timeout: Duration,
     attempt: impl Future<Output = redis::RedisResult<T>>,
-) -> Result<T, RedisError> {
+) -> Result<T, Fault> {
     match tokio::time::timeout(timeout, attempt).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) if err.is_timeout() => Err(RedisError::Timeout { after: timeout }),
-        Ok(Err(err)) => Err(RedisError::from_redis(&err)),
-        Err(_) => Err(RedisError::Timeout { after: timeout }),
+        Ok(Err(err)) if err.is_timeout() => Err(Fault::Timeout(timeout)),
+        Ok(Err(err)) => Err(Fault::Redis(err)),
+        Err(_) => Err(Fault::Timeout(timeout)),
     }
 }
 
@@ -76,13 +116,14 @@ async fn load_scripts(connection: &mut Connection) -> redis::RedisResult<()> {
     Ok(())
 }
 
-/// Sends one command; when it runs a script, after a `NOSCRIPT` (a restarted or new node),
-/// loads every script and sends it once more.
+/// Sends one command of `key`; when it runs a script, after a `NOSCRIPT` (a restarted or new
+/// node), loads every script and sends it once more.
 pub(crate) async fn query(
     mut connection: Connection,
     command: &Cmd,
     script: bool,
     timeout: Duration,
+    key: &str,
 ) -> Result<Value, RedisError> {
     let attempt = async {
         match command.query_async::<Value>(&mut connection).await {
@@ -93,28 +134,29 @@ pub(crate) async fn query(
             other => other,
         }
     };
-    within(timeout, attempt).await
+    let outcome = within(timeout, attempt).await;
+    outcome.map_err(|fault| fault.at(&connection.place(key)))
 }
 
 /// Sends `commands` as one pipeline; after a `NOSCRIPT`, loads every script on the node and
-/// sends it once more. One answer per command. On a cluster, `to` names a key whose node gets
-/// the whole pipeline (its scripts' keys undeclared); without it, each command goes where its
-/// keys are.
+/// sends it once more. One answer per command. On a cluster, the node of `key` gets the whole
+/// pipeline (its scripts' keys undeclared).
 pub(crate) async fn pipelined(
     connection: &mut Connection,
     commands: &[Cmd],
     timeout: Duration,
-    to: Option<&str>,
+    key: &str,
 ) -> Vec<Result<Value, RedisError>> {
-    let route = match (&*connection, to) {
-        (Connection::Cluster(..), Some(key)) => Some(SingleNodeRoutingInfo::SpecificNode(
-            Route::with_key(key, SlotAddr::Master),
-        )),
-        _ => None,
+    let route = match &*connection {
+        Connection::Cluster(..) => Some(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+            key,
+            SlotAddr::Master,
+        ))),
+        Connection::Single(..) => None,
     };
     if let ([command], None) = (commands, &route) {
         // One command needs no pipeline (nor a copy of it).
-        return vec![query(connection.clone(), command, true, timeout).await];
+        return vec![query(connection.clone(), command, true, timeout, key).await];
     }
     let attempt = async {
         let replies = send_pipeline(connection, commands, route.as_ref()).await?;
@@ -127,15 +169,19 @@ pub(crate) async fn pipelined(
         load_scripts(connection).await?;
         send_pipeline(connection, commands, route.as_ref()).await
     };
-    match within(timeout, attempt).await {
+    let outcome = within(timeout, attempt).await;
+    match outcome {
         Ok(replies) => replies
             .into_iter()
             .map(|reply| match reply {
-                Value::ServerError(err) => Err(RedisError::from_redis(&err.into())),
+                Value::ServerError(err) => Err(RedisError::from_redis(
+                    &err.into(),
+                    connection.place(key).to_string(),
+                )),
                 reply => Ok(reply),
             })
             .collect(),
-        Err(err) => vec![Err(err); commands.len()],
+        Err(fault) => vec![Err(fault.at(&connection.place(key))); commands.len()],
     }
 }
 
@@ -162,16 +208,18 @@ async fn send_pipeline(
     }
 }
 
-/// A script's answer for `calls`: integers, each check's after the one before (see
+/// A script's answer for `calls`, from `at`: integers, each check's after the one before (see
 /// [`parse_decision`]; waits in microseconds); the limit is the call's own. `None` for a check
 /// the node did not answer (`reset_after` -1: its key is elsewhere), which only a call with
 /// undeclared keys gives.
 pub(crate) fn parse_decisions<'a>(
     reply: &Value,
     calls: impl ExactSizeIterator<Item = &'a Call>,
+    at: impl Fn() -> Arc<str>,
 ) -> Result<Vec<Option<Decision>>, RedisError> {
     let count = calls.len();
     let wrong = || RedisError::Reply {
+        at: at().to_string(),
         detail: format!("expected {count} answers of two or three numbers, got {reply:?}"),
     };
     let Value::Array(items) = reply else {
@@ -235,7 +283,7 @@ mod tests {
         let calls: Vec<Call> = (0..3).map(|_| rule.call("p", "k", None, 1, true)).collect();
         // Admitted (4 left), denied (0 left, retry after 150 µs), not this node's.
         let reply = ints(&[4, 200_000, -1, 400_000, 150, 0, -1]);
-        let decisions = parse_decisions(&reply, calls.iter()).unwrap();
+        let decisions = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap();
         let micros = Duration::from_micros;
         assert_eq!(
             decisions,
@@ -258,9 +306,10 @@ mod tests {
             Value::Array(vec![Value::Int(4), Value::Nil]),
             Value::Int(1),
         ] {
-            let err = parse_decisions(&reply, calls.iter()).unwrap_err();
+            let err = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap_err();
             assert!(
-                matches!(&err, RedisError::Reply { detail } if detail.contains("expected 1 answers")),
+                matches!(&err, RedisError::Reply { at, detail }
+                    if at == "here" && detail.contains("expected 1 answers")),
                 "{reply:?}: {err:?}"
             );
         }

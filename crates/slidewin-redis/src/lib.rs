@@ -27,16 +27,21 @@
 //! # }
 //! ```
 //!
-//! Faults are errors that say which ([`RedisError`]): Redis down, a timeout, a cluster node
-//! lost. The connection recovers by itself when Redis is back.
+//! Faults are errors that say which ([`RedisError`]) and where (the URL, its password hidden, or
+//! the cluster node): Redis down, a timeout, a cluster node lost. The first one opens the
+//! limiter's circuit: while Redis is known to be down, checks answer at once, without waiting
+//! for it, and a probe in the background finds it when it is back (see
+//! [`RedisLimiter`](RedisLimiter#when-redis-is-down)).
 
 mod batch;
+mod circuit;
 mod cluster;
 mod connection;
 mod error;
 mod limiter;
 mod rule;
 
+pub use circuit::CircuitState;
 pub use error::RedisError;
 pub use limiter::{Check, FailurePolicy, RedisDecision, RedisLimiter};
 pub use rule::{RedisAlgorithm, Rule};

@@ -10,9 +10,10 @@ use redis::{Cmd, Value};
 use slidewin::{Decision, Moment};
 
 use crate::batch::{Batcher, IN_FLIGHT, alone, answer_all};
+use crate::circuit::{CircuitState, Circuits, FIRST_WAIT, LONGEST_WAIT, ProbeFn};
 use crate::cluster::Nodes;
 use crate::connection::{Connection, query};
-use crate::error::RedisError;
+use crate::error::{RedisError, quote, redact};
 use crate::rule::{RedisAlgorithm, Rule, key_of};
 
 /// How long a call waits for Redis by default.
@@ -25,6 +26,11 @@ const DEFAULT_BATCH_LIMIT: usize = 64;
 
 /// What a check answers when Redis cannot: for callers who want a decision anyway. The
 /// [`RedisDecision`] then says it was made without Redis, and why.
+///
+/// It answers every check that Redis could not: those that failed, and while Redis is known
+/// to be down (the limiter's circuit is open, see
+/// [`RedisLimiter`](RedisLimiter#when-redis-is-down)) every check, at once, without asking it.
+/// A cost above the limit is still an error: no Redis could admit it.
 ///
 /// ```
 /// use slidewin_redis::FailurePolicy;
@@ -151,6 +157,29 @@ impl<'a> Check<'a> {
 ///
 /// Cheap to clone: clones share the connection.
 ///
+/// # When Redis is down
+///
+/// A call that fails with an error saying Redis may be down ([`RedisError::Unavailable`],
+/// [`Timeout`](RedisError::Timeout), [`Cluster`](RedisError::Cluster)) opens the limiter's
+/// circuit: from then on, checks answer at once, without asking Redis, until it is back. Each
+/// answers by the [`FailurePolicy`] if there is one (the decision says it was made without
+/// Redis); without one, with an `Unavailable` error naming Redis's URL, saying the circuit is
+/// open and when it will try again. Meanwhile a task of the limiter's own tries Redis again,
+/// one probe at a time: 50 ms after the failure, then after twice the wait before, up to 2 s
+/// ([`with_circuit_backoff`](RedisLimiter::with_circuit_backoff)); the first probe Redis
+/// answers closes the circuit, and checks go to Redis again. So during an outage a check
+/// answers at once rather than after a timeout, and Redis is used again about 2 s at most
+/// after it is back (and a probe's round trip).
+/// The probe is a task rather than a caller's check so that no caller waits on a Redis known
+/// to be down. [`is_available`](RedisLimiter::is_available) and
+/// [`circuit_state`](RedisLimiter::circuit_state) tell the state;
+/// [`circuit_changed`](RedisLimiter::circuit_changed) waits for it to change. On a cluster
+/// each node has a circuit of its own: a lost node's keys answer at once while the other
+/// nodes' keys still go to Redis. A closed circuit costs a check one atomic load.
+///
+/// Errors that are Redis's answers ([`RedisError::Reply`], such as a script error) are not
+/// outages and leave the circuit closed.
+///
 /// # Example
 ///
 /// ```no_run
@@ -169,6 +198,8 @@ impl<'a> Check<'a> {
 #[derive(Clone)]
 pub struct RedisLimiter {
     connection: Connection,
+    /// Shared by the clones made after the last `with_circuit_backoff`.
+    circuits: Arc<Circuits>,
     prefix: Arc<str>,
     timeout: Duration,
     policy: Option<FailurePolicy>,
@@ -181,7 +212,7 @@ pub struct RedisLimiter {
 impl std::fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.connection {
-            Connection::Single(_) => "single",
+            Connection::Single(..) => "single",
             Connection::Cluster(..) => "cluster",
         };
         f.debug_struct("RedisLimiter")
@@ -191,6 +222,7 @@ impl std::fmt::Debug for RedisLimiter {
             .field("policy", &self.policy)
             .field("batch_limit", &self.batch_limit)
             .field("calls_in_flight", &self.calls_in_flight)
+            .field("circuit", &self.circuits.state())
             .finish()
     }
 }
@@ -202,7 +234,7 @@ impl RedisLimiter {
     ///
     /// [`RedisError::Config`] for a URL that is not one; [`RedisError::Unavailable`] or
     /// [`RedisError::Timeout`] if Redis cannot be reached now (later calls recover by
-    /// themselves once it can).
+    /// themselves once it can). Messages show the URL with its password hidden.
     ///
     /// # Example
     ///
@@ -213,8 +245,9 @@ impl RedisLimiter {
     /// # }
     /// ```
     pub async fn connect(url: &str) -> Result<RedisLimiter, RedisError> {
+        let shown = redact(url);
         let client = redis::Client::open(url).map_err(|e| RedisError::Config {
-            detail: format!("`{url}`: {e}"),
+            detail: format!("`{shown}`: {e}"),
         })?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(DEFAULT_TIMEOUT))
@@ -222,8 +255,11 @@ impl RedisLimiter {
             .set_max_delay(Duration::from_millis(500));
         let manager = ConnectionManager::new_with_config(client, config)
             .await
-            .map_err(|e| RedisError::from_redis(&e))?;
-        Ok(RedisLimiter::with(Connection::Single(manager)))
+            .map_err(|e| RedisError::from_redis(&e, shown.clone()))?;
+        Ok(RedisLimiter::with(Connection::Single(
+            manager,
+            Arc::from(shown),
+        )))
     }
 
     /// Connects to a Redis Cluster through any of its nodes, such as
@@ -248,21 +284,27 @@ impl RedisLimiter {
                 detail: "a cluster needs at least one node, got none".to_string(),
             });
         }
+        let seeds = nodes
+            .iter()
+            .map(|url| redact(url))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let seeds = quote(&seeds);
         let client = ClusterClient::builder(nodes.iter().copied())
             .connection_timeout(DEFAULT_TIMEOUT)
             .response_timeout(DEFAULT_TIMEOUT)
             .retries(2)
             .build()
             .map_err(|e| RedisError::Config {
-                detail: format!("{nodes:?}: {e}"),
+                detail: format!("[{seeds}]: {e}"),
             })?;
         let mut connection = client
             .get_async_connection()
             .await
-            .map_err(|e| RedisError::from_redis(&e))?;
+            .map_err(|e| RedisError::from_redis(&e, seeds.clone()))?;
         // Where the slots are, to send each node its checks together. Without it (the cluster
         // answered something else), checks are grouped by slot until the map is read again.
-        let nodes = Nodes::unknown();
+        let nodes = Nodes::unknown(&seeds);
         let _ = nodes.refresh(&mut connection).await;
         Ok(RedisLimiter::with(Connection::Cluster(
             connection,
@@ -273,6 +315,7 @@ impl RedisLimiter {
     fn with(connection: Connection) -> RedisLimiter {
         RedisLimiter {
             batcher: batcher_for(&connection, DEFAULT_BATCH_LIMIT, IN_FLIGHT),
+            circuits: Circuits::new(FIRST_WAIT, LONGEST_WAIT, prober(connection.clone())),
             connection,
             prefix: Arc::from("slidewin"),
             timeout: DEFAULT_TIMEOUT,
@@ -429,6 +472,97 @@ impl RedisLimiter {
         })
     }
 
+    /// The same limiter with a circuit (see [When Redis is down](RedisLimiter#when-redis-is-down))
+    /// that waits `first` after a failure before it tries Redis again, then twice the wait
+    /// before after each failed try, up to `longest`: 50 ms and 2 s by default. A shorter
+    /// longest wait finds Redis sooner once it is back, for a probe every so often while it
+    /// is not. The circuit is shared by the clones made after this call.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisError::Config`] for a `first` of zero, or a `longest` below `first` or above an
+    /// hour.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
+    /// use std::time::Duration;
+    /// let redis = slidewin_redis::RedisLimiter::connect("redis://127.0.0.1/").await?
+    ///     .with_circuit_backoff(Duration::from_millis(10), Duration::from_millis(500))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_circuit_backoff(
+        self,
+        first: Duration,
+        longest: Duration,
+    ) -> Result<RedisLimiter, RedisError> {
+        Circuits::check_waits(first, longest)?;
+        Ok(RedisLimiter {
+            circuits: Circuits::new(first, longest, prober(self.connection.clone())),
+            ..self
+        })
+    }
+
+    /// Whether checks go to Redis: false while the circuit is open (on a cluster, any
+    /// node's), when they answer at once without it.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
+    /// let redis = slidewin_redis::RedisLimiter::connect("redis://127.0.0.1/").await?;
+    /// if !redis.is_available() {
+    ///     eprintln!("Redis is down: limits are decided without it");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn is_available(&self) -> bool {
+        self.circuit_state() == CircuitState::Closed
+    }
+
+    /// The circuit's state (on a cluster, all nodes' together, see [`CircuitState`]).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
+    /// use slidewin_redis::CircuitState;
+    /// let redis = slidewin_redis::RedisLimiter::connect("redis://127.0.0.1/").await?;
+    /// assert_eq!(redis.circuit_state(), CircuitState::Closed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn circuit_state(&self) -> CircuitState {
+        self.circuits.state()
+    }
+
+    /// Waits until the circuit's state is other than `from`, and returns it (at once if it
+    /// already is): to log an outage and its end, or for a readiness check to wait on. A
+    /// state held only briefly may be missed; the one returned is the state then.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
+    /// use slidewin_redis::CircuitState;
+    /// let redis = slidewin_redis::RedisLimiter::connect("redis://127.0.0.1/").await?;
+    /// let watcher = redis.clone();
+    /// tokio::spawn(async move {
+    ///     let mut state = watcher.circuit_state();
+    ///     loop {
+    ///         let now = watcher.circuit_changed(state).await;
+    ///         match now {
+    ///             CircuitState::Closed => eprintln!("Redis is back"),
+    ///             _ if state == CircuitState::Closed => eprintln!("Redis is down"),
+    ///             _ => {}
+    ///         }
+    ///         state = now;
+    ///     }
+    /// });
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn circuit_changed(&self, from: CircuitState) -> CircuitState {
+        self.circuits.changed(from).await
+    }
+
     /// Decides about `cost` for `key` under `rule` at the Redis server's time, and consumes it
     /// when admitted.
     ///
@@ -576,22 +710,30 @@ impl RedisLimiter {
         let mut sent = Vec::with_capacity(checks.len());
         let mut calls = Vec::with_capacity(checks.len());
         for (index, check) in checks.iter().enumerate() {
-            match check.rule.check_cost(check.cost) {
-                Ok(()) => {
+            let call = check
+                .rule
+                .check_cost(check.cost)
+                .map_err(RedisError::from)
+                .map(|()| {
+                    check
+                        .rule
+                        .call(&self.prefix, check.key, check.at, check.cost, true)
+                })
+                .and_then(|call| self.gate(&call.key).map(|()| call));
+            match call {
+                Ok(call) => {
                     sent.push(index);
-                    calls.push(check.rule.call(
-                        &self.prefix,
-                        check.key,
-                        check.at,
-                        check.cost,
-                        true,
-                    ));
+                    calls.push(call);
                 }
-                Err(err) => answers[index] = Some(Err(err.into())),
+                Err(err) => answers[index] = Some(Err(err)),
             }
         }
         let decisions = answer_all(&self.connection, calls, self.batch_limit, self.timeout).await;
         for (index, decision) in sent.into_iter().zip(decisions) {
+            if let Err(err) = &decision {
+                let check = &checks[index];
+                self.failed(err, || check.rule.key(&self.prefix, check.key));
+            }
             answers[index] = Some(decision);
         }
         answers
@@ -600,6 +742,10 @@ impl RedisLimiter {
             .map(|(answer, check)| {
                 let answer = answer.unwrap_or_else(|| {
                     Err(RedisError::Reply {
+                        at: self
+                            .connection
+                            .place(&check.rule.key(&self.prefix, check.key))
+                            .to_string(),
                         detail: "no answer for the check".to_string(),
                     })
                 });
@@ -626,9 +772,10 @@ impl RedisLimiter {
     /// # }
     /// ```
     pub async fn reset(&self, rule: &Rule, key: &str) -> Result<(), RedisError> {
+        let key = rule.key(&self.prefix, key);
         let mut command = redis::cmd("DEL");
-        command.arg(rule.key(&self.prefix, key));
-        self.query(&command).await.map(drop)
+        command.arg(&key);
+        self.query(&command, &key).await.map(drop)
     }
 
     /// The admitted units of `key`'s [sliding log](RedisAlgorithm::SlidingLog) with times in
@@ -659,15 +806,17 @@ impl RedisLimiter {
         from: Moment,
         to: Moment,
     ) -> Result<Vec<Moment>, RedisError> {
+        let key = key_of(&self.prefix, key, RedisAlgorithm::SlidingLog);
         let mut command = redis::cmd("ZRANGEBYSCORE");
         command
-            .arg(key_of(&self.prefix, key, RedisAlgorithm::SlidingLog))
+            .arg(&key)
             .arg(from.as_nanos() / 1_000)
             .arg(to.as_nanos() / 1_000)
             .arg("WITHSCORES");
-        let reply = self.query(&command).await?;
+        let reply = self.query(&command, &key).await?;
         let entries: Vec<(String, u64)> =
             redis::from_redis_value(reply).map_err(|e| RedisError::Reply {
+                at: self.connection.place(&key).to_string(),
                 detail: e.to_string(),
             })?;
         Ok(entries
@@ -686,15 +835,39 @@ impl RedisLimiter {
     ) -> Result<Decision, RedisError> {
         rule.check_cost(cost)?;
         let call = rule.call(&self.prefix, key, now, cost, commit);
-        if let Some(batcher) = &self.batcher {
-            return batcher.check(call, self.timeout).await;
+        self.gate(&call.key)?;
+        let answer = match &self.batcher {
+            Some(batcher) => batcher.check(call, self.timeout).await,
+            None => alone(self.connection.clone(), &call, self.timeout).await,
+        };
+        if let Err(err) = &answer {
+            self.failed(err, || rule.key(&self.prefix, key));
         }
-        alone(self.connection.clone(), &call, self.timeout).await
+        answer
     }
 
-    /// Sends one command that runs no script.
-    async fn query(&self, command: &Cmd) -> Result<Value, RedisError> {
-        query(self.connection.clone(), command, false, self.timeout).await
+    /// Sends one command of `key` that runs no script.
+    async fn query(&self, command: &Cmd, key: &str) -> Result<Value, RedisError> {
+        self.gate(key)?;
+        let answer = query(self.connection.clone(), command, false, self.timeout, key).await;
+        if let Err(err) = &answer {
+            self.failed(err, || key.to_string());
+        }
+        answer
+    }
+
+    /// Whether a call of `key` (a Redis key) goes to Redis: not while its circuit is open.
+    #[inline]
+    fn gate(&self, key: &str) -> Result<(), RedisError> {
+        self.circuits.gate(|| self.connection.place(key))
+    }
+
+    /// Notes a call's failure, which may open the circuit of its place; `key` names a Redis
+    /// key there, for the probe.
+    fn failed(&self, err: &RedisError, key: impl FnOnce() -> String) {
+        if err.is_transient() {
+            self.circuits.failed(err, key, self.timeout);
+        }
     }
 
     fn decide(
@@ -715,6 +888,27 @@ impl RedisLimiter {
             (Err(err), _) => Err(err),
         }
     }
+}
+
+/// The probe of an open circuit (see `circuit.rs`): `EXISTS` on a key of the place, routed as
+/// the key's checks are, which a node that cannot serve the key (a cluster without it) fails
+/// as it would fail them. When a cluster's node answers, the slot map is read again: a node
+/// back after a failover may be serving other slots.
+fn prober(connection: Connection) -> Box<ProbeFn> {
+    Box::new(move |key, timeout| {
+        let connection = connection.clone();
+        Box::pin(async move {
+            let mut exists = redis::cmd("EXISTS");
+            exists.arg(&key);
+            let answer = query(connection.clone(), &exists, false, timeout, &key).await;
+            if answer.is_ok() {
+                if let Connection::Cluster(cluster, nodes) = &connection {
+                    nodes.refresh_soon(cluster.clone());
+                }
+            }
+            answer.map(drop)
+        })
+    })
 }
 
 /// The batcher, when batches hold more than one check.

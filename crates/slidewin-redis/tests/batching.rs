@@ -147,7 +147,8 @@ fn spawn_checks(
 }
 
 /// A limiter that waits ten seconds for Redis, and a clone sharing its queue that waits a
-/// millisecond.
+/// millisecond. The clone has a circuit of its own, so that its timeouts leave the patient
+/// one's closed (see `outage.rs` for a timeout opening a shared circuit).
 async fn patient_and_hasty(server: &RedisServer) -> (RedisLimiter, RedisLimiter) {
     let patient = ready(server)
         .await
@@ -156,6 +157,8 @@ async fn patient_and_hasty(server: &RedisServer) -> (RedisLimiter, RedisLimiter)
     let hasty = patient
         .clone()
         .with_timeout(Duration::from_millis(1))
+        .unwrap()
+        .with_circuit_backoff(Duration::from_secs(60), Duration::from_secs(60))
         .unwrap();
     (patient, hasty)
 }
@@ -178,6 +181,7 @@ async fn a_short_queue_waits_while_more_than_two_calls_are_on_their_way() {
         assert_eq!(
             err,
             RedisError::Timeout {
+                at: server.url(),
                 after: Duration::from_millis(1)
             }
         );
@@ -308,6 +312,7 @@ async fn a_check_whose_caller_gave_up_is_never_sent() {
     assert_eq!(
         gave_up,
         RedisError::Timeout {
+            at: server.url(),
             after: Duration::from_millis(1)
         }
     );

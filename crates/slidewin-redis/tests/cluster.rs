@@ -4,9 +4,11 @@
 
 mod support;
 
+use std::time::Duration;
+
 use slidewin::Moment;
-use slidewin_redis::{Check, RedisError, RedisLimiter, Rule};
-use support::RedisCluster;
+use slidewin_redis::{Check, FailurePolicy, RedisError, RedisLimiter, Rule};
+use support::{RedisCluster, at_once, until_available};
 
 /// Checks go alone while fewer than this many calls are on their way to their node (the
 /// crate's `ALONE`).
@@ -291,42 +293,69 @@ async fn a_nodes_full_batch_goes_without_waiting_for_a_call_to_come_back() {
     }
 }
 
-#[tokio::test]
-async fn a_lost_node_is_an_error_and_the_cluster_heals() {
-    let mut cluster = RedisCluster::start();
-    let redis = connect(&cluster).await;
-    let rule = Rule::gcra("10/s".parse().unwrap()).unwrap();
-    let key = "on-the-lost-node";
-    let node = cluster.node_of(&format!("{{slidewin:{key}}}"));
-    assert!(redis.check(&rule, key, 1).await.unwrap().allowed());
-
-    cluster.nodes[node].kill();
-    let err = redis.check(&rule, key, 1).await.unwrap_err();
-    assert!(err.is_transient(), "{err}");
-    assert!(
-        matches!(
-            err,
-            RedisError::Cluster { .. }
-                | RedisError::Unavailable { .. }
-                | RedisError::Timeout { .. }
-        ),
-        "{err}"
-    );
-
-    // The node comes back with its slots (its cluster config is on disk), empty.
-    cluster.nodes[node].restart();
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        match redis.check(&rule, key, 1).await {
-            Ok(decision) => {
-                assert!(decision.allowed());
-                break;
-            }
-            Err(err) => assert!(
-                attempts < 500 && err.is_transient(),
-                "attempt {attempts}: {err}"
-            ),
+/// A key of each node, in the nodes' order.
+fn a_key_on_each_node(cluster: &RedisCluster) -> Vec<String> {
+    let mut keys: Vec<Option<String>> = vec![None; cluster.nodes.len()];
+    for i in 0.. {
+        let key = format!("user-{i}");
+        let node = cluster.node_of(&format!("{{slidewin:{key}}}"));
+        keys[node].get_or_insert(key);
+        if keys.iter().all(Option::is_some) {
+            break;
         }
     }
+    keys.into_iter().flatten().collect()
+}
+
+#[tokio::test]
+async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
+    let mut cluster = RedisCluster::start();
+    let redis = connect(&cluster)
+        .await
+        .with_failure_policy(FailurePolicy::Closed)
+        .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(50))
+        .unwrap();
+    let rule = Rule::gcra("10/hour".parse().unwrap()).unwrap();
+    let keys = a_key_on_each_node(&cluster);
+    for key in &keys {
+        assert!(redis.check(&rule, key, 1).await.unwrap().allowed());
+    }
+
+    cluster.nodes[0].kill();
+    let lost = format!("127.0.0.1:{}", cluster.nodes[0].port);
+    let first = redis.check(&rule, &keys[0], 1).await.unwrap();
+    let why = first.made_without_redis().expect("decided without Redis");
+    assert!(
+        matches!(
+            why,
+            RedisError::Cluster { at, .. }
+                | RedisError::Unavailable { at, .. }
+                | RedisError::Timeout { at, .. } if *at == lost
+        ),
+        "{why}"
+    );
+    assert!(!first.allowed());
+    // Its node's circuit is open: the checks of its keys answer at once, naming it.
+    for _ in 0..10 {
+        let again = at_once(redis.check(&rule, &keys[0], 1))
+            .expect("an answer without waiting")
+            .unwrap();
+        let why = again.made_without_redis().expect("decided without Redis");
+        let said = format!("Redis at {lost} is unavailable: not asked: the circuit is open since ");
+        assert!(why.to_string().starts_with(&said), "{why}");
+    }
+    assert!(!redis.is_available());
+    // The other nodes' keys still go to Redis, exactly.
+    for key in &keys[1..] {
+        let decision = redis.check(&rule, key, 1).await.unwrap();
+        assert_eq!(decision.made_without_redis(), None, "{key}");
+        assert_eq!(decision.remaining(), 8, "{key}");
+    }
+
+    // The node comes back with its slots (its cluster config is on disk), empty.
+    cluster.nodes[0].restart();
+    until_available(&redis).await;
+    let back = redis.check(&rule, &keys[0], 1).await.unwrap();
+    assert_eq!(back.made_without_redis(), None);
+    assert_eq!(back.remaining(), 9);
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use slidewin::{LimitError, Limiter, Moment, SlidingLog};
 use slidewin_redis::{Check, FailurePolicy, RedisError, RedisLimiter, Rule};
-use support::RedisServer;
+use support::{RedisServer, until_available};
 
 fn secs(s: u64) -> Moment {
     Moment::from_secs(s)
@@ -66,13 +66,16 @@ async fn seed001_two_requests_in_one_microsecond_both_count() {
 /// members of one microsecond sort by number past 9 and 99 too: a repeated number would
 /// overwrite an entry (ZADD) and let one unit too many through. Old entries go when the log's
 /// time enters a new stretch of its idle time (a span and a millisecond), so the set holds no
-/// entry older than a span and a stretch, and the three markers besides.
+/// entry older than a span and a stretch, and the three markers besides. The span is long
+/// (100 s) because the key's expiry runs on the server's real clock: with a span of a second,
+/// the log full and so unwritten for its first second of checks expired when those took more
+/// than a second of real time (two `redis-cli` runs each, on a busy machine).
 #[tokio::test]
 async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::sliding_log("120/s".parse().unwrap()).unwrap();
-    let now = secs(7);
+    let rule = Rule::sliding_log("120 per 100s".parse().unwrap()).unwrap();
+    let now = secs(1_000);
     for n in 1..=120 {
         let decision = redis.check_at(&rule, "k", now, 1).await.unwrap();
         assert!(decision.allowed(), "unit {n}");
@@ -80,14 +83,14 @@ async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
     }
     assert!(!redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
     assert_eq!(redis.inspect("k", now, now).await.unwrap().len(), 120);
-    // Three seconds of checks every 5 ms, costing 1 to 3: the answers are memory's.
+    // Three spans of checks every 500 ms, costing 1 to 3: the answers are memory's.
     let mut memory = Limiter::<SlidingLog>::new(rule.quota()).unwrap();
     for _ in 0..=120 {
         memory.check(now, 1).unwrap();
     }
-    let (span, stretch) = (Duration::from_secs(1), Duration::from_millis(1_001));
+    let (span, stretch) = (Duration::from_secs(100), Duration::from_millis(100_001));
     for step in 1..=600u64 {
-        let at = now + Duration::from_millis(5 * step);
+        let at = now + Duration::from_millis(500 * step);
         let cost = 1 + step % 3;
         let decision = redis.check_at(&rule, "k", at, cost).await.unwrap();
         assert_eq!(
@@ -440,8 +443,9 @@ async fn check_many_answers_in_order_in_one_pipeline() {
 }
 
 #[tokio::test]
-async fn redis_down_then_back_errors_then_recovers() {
+async fn redis_down_then_back_errors_at_once_then_recovers() {
     let mut server = RedisServer::start();
+    let url = server.url();
     let redis = limiter(&server)
         .await
         .with_timeout(Duration::from_millis(300))
@@ -456,17 +460,31 @@ async fn redis_down_then_back_errors_then_recovers() {
     );
 
     server.kill();
+    let err = redis.check_at(&rule, "k", secs(2), 1).await.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(
+        matches!(
+            &err,
+            RedisError::Unavailable { at, .. } | RedisError::Timeout { at, .. } if *at == url
+        ),
+        "{err}"
+    );
+    // The circuit is open: the checks after the first answer without asking, saying so.
+    assert!(!redis.is_available());
     for _ in 0..3 {
         let err = redis.check_at(&rule, "k", secs(2), 1).await.unwrap_err();
-        assert!(err.is_transient(), "{err}");
+        let RedisError::Unavailable { at, detail } = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(*at, url);
         assert!(
-            matches!(
-                err,
-                RedisError::Unavailable { .. } | RedisError::Timeout { .. }
-            ),
+            detail.starts_with("not asked: the circuit is open since "),
             "{err}"
         );
     }
+    // As do the other calls, and clones; and a policy answers them.
+    let err = redis.reset(&rule, "k").await.unwrap_err();
+    assert!(err.to_string().contains("not asked"), "{err}");
     let open = redis.clone().with_failure_policy(FailurePolicy::Open);
     let decision = open.check_at(&rule, "k", secs(2), 1).await.unwrap();
     assert!(decision.allowed() && decision.made_without_redis().is_some());
@@ -474,16 +492,11 @@ async fn redis_down_then_back_errors_then_recovers() {
     let decision = closed.check_at(&rule, "k", secs(2), 1).await.unwrap();
     assert!(!decision.allowed() && decision.made_without_redis().is_some());
 
-    // Back, and empty (it keeps nothing on disk): the connection finds it by itself.
+    // Back, and empty (it keeps nothing on disk): the probe finds it by itself.
     server.restart();
-    let mut attempts = 0;
-    let first = loop {
-        attempts += 1;
-        match redis.check_at(&rule, "k", secs(3), 2).await {
-            Ok(decision) => break decision,
-            Err(err) => assert!(attempts < 200 && err.is_transient(), "{err}"),
-        }
-    };
+    until_available(&redis).await;
+    assert!(redis.is_available());
+    let first = redis.check_at(&rule, "k", secs(3), 2).await.unwrap();
     assert!(first.allowed() && first.made_without_redis().is_none());
     assert!(
         !redis
@@ -503,15 +516,22 @@ async fn a_paused_server_is_a_timeout_naming_it() {
         .unwrap();
     let rule = Rule::gcra("10/s".parse().unwrap()).unwrap();
     assert!(redis.check(&rule, "k", 1).await.unwrap().allowed());
-    server.cli(&["client", "pause", "2000", "all"]);
+    server.cli(&["client", "pause", "2000", "write"]);
     let err = redis.check(&rule, "k", 1).await.unwrap_err();
     assert_eq!(
         err,
         RedisError::Timeout {
+            at: server.url(),
             after: Duration::from_millis(100)
         }
     );
-    assert_eq!(err.to_string(), "Redis did not answer within 100ms");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "Redis at redis://127.0.0.1:{}/ did not answer within 100ms",
+            server.port
+        )
+    );
     server.cli(&["client", "unpause"]);
 }
 
@@ -520,6 +540,23 @@ async fn bad_setup_is_an_error_naming_the_value() {
     let err = RedisLimiter::connect("http://nowhere").await.unwrap_err();
     assert!(matches!(err, RedisError::Config { .. }), "{err}");
     assert!(err.to_string().contains("http://nowhere"), "{err}");
+    // A URL is shown without its password.
+    let err = RedisLimiter::connect("redis://bob:hunter2@cache:notaport/")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot set up the Redis limiter: `redis://bob:***@cache:notaport/`: Redis URL did not \
+         parse - InvalidClientConfig"
+    );
+    let err = RedisLimiter::connect_cluster(&["redis://:hunter2@a:1/", "redis://b:x/"])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot set up the Redis limiter: [redis://:***@a:1/, redis://b:x/]: Redis URL did not \
+         parse - InvalidClientConfig"
+    );
     let err = RedisLimiter::connect_cluster(&[]).await.unwrap_err();
     assert!(err.to_string().contains("got none"), "{err}");
     let server = RedisServer::start();
@@ -528,17 +565,23 @@ async fn bad_setup_is_an_error_naming_the_value() {
         .with_timeout(Duration::ZERO)
         .unwrap_err();
     assert!(err.to_string().contains("got 0ns"), "{err}");
-    // Nothing listens on a port of a server that is gone.
+    // Nothing listens on a port of a server that is gone: the error names it, password hidden.
     let port = server.port;
     drop(server);
-    let err = RedisLimiter::connect(&format!("redis://127.0.0.1:{port}/"))
+    let err = RedisLimiter::connect(&format!("redis://bob:hunter2@127.0.0.1:{port}/"))
         .await
         .unwrap_err();
+    let shown = format!("redis://bob:***@127.0.0.1:{port}/");
     assert!(
         matches!(
-            err,
-            RedisError::Unavailable { .. } | RedisError::Timeout { .. }
+            &err,
+            RedisError::Unavailable { at, .. } | RedisError::Timeout { at, .. } if *at == shown
         ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with(&format!("Redis at {shown} is unavailable: ")),
         "{err}"
     );
 }

@@ -6,7 +6,11 @@
 //! cargo run --example shared_login_throttle        # in another: same user, same counts
 //! ```
 //!
-//! It needs a Redis (`--redis URL`, or `$REDIS_URL`, else `redis://127.0.0.1:6379/`).
+//! It needs a Redis (`--redis URL`, or `$REDIS_URL`, else `redis://127.0.0.1:6379/`) to start.
+//! If Redis goes down while it runs, it goes on: `--on-redis-down closed` (the default)
+//! refuses every login until Redis is back, `open` checks passwords without counting the
+//! failures; either way it says so on standard error, and again when Redis is back.
+//! `--window` reads as `login_throttle`'s does: `10` is ten seconds, as are `10s` and `PT10S`.
 
 mod throttle;
 

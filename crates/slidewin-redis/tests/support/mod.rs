@@ -87,6 +87,9 @@ impl RedisServer {
             .arg(&self.dir);
         if self.cluster {
             command.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
+            // A lost node's slots go unserved, the others' stay served: what the tests of a
+            // lost node look at does not hang on how soon the others notice.
+            command.args(["--cluster-require-full-coverage", "no"]);
             command.args([
                 "--cluster-config-file",
                 &format!("nodes-{}.conf", self.port),
@@ -163,6 +166,26 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What `future` answers on its first poll, if it answers then: `None` if it would wait for
+/// anything (Redis, a timer, another task). A check that answers here took no round trip.
+pub fn at_once<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(answer) => Some(answer),
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// Until `redis` goes to Redis again: its probe, in the background, finds it back.
+pub async fn until_available(redis: &slidewin_redis::RedisLimiter) {
+    use slidewin_redis::CircuitState;
+    let mut state = redis.circuit_state();
+    while state != CircuitState::Closed {
+        state = redis.circuit_changed(state).await;
     }
 }
 

@@ -1,0 +1,586 @@
+//! The circuit: while Redis is known to be down, checks answer at once instead of each waiting
+//! for it (a second, or the timeout), and one probe at a time asks whether it is back.
+//!
+//! Each place (a single Redis's URL, or a cluster node's `host:port`) has a circuit of its own,
+//! closed until a call there fails with an error that says Redis may be down (`Unavailable`,
+//! `Timeout`, `Cluster`: [`RedisError::is_transient`]). The first such failure opens it: calls
+//! there answer at once with an `Unavailable` error that says so (which a `FailurePolicy` turns
+//! into its decision). A task of the circuit's own then probes the place (`EXISTS` on the key
+//! that failed, routed as that key's checks are), first after the first wait and then after
+//! twice the wait before, up to the longest; the probe that Redis answers closes the circuit.
+//! A background task rather than a caller probes, so that no caller ever waits on a Redis known
+//! to be down (a caller's probe would wait its timeout while Redis stays down), and so that a
+//! circuit whose place no check names any more (a cluster's node replaced in a failover) still
+//! closes once its key is served again.
+//!
+//! A closed circuit costs a check one relaxed atomic load: the count of open circuits.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::error::RedisError;
+
+/// The first wait before a probe, by default.
+pub(crate) const FIRST_WAIT: Duration = Duration::from_millis(50);
+
+/// The longest wait between probes, by default: a Redis that comes back is used again within
+/// about this long (and a probe's round trip).
+pub(crate) const LONGEST_WAIT: Duration = Duration::from_secs(2);
+
+/// The longest wait that may be set: longer would leave checks without Redis for more than an
+/// hour after it is back.
+pub(crate) const MOST_WAIT: Duration = Duration::from_secs(3600);
+
+/// Where a [`RedisLimiter`](crate::RedisLimiter)'s checks stand with Redis, from
+/// [`RedisLimiter::circuit_state`](crate::RedisLimiter::circuit_state).
+///
+/// On a cluster each node has a circuit of its own; the limiter's state is then `Closed` when
+/// every node's is, `HalfOpen` when every open one has its probe on the way, and `Open`
+/// otherwise.
+///
+/// ```
+/// use slidewin_redis::CircuitState;
+/// assert_ne!(CircuitState::Closed, CircuitState::Open);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CircuitState {
+    /// Redis answers: checks go to it.
+    Closed,
+    /// Redis failed: checks answer at once without it until a probe finds it back.
+    Open,
+    /// As `Open`, with a probe on its way to Redis.
+    HalfOpen,
+}
+
+/// A probe of a key's place: `Ok` when Redis answered.
+pub(crate) type ProbeFn = dyn Fn(String, Duration) -> Pin<Box<dyn Future<Output = Result<(), RedisError>> + Send>>
+    + Send
+    + Sync;
+
+/// The circuits of a limiter (one per place), shared by its clones.
+pub(crate) struct Circuits {
+    /// How many circuits are open: what a check reads, and all it reads while none is.
+    open: AtomicUsize,
+    places: Mutex<HashMap<Arc<str>, Open>>,
+    first: Duration,
+    longest: Duration,
+    probe: Box<ProbeFn>,
+    state: watch::Sender<CircuitState>,
+}
+
+/// An open circuit.
+struct Open {
+    /// The latest failure: the one that opened it, or the latest probe's.
+    cause: RedisError,
+    next_try: Instant,
+    probing: bool,
+}
+
+impl Circuits {
+    /// Circuits waiting `first` before the first probe, doubling to `longest`, probing with
+    /// `probe`.
+    pub(crate) fn new(first: Duration, longest: Duration, probe: Box<ProbeFn>) -> Arc<Circuits> {
+        Arc::new(Circuits {
+            open: AtomicUsize::new(0),
+            places: Mutex::new(HashMap::new()),
+            first,
+            longest,
+            probe,
+            state: watch::Sender::new(CircuitState::Closed),
+        })
+    }
+
+    /// The waits' settings, checked: the first longer than zero, the longest at least the
+    /// first and at most an hour.
+    pub(crate) fn check_waits(first: Duration, longest: Duration) -> Result<(), RedisError> {
+        let wrong = |detail: String| Err(RedisError::Config { detail });
+        if first.is_zero() {
+            return wrong(format!(
+                "the circuit's first wait must be longer than zero, got {first:?}"
+            ));
+        }
+        if longest < first {
+            return wrong(format!(
+                "the circuit's longest wait must be at least its first ({first:?}), got {longest:?}"
+            ));
+        }
+        if longest > MOST_WAIT {
+            return wrong(format!(
+                "the circuit's longest wait must be at most {MOST_WAIT:?}, got {longest:?}"
+            ));
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Open>> {
+        // Nothing panics while holding the lock; a poisoned map is still a good map.
+        self.places.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a call may go to `place`: an error at once, saying why not, while its circuit
+    /// is open. `place` is looked up only while some circuit is open.
+    #[inline]
+    pub(crate) fn gate(&self, place: impl FnOnce() -> Arc<str>) -> Result<(), RedisError> {
+        if self.open.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        self.gate_slow(&place())
+    }
+
+    #[cold]
+    fn gate_slow(&self, place: &str) -> Result<(), RedisError> {
+        match self.lock().get(place) {
+            None => Ok(()),
+            Some(open) => Err(open.error(place, Instant::now())),
+        }
+    }
+
+    /// Notes a call's failure: one that says Redis may be down opens the circuit of its place
+    /// (the error's `at`), unless open already, and starts its probe, of `key` (its Redis key)
+    /// with `timeout`. Without a runtime to probe from, the circuit stays closed.
+    pub(crate) fn failed(
+        self: &Arc<Self>,
+        err: &RedisError,
+        key: impl FnOnce() -> String,
+        timeout: Duration,
+    ) {
+        let (RedisError::Unavailable { at, .. }
+        | RedisError::Timeout { at, .. }
+        | RedisError::Cluster { at, .. }) = err
+        else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let place: Arc<str> = {
+            let mut places = self.lock();
+            if places.contains_key(at.as_str()) {
+                // The calls that were on their way when it opened: the next try stays.
+                return;
+            }
+            let place = Arc::from(at.as_str());
+            places.insert(
+                Arc::clone(&place),
+                Open {
+                    cause: err.clone(),
+                    next_try: Instant::now() + self.first,
+                    probing: false,
+                },
+            );
+            self.published(&places);
+            place
+        };
+        runtime.spawn(probing(Arc::downgrade(self), place, key(), timeout));
+    }
+
+    /// Tells the open count and the state to those who read them.
+    fn published(&self, places: &HashMap<Arc<str>, Open>) {
+        self.open.store(places.len(), Ordering::Relaxed);
+        let state = if places.is_empty() {
+            CircuitState::Closed
+        } else if places.values().all(|open| open.probing) {
+            CircuitState::HalfOpen
+        } else {
+            CircuitState::Open
+        };
+        self.state.send_if_modified(|now| {
+            let changed = *now != state;
+            *now = state;
+            changed
+        });
+    }
+
+    /// The state now.
+    pub(crate) fn state(&self) -> CircuitState {
+        *self.state.borrow()
+    }
+
+    /// The state once it is other than `from` (at once if it is already).
+    pub(crate) async fn changed(&self, from: CircuitState) -> CircuitState {
+        let mut states = self.state.subscribe();
+        // The sender lives as long as `self`: this never fails.
+        let state = states.wait_for(|state| *state != from).await.map(|s| *s);
+        state.unwrap_or_else(|_| self.state())
+    }
+}
+
+impl Open {
+    /// What a call to an open circuit's place answers.
+    fn error(&self, place: &str, now: Instant) -> RedisError {
+        let next = if self.probing {
+            "a probe is on its way".to_string()
+        } else {
+            // In whole milliseconds, rounded up: never "in 0ms" before the time.
+            let wait = self.next_try.saturating_duration_since(now);
+            let millis = wait.as_nanos().div_ceil(1_000_000);
+            let millis = u64::try_from(millis).unwrap_or(u64::MAX);
+            format!("next try in {:?}", Duration::from_millis(millis))
+        };
+        RedisError::Unavailable {
+            at: place.to_string(),
+            detail: format!(
+                "not asked: the circuit is open since {}; {next}",
+                self.cause.reason()
+            ),
+        }
+    }
+}
+
+/// The probe of `place`'s open circuit: waits, probes with `key`, and closes the circuit when
+/// Redis answers, else waits twice as long (up to the longest wait) and probes again. Ends when
+/// the circuit closes or the limiter is gone.
+async fn probing(circuits: Weak<Circuits>, place: Arc<str>, key: String, timeout: Duration) {
+    let Some(first) = circuits.upgrade().map(|c| c.first) else {
+        return;
+    };
+    let mut wait = first;
+    loop {
+        let next_try = {
+            let Some(circuits) = circuits.upgrade() else {
+                return;
+            };
+            let places = circuits.lock();
+            let Some(open) = places.get(&place) else {
+                return;
+            };
+            open.next_try
+        };
+        tokio::time::sleep_until(next_try).await;
+        let Some(circuits) = circuits.upgrade() else {
+            return;
+        };
+        let probe = {
+            let mut places = circuits.lock();
+            let Some(open) = places.get_mut(&place) else {
+                return;
+            };
+            open.probing = true;
+            circuits.published(&places);
+            (circuits.probe)(key.clone(), timeout)
+        };
+        let outcome = probe.await;
+        let mut places = circuits.lock();
+        match outcome {
+            // Redis answered: an error of another kind is still an answer.
+            Err(err) if err.is_transient() => {
+                wait = (wait * 2).min(circuits.longest);
+                if let Some(open) = places.get_mut(&place) {
+                    open.cause = err;
+                    open.next_try = Instant::now() + wait;
+                    open.probing = false;
+                }
+                circuits.published(&places);
+            }
+            _ => {
+                places.remove(&place);
+                circuits.published(&places);
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+
+    const URL: &str = "redis://127.0.0.1:6379/";
+    const KEY: &str = "{p:k}:gcra";
+
+    fn refused() -> RedisError {
+        RedisError::Unavailable {
+            at: URL.to_string(),
+            detail: "Connection refused (os error 111)".to_string(),
+        }
+    }
+
+    /// A fake Redis for the probes: each probe is noted (when it went, its key and timeout)
+    /// and answered with the next outcome the test sends, waiting for it.
+    struct Fake {
+        probes: Arc<Mutex<Vec<(Instant, String, Duration)>>>,
+        outcomes: mpsc::UnboundedSender<Result<(), RedisError>>,
+    }
+
+    impl Fake {
+        fn times(&self) -> Vec<Instant> {
+            let probes = self.probes.lock().unwrap();
+            for (_, key, timeout) in probes.iter() {
+                assert_eq!((key.as_str(), *timeout), (KEY, Duration::from_secs(1)));
+            }
+            probes.iter().map(|(at, ..)| *at).collect()
+        }
+
+        fn answer(&self, outcome: Result<(), RedisError>) {
+            self.outcomes.send(outcome).unwrap();
+        }
+    }
+
+    fn circuits(first: Duration, longest: Duration) -> (Arc<Circuits>, Fake) {
+        let probes = Arc::new(Mutex::new(Vec::new()));
+        let (outcomes, answers) = mpsc::unbounded_channel();
+        let answers = Arc::new(tokio::sync::Mutex::new(answers));
+        let noted = Arc::clone(&probes);
+        let probe: Box<ProbeFn> = Box::new(move |key, timeout| {
+            noted.lock().unwrap().push((Instant::now(), key, timeout));
+            let answers = Arc::clone(&answers);
+            Box::pin(async move { answers.lock().await.recv().await.unwrap_or(Ok(())) })
+        });
+        (
+            Circuits::new(first, longest, probe),
+            Fake { probes, outcomes },
+        )
+    }
+
+    fn fail(circuits: &Arc<Circuits>, err: &RedisError) {
+        circuits.failed(err, || KEY.to_string(), Duration::from_secs(1));
+    }
+
+    fn gate(circuits: &Circuits) -> Result<(), RedisError> {
+        circuits.gate(|| Arc::from(URL))
+    }
+
+    /// Lets the probe task run as far as it can without time passing.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_failure_opens_it_and_a_reply_error_does_not() {
+        let (circuits, fake) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        let bad_script = RedisError::Reply {
+            at: URL.to_string(),
+            detail: "ERR bad script".to_string(),
+        };
+        fail(&circuits, &bad_script);
+        assert_eq!(gate(&circuits), Ok(()));
+        assert_eq!(circuits.state(), CircuitState::Closed);
+        fail(&circuits, &refused());
+        assert_eq!(circuits.state(), CircuitState::Open);
+        assert_eq!(
+            gate(&circuits).unwrap_err().to_string(),
+            "Redis at redis://127.0.0.1:6379/ is unavailable: not asked: the circuit is open \
+             since Connection refused (os error 111); next try in 50ms"
+        );
+        // Another place's circuit is its own.
+        assert_eq!(circuits.gate(|| Arc::from("127.0.0.1:7001")), Ok(()));
+        // Nothing probed before the first wait is over.
+        settle().await;
+        assert!(fake.times().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_open_the_answer_says_when_the_next_try_is() {
+        let (circuits, _fake) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        let timeout = RedisError::Timeout {
+            at: URL.to_string(),
+            after: Duration::from_secs(1),
+        };
+        fail(&circuits, &timeout);
+        tokio::time::advance(Duration::from_micros(20_500)).await;
+        assert_eq!(
+            gate(&circuits).unwrap_err(),
+            RedisError::Unavailable {
+                at: URL.to_string(),
+                detail: "not asked: the circuit is open since no answer within 1s; \
+                         next try in 30ms"
+                    .to_string()
+            }
+        );
+        // Failures of the calls that were on their way do not move the next try.
+        fail(&circuits, &refused());
+        let err = gate(&circuits).unwrap_err().to_string();
+        assert!(
+            err.ends_with("since no answer within 1s; next try in 30ms"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_probe_at_a_time_however_many_callers() {
+        let (circuits, fake) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        fail(&circuits, &refused());
+        tokio::time::advance(FIRST_WAIT).await;
+        settle().await;
+        // The probe is on its way (the fake holds its answer): a thousand callers answer at
+        // once, and none of them probes.
+        assert_eq!(circuits.state(), CircuitState::HalfOpen);
+        for _ in 0..1_000 {
+            let err = gate(&circuits).unwrap_err();
+            assert!(err.to_string().ends_with("a probe is on its way"), "{err}");
+        }
+        // Nor do failures while it is on its way, however long it takes.
+        for _ in 0..100 {
+            fail(&circuits, &refused());
+        }
+        tokio::time::advance(LONGEST_WAIT * 10).await;
+        settle().await;
+        assert_eq!(fake.times().len(), 1);
+        assert_eq!(circuits.state(), CircuitState::HalfOpen);
+    }
+
+    /// Waits for the next probe, answers it with `outcome`, and returns when it went.
+    async fn next_probe(
+        circuits: &Circuits,
+        fake: &Fake,
+        outcome: Result<(), RedisError>,
+    ) -> Instant {
+        assert_eq!(
+            circuits.changed(CircuitState::Open).await,
+            CircuitState::HalfOpen
+        );
+        let went = Instant::now();
+        fake.answer(outcome);
+        went
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wait_doubles_after_each_failed_probe_up_to_the_longest() {
+        let (circuits, fake) = circuits(Duration::from_millis(50), Duration::from_millis(500));
+        let mut went = vec![Instant::now()];
+        fail(&circuits, &refused());
+        for _ in 0..8 {
+            went.push(next_probe(&circuits, &fake, Err(refused())).await);
+            assert_eq!(
+                circuits.changed(CircuitState::HalfOpen).await,
+                CircuitState::Open
+            );
+        }
+        let waits: Vec<u128> = went
+            .windows(2)
+            .map(|pair| (pair[1] - pair[0]).as_millis())
+            .collect();
+        assert_eq!(waits, [50, 100, 200, 400, 500, 500, 500, 500]);
+        assert_eq!(fake.times(), went[1..]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_probe_redis_answers_closes_it() {
+        let (circuits, fake) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        fail(&circuits, &refused());
+        // The first probe fails: open again, the next try after twice the wait.
+        next_probe(&circuits, &fake, Err(refused())).await;
+        assert_eq!(
+            circuits.changed(CircuitState::HalfOpen).await,
+            CircuitState::Open
+        );
+        let err = gate(&circuits).unwrap_err().to_string();
+        assert!(err.ends_with("next try in 100ms"), "{err}");
+        // The second finds Redis: closed, and checks go to it again.
+        next_probe(&circuits, &fake, Ok(())).await;
+        assert_eq!(
+            circuits.changed(CircuitState::HalfOpen).await,
+            CircuitState::Closed
+        );
+        assert_eq!(gate(&circuits), Ok(()));
+        assert_eq!(circuits.open.load(Ordering::Relaxed), 0);
+        assert_eq!(fake.times().len(), 2);
+        // A later failure opens it again, from the first wait.
+        fail(&circuits, &refused());
+        let err = gate(&circuits).unwrap_err().to_string();
+        assert!(err.ends_with("next try in 50ms"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_answered_with_a_reply_error_closes_it_too() {
+        let (circuits, fake) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        fail(&circuits, &refused());
+        let loading = RedisError::Reply {
+            at: URL.to_string(),
+            detail: "LOADING Redis is loading the dataset in memory".to_string(),
+        };
+        next_probe(&circuits, &fake, Err(loading)).await;
+        assert_eq!(
+            circuits.changed(CircuitState::HalfOpen).await,
+            CircuitState::Closed
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cluster_node_s_circuit_is_its_own() {
+        let (circuits, fake) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        let node = |port: u16| -> Arc<str> { Arc::from(format!("127.0.0.1:{port}")) };
+        let lost = RedisError::Unavailable {
+            at: "127.0.0.1:7001".to_string(),
+            detail: "Connection refused (os error 111)".to_string(),
+        };
+        fail(&circuits, &lost);
+        assert!(circuits.gate(|| node(7001)).is_err());
+        assert_eq!(circuits.gate(|| node(7000)), Ok(()));
+        assert_eq!(circuits.gate(|| node(7002)), Ok(()));
+        // A second node's failure: two open, one probe each.
+        let other = RedisError::Cluster {
+            at: "127.0.0.1:7002".to_string(),
+            detail: "CLUSTERDOWN".to_string(),
+        };
+        fail(&circuits, &other);
+        assert!(circuits.gate(|| node(7002)).is_err());
+        tokio::time::advance(FIRST_WAIT).await;
+        settle().await;
+        assert_eq!(fake.times().len(), 2);
+        assert_eq!(circuits.state(), CircuitState::HalfOpen);
+        fake.answer(Ok(()));
+        fake.answer(Err(other));
+        // One closes; the other is open again.
+        assert_eq!(
+            circuits.changed(CircuitState::HalfOpen).await,
+            CircuitState::Open
+        );
+        settle().await;
+        let open: Vec<bool> = [7000, 7001, 7002]
+            .map(|port| circuits.gate(|| node(port)).is_err())
+            .to_vec();
+        assert_eq!(open.iter().filter(|o| **o).count(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_probe_ends_with_the_limiter() {
+        let (circuits, fake) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        fail(&circuits, &refused());
+        drop(circuits);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        settle().await;
+        assert!(fake.times().is_empty());
+    }
+
+    #[test]
+    fn bad_waits_are_config_errors_naming_the_value() {
+        let ms = Duration::from_millis;
+        assert_eq!(
+            Circuits::check_waits(Duration::ZERO, ms(10))
+                .unwrap_err()
+                .to_string(),
+            "cannot set up the Redis limiter: the circuit's first wait must be longer than \
+             zero, got 0ns"
+        );
+        assert_eq!(
+            Circuits::check_waits(ms(50), ms(10))
+                .unwrap_err()
+                .to_string(),
+            "cannot set up the Redis limiter: the circuit's longest wait must be at least its \
+             first (50ms), got 10ms"
+        );
+        assert_eq!(
+            Circuits::check_waits(ms(50), Duration::from_secs(7200))
+                .unwrap_err()
+                .to_string(),
+            "cannot set up the Redis limiter: the circuit's longest wait must be at most \
+             3600s, got 7200s"
+        );
+        assert_eq!(Circuits::check_waits(ms(50), ms(50)), Ok(()));
+        assert_eq!(
+            Circuits::check_waits(Duration::from_nanos(1), MOST_WAIT),
+            Ok(())
+        );
+    }
+}
