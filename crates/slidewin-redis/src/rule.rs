@@ -119,13 +119,32 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// The largest limit of a [`SlidingLog`](RedisAlgorithm::SlidingLog) rule. The log keeps a
+    /// member of its sorted set per unit admitted (its count is `ZCOUNT`), so its limit bounds
+    /// both a key's memory (measured: about 130 bytes a member, 1.3 MB at this limit) and a
+    /// check's work (one check of the whole limit adds every member in one script, and a
+    /// script blocks the server: 10 ms at this limit, 160 ms at ten times it). For more, use
+    /// [`SlidingCounter`](RedisAlgorithm::SlidingCounter) or [`Gcra`](RedisAlgorithm::Gcra),
+    /// whose state is two numbers whatever the limit (within Lua's exact integers).
+    ///
+    /// ```
+    /// use slidewin_redis::Rule;
+    /// assert!(Rule::sliding_log("10000/minute".parse()?).is_ok());
+    /// let err = Rule::sliding_log("10001/minute".parse()?).unwrap_err();
+    /// assert!(err.to_string().contains("at most 10000"));
+    /// assert!(Rule::gcra("1000000/minute".parse()?).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const MAX_SLIDING_LOG_LIMIT: u64 = 10_000;
+
     /// `quota` under `algorithm`.
     ///
     /// # Errors
     ///
     /// The [`QuotaError`] the in-memory algorithm gives (a burst where it has none, say), or
-    /// [`QuotaError::Unrepresentable`] when the span is not whole microseconds or the script's
-    /// arithmetic would pass 2^53.
+    /// [`QuotaError::Unrepresentable`] when the span is not whole microseconds, the script's
+    /// arithmetic would pass 2^53, or a sliding log's limit is above
+    /// [`MAX_SLIDING_LOG_LIMIT`](Rule::MAX_SLIDING_LOG_LIMIT).
     ///
     /// # Example
     ///
@@ -149,6 +168,12 @@ impl Rule {
             quota,
             reason,
         };
+        if algorithm == RedisAlgorithm::SlidingLog && quota.limit() > Rule::MAX_SLIDING_LOG_LIMIT {
+            return Err(refuse(
+                "it keeps a member per unit admitted, so its limit can be at most 10000 \
+                 (Rule::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two numbers",
+            ));
+        }
         let nanos = quota.span().as_nanos();
         if nanos % 1_000 != 0 {
             return Err(refuse(
@@ -459,6 +484,27 @@ mod tests {
     /// `10 per 10ms` with a burst of 10: interval 1000 µs, tolerance 9000, burst 10, idle 11 ms.
     fn gcra() -> Rule {
         Rule::gcra("10 per 10ms".parse().unwrap()).unwrap()
+    }
+
+    /// A sliding log on Redis adds a member per unit: a check of 10^12 units (the in-memory
+    /// log takes it as one stamp) would have run a script adding 10^12 members, blocking the
+    /// server for good. Its limit is bounded, and the message names the bound.
+    #[test]
+    fn a_sliding_log_above_its_largest_limit_is_refused_naming_it() {
+        let at_most = Rule::sliding_log(
+            format!("{}/s", Rule::MAX_SLIDING_LOG_LIMIT)
+                .parse()
+                .unwrap(),
+        );
+        assert!(at_most.is_ok());
+        let err = Rule::sliding_log("1000000000000/s".parse().unwrap()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "SlidingLog on Redis cannot represent the quota `1000000000000 per 1s`: it keeps a \
+             member per unit admitted, so its limit can be at most 10000 \
+             (Rule::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two numbers"
+        );
+        assert!(Rule::sliding_counter("1000000/s".parse().unwrap()).is_ok());
     }
 
     #[test]
