@@ -83,6 +83,19 @@ async fn bad_flags_exit_2_naming_the_value() {
             "error: --window takes a duration such as 10s, got `-1`: ",
         ),
         (&["--window"][..], "error: --window needs a value\n"),
+        (
+            &["--max-attempts", "10001"][..],
+            "error: --max-attempts 10001 --window `10s`: SlidingLog on Redis cannot represent \
+             the quota `10001 per 10s`: it keeps a member per unit admitted, so its limit can \
+             be at most 10000 (Rule::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two \
+             numbers\n",
+        ),
+        (
+            &["--window", "1.0000005"][..],
+            "error: --max-attempts 3 --window `1.0000005`: SlidingLog on Redis cannot \
+             represent the quota `3 per 1s 500ns`: Redis counts in whole microseconds, and the \
+             span is not\n",
+        ),
         (&["--max-attempts", &long][..], "(100000 bytes)`\n"),
         (&[&long[..]][..], "error: unknown flag `999"),
     ] {

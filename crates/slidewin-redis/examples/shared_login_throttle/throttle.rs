@@ -108,10 +108,15 @@ pub(crate) fn parse_flags(args: &[String]) -> Result<Option<Config>, String> {
     }
     // Built from the numbers, so that the window means what `login_throttle`'s does.
     let (window, text) = window;
-    let rule = Quota::new(max_attempts, window)
-        .map_err(|e| e.to_string())
-        .and_then(|quota| Rule::sliding_log(quota).map_err(|e| e.to_string()))
+    let quota = Quota::new(max_attempts, window)
         .map_err(|e| format!("--window `{}`: {e}", quote(&text)))?;
+    // Redis's sliding log takes limits up to 10,000, and spans of whole microseconds.
+    let rule = Rule::sliding_log(quota).map_err(|e| {
+        format!(
+            "--max-attempts {max_attempts} --window `{}`: {e}",
+            quote(&text)
+        )
+    })?;
     Ok(Some(Config {
         url,
         rule,
