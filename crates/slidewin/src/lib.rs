@@ -52,14 +52,14 @@
 //!
 //! let mut reconnects = MovingStat::new(Duration::from_secs(30), Duration::from_secs(1), Moment::ZERO)?;
 //! for i in 0..20 {
-//!     reconnects.add(Moment::from_millis(i * 150), 1.0);
+//!     reconnects.add(Moment::from_millis(i * 150), 1.0)?;
 //! }
 //! assert!(reconnects.tally(Moment::from_secs(3)).rate() >= 1.0); // a reconnect loop: back off
 //!
 //! let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
 //! metrics.add(Moment::from_millis(10), MetricEvent::Pass, 1);
 //! assert_eq!(metrics.stats(Moment::from_millis(20)).count(MetricEvent::Pass), 1);
-//! # Ok::<(), slidewin::ConfigError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Intervals and calendar periods
@@ -125,7 +125,7 @@ pub use limit::{
     SlidingCounterState, SlidingLog, SlidingLogState,
 };
 pub use metrics::{MAX_SAMPLE_COUNT, MetricEvent, MetricStats, WindowMetrics};
-pub use moving_stat::{MovingStat, Tally};
+pub use moving_stat::{MovingStat, SampleError, Tally};
 pub use time::{Clock, ManualClock, Moment, MonotonicClock, SystemClock};
 
 // The README's examples are tests too.

@@ -33,6 +33,11 @@ use crate::time::{Clock, Moment, duration_nanos};
 /// sample older than the window on that timeline is counted at the latest time, as if it had
 /// just arrived, and a read at an earlier time reads at the latest one.
 ///
+/// Samples are finite numbers, and a bucket's sum stays finite: [`add`](MovingStat::add)
+/// refuses NaN, an infinity, or a sample that would take its bucket's sum past `f64::MAX`
+/// ([`SampleError`]), and changes nothing then. So no figure is ever NaN; the window's sum (of
+/// finite bucket sums) reads as an infinity only if it passes `f64::MAX`.
+///
 /// # Example
 ///
 /// ```
@@ -42,7 +47,7 @@ use crate::time::{Clock, Moment, duration_nanos};
 /// // 30 events 100 ms apart, in a stat of 60 s in buckets of 1 s (the seed's first test).
 /// let mut stat = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
 /// for i in 0..30 {
-///     stat.add(Moment::from_millis(i * 100), 1.0);
+///     stat.add(Moment::from_millis(i * 100), 1.0)?;
 /// }
 /// let tally = stat.tally(Moment::from_secs(3));
 /// assert_eq!((tally.sum(), tally.count()), (30.0, 30));
@@ -51,7 +56,7 @@ use crate::time::{Clock, Moment, duration_nanos};
 /// // 61 s of silence later, nothing is left.
 /// let tally = stat.tally(Moment::from_secs(64));
 /// assert_eq!((tally.sum(), tally.count(), tally.buckets()), (0.0, 0, 0));
-/// # Ok::<(), slidewin::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
 pub struct MovingStat {
@@ -80,21 +85,36 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn new(epoch: u64, x: f64) -> Bucket {
-        Bucket {
+    /// A bucket of one sample, if it is finite.
+    fn new(epoch: u64, x: f64) -> Result<Bucket, SampleError> {
+        if !x.is_finite() {
+            return Err(SampleError::NotFinite { sample: x });
+        }
+        Ok(Bucket {
             epoch,
             sum: x,
             count: 1,
             min: x,
             max: x,
-        }
+        })
     }
 
-    fn fold(&mut self, x: f64) {
-        self.sum += x;
+    /// Adds `x`, unless it or the sum would not be finite (one test covers both: a sum of a
+    /// finite number and a NaN or an infinity is not finite).
+    fn fold(&mut self, x: f64) -> Result<(), SampleError> {
+        let sum = self.sum + x;
+        if !sum.is_finite() {
+            return Err(if x.is_finite() {
+                SampleError::SumOverflow { sample: x }
+            } else {
+                SampleError::NotFinite { sample: x }
+            });
+        }
+        self.sum = sum;
         self.count += 1;
         self.min = self.min.min(x);
         self.max = self.max.max(x);
+        Ok(())
     }
 }
 
@@ -195,11 +215,11 @@ impl MovingStat {
     /// use slidewin::{Moment, MovingStat};
     /// let mut stat = MovingStat::new(Duration::from_secs(2), Duration::from_secs(1), Moment::ZERO)?;
     /// for s in 0..10 {
-    ///     stat.add(Moment::from_secs(s), 1.0);
+    ///     stat.add(Moment::from_secs(s), 1.0)?;
     /// }
     /// // [7 s, 8 s) is held too: it has instants inside (7 s, 9 s], at most window / bucket + 1.
     /// assert_eq!(stat.len(), 3);
-    /// # Ok::<(), slidewin::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
@@ -225,54 +245,79 @@ impl MovingStat {
     /// be made). A sample older than the window (on the stat's timeline, see the type's docs)
     /// counts at the latest time added.
     ///
-    /// A NaN or infinite `x` spreads to the figures of its bucket until the bucket leaves, as
-    /// floating-point arithmetic does.
+    /// # Errors
+    ///
+    /// [`SampleError::NotFinite`] for a NaN or infinite `x`, and [`SampleError::SumOverflow`]
+    /// if `x` would take its bucket's sum past `f64::MAX` (either way): a NaN would spread to
+    /// every figure of its bucket until the bucket left, and an infinite sum would turn into
+    /// NaN with the first infinity of the other sign. The sample is not counted and the stat
+    /// is unchanged (its timeline included).
     ///
     /// # Example
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Moment, MovingStat};
+    /// use slidewin::{Moment, MovingStat, SampleError};
     ///
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
-    /// stat.add(Moment::from_secs(0), 5.0);
-    /// stat.add(Moment::from_secs(5), 7.0);
+    /// stat.add(Moment::from_secs(0), 5.0)?;
+    /// stat.add(Moment::from_secs(5), 7.0)?;
     /// // At 11.5 s the bucket [0 s, 1 s) has left (1.5 s is the cutoff); [5 s, 6 s) has not.
     /// assert_eq!(stat.tally(Moment::from_millis(11_500)).sum(), 7.0);
-    /// # Ok::<(), slidewin::ConfigError>(())
+    ///
+    /// let err = stat.add(Moment::from_secs(6), f64::NAN).unwrap_err();
+    /// assert_eq!(err.to_string(), "a sample must be a finite number, got NaN");
+    /// assert_eq!(stat.tally(Moment::from_secs(6)).count(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn add(&mut self, t: Moment, x: f64) {
-        let t = if t >= self.newest {
-            self.newest = t;
-            self.evict();
-            t
-        } else if self.inside(t, self.newest) {
-            t
-        } else {
-            // Older than the window on our timeline: it would count nowhere. Count it now.
-            self.newest
-        };
+    pub fn add(&mut self, t: Moment, x: f64) -> Result<(), SampleError> {
+        if t < self.newest {
+            // Older than the window on our timeline, it would count nowhere: count it now.
+            let t = if self.inside(t, self.newest) {
+                t
+            } else {
+                self.newest
+            };
+            return self.add_late(t.as_nanos() / self.bucket, x);
+        }
+        // In time order, the only bucket that can hold `t` is the newest. A refused sample
+        // changes nothing, not even the timeline.
         let epoch = t.as_nanos() / self.bucket;
         match self.buckets.back_mut() {
-            Some(last) if last.epoch == epoch => last.fold(x),
-            Some(last) if last.epoch > epoch => self.add_late(epoch, x),
-            _ => self.push(Bucket::new(epoch, x)),
+            Some(last) if last.epoch == epoch => {
+                last.fold(x)?;
+                self.newest = t;
+                self.evict();
+            }
+            _ => {
+                let bucket = Bucket::new(epoch, x)?;
+                self.newest = t;
+                self.evict();
+                self.push(bucket);
+            }
         }
+        Ok(())
     }
 
     /// [`add`](MovingStat::add) at `clock.now()`.
+    ///
+    /// # Errors
+    ///
+    /// As [`add`](MovingStat::add)'s: a sample that is not finite, or that would take its
+    /// bucket's sum past `f64::MAX`.
     ///
     /// ```
     /// use std::time::Duration;
     /// use slidewin::{Clock, ManualClock, Moment, MovingStat};
     /// let clock = ManualClock::new(Moment::from_secs(5));
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), clock.now())?;
-    /// stat.add_now(&clock, 2.0);
+    /// stat.add_now(&clock, 2.0)?;
     /// assert_eq!(stat.tally_now(&clock).sum(), 2.0);
-    /// # Ok::<(), slidewin::ConfigError>(())
+    /// assert!(stat.add_now(&clock, f64::INFINITY).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn add_now(&mut self, clock: &impl Clock, x: f64) {
-        self.add(clock.now(), x);
+    pub fn add_now(&mut self, clock: &impl Clock, x: f64) -> Result<(), SampleError> {
+        self.add(clock.now(), x)
     }
 
     /// The figures at `now`: every bucket with an instant inside `(now - window, now]`. O(number
@@ -287,11 +332,11 @@ impl MovingStat {
     ///
     /// let mut latency = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
     /// for (s, ms) in [(1, 120.0), (2, 80.0), (3, 100.0)] {
-    ///     latency.add(Moment::from_secs(s), ms);
+    ///     latency.add(Moment::from_secs(s), ms)?;
     /// }
     /// let tally = latency.tally(Moment::from_secs(4));
     /// assert_eq!((tally.min(), tally.max(), tally.mean()), (Some(80.0), Some(120.0), Some(100.0)));
-    /// # Ok::<(), slidewin::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn tally(&self, now: Moment) -> Tally {
@@ -330,10 +375,10 @@ impl MovingStat {
     /// use slidewin::{Clock, ManualClock, Moment, MovingStat};
     /// let clock = ManualClock::new(Moment::ZERO);
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), clock.now())?;
-    /// stat.add_now(&clock, 1.0);
+    /// stat.add_now(&clock, 1.0)?;
     /// clock.advance(Duration::from_secs(11));
     /// assert_eq!(stat.tally_now(&clock).count(), 0);
-    /// # Ok::<(), slidewin::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn tally_now(&self, clock: &impl Clock) -> Tally {
@@ -346,10 +391,10 @@ impl MovingStat {
     /// use std::time::Duration;
     /// use slidewin::{Moment, MovingStat};
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
-    /// stat.add(Moment::from_secs(1), 1.0);
+    /// stat.add(Moment::from_secs(1), 1.0)?;
     /// stat.clear();
     /// assert_eq!(stat.tally(Moment::from_secs(1)).count(), 0);
-    /// # Ok::<(), slidewin::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn clear(&mut self) {
         self.buckets.clear();
@@ -401,19 +446,20 @@ impl MovingStat {
         self.buckets.push_back(bucket);
     }
 
-    /// A sample for a bucket before the newest: into its bucket, made if need be.
+    /// A sample at a time before the newest: into its bucket, made if need be.
     #[cold]
-    fn add_late(&mut self, epoch: u64, x: f64) {
-        let at = self.buckets.partition_point(|b| b.epoch < epoch);
-        match self.buckets.get_mut(at) {
-            Some(b) if b.epoch == epoch => b.fold(x),
-            _ => {
+    fn add_late(&mut self, epoch: u64, x: f64) -> Result<(), SampleError> {
+        match self.buckets.binary_search_by_key(&epoch, |b| b.epoch) {
+            Ok(at) => self.buckets[at].fold(x)?,
+            Err(at) => {
+                let bucket = Bucket::new(epoch, x)?;
                 if self.buckets.len() == self.buckets.capacity() {
                     self.buckets.reserve_exact(1);
                 }
-                self.buckets.insert(at, Bucket::new(epoch, x));
+                self.buckets.insert(at, bucket);
             }
         }
+        Ok(())
     }
 }
 
@@ -438,14 +484,14 @@ impl fmt::Debug for MovingStat {
 /// use slidewin::{Moment, MovingStat};
 ///
 /// let mut stat = MovingStat::new(Duration::from_secs(30), Duration::from_secs(1), Moment::ZERO)?;
-/// stat.add(Moment::from_secs(1), 4.0);
-/// stat.add(Moment::from_secs(2), 2.0);
+/// stat.add(Moment::from_secs(1), 4.0)?;
+/// stat.add(Moment::from_secs(2), 2.0)?;
 /// let tally = stat.tally(Moment::from_secs(2));
 /// assert_eq!(tally.covered(), Duration::from_secs(2));
 /// assert_eq!(tally.rate(), 3.0); // 6 over 2 s
 /// assert_eq!(tally.rate_per(Duration::from_secs(60)), 180.0);
 /// assert_eq!(tally.mean(), Some(3.0));
-/// # Ok::<(), slidewin::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tally {
@@ -458,7 +504,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// The sum of the samples.
+    /// The sum of the samples: each bucket's sum is finite (see [`MovingStat::add`]), so this
+    /// is never NaN, and an infinity only if the window's sum passes `f64::MAX`.
     #[must_use]
     pub fn sum(&self) -> f64 {
         self.sum
@@ -519,12 +566,76 @@ impl Tally {
     /// use std::time::Duration;
     /// use slidewin::{Moment, MovingStat};
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
-    /// stat.add(Moment::from_millis(500), 1.0);
+    /// stat.add(Moment::from_millis(500), 1.0)?;
     /// assert_eq!(stat.tally(Moment::from_secs(2)).rate_per(Duration::from_millis(100)), 0.05);
-    /// # Ok::<(), slidewin::ConfigError>(())
+    /// assert_eq!(stat.tally(Moment::from_secs(2)).rate_per(Duration::ZERO), 0.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn rate_per(&self, per: Duration) -> f64 {
+        if per.is_zero() {
+            // Nothing in no time, even from an infinite sum (whose product with 0 is NaN).
+            return 0.0;
+        }
         self.sum * per.as_secs_f64() / self.covered.as_secs_f64()
     }
 }
+
+/// A sample [`MovingStat::add`] refused; the stat is unchanged.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::{Moment, MovingStat, SampleError};
+///
+/// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
+/// let err = stat.add(Moment::ZERO, f64::NEG_INFINITY).unwrap_err();
+/// assert_eq!(err, SampleError::NotFinite { sample: f64::NEG_INFINITY });
+///
+/// stat.add(Moment::ZERO, f64::MAX)?;
+/// let err = stat.add(Moment::ZERO, f64::MAX).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "the sample 1.7976931348623157e308 would take its bucket's sum past f64::MAX"
+/// );
+/// assert_eq!(stat.tally(Moment::ZERO).sum(), f64::MAX);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum SampleError {
+    /// The sample was NaN or an infinity.
+    NotFinite {
+        /// The sample that was given.
+        sample: f64,
+    },
+    /// The sample would take its bucket's sum past `f64::MAX`, or below `-f64::MAX`.
+    SumOverflow {
+        /// The sample that was given.
+        sample: f64,
+    },
+}
+
+impl fmt::Display for SampleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SampleError::NotFinite { sample } => {
+                write!(f, "a sample must be a finite number, got {sample:?}")
+            }
+            SampleError::SumOverflow { sample } => {
+                let bound = if sample.is_sign_negative() {
+                    "-f64::MAX"
+                } else {
+                    "f64::MAX"
+                };
+                write!(
+                    f,
+                    "the sample {sample:?} would take its bucket's sum past {bound}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SampleError {}

@@ -113,3 +113,96 @@ fn response_times_of_a_recycled_bucket() {
         assert_eq!(stats.max_rt(), Some(Duration::from_nanos(5)));
     });
 }
+
+/// Claims of one slot take turns. Here the claim for epoch 2 may still be settling when 100
+/// is added under it and the claim for epoch 4 begins; if that claim could go ahead, the
+/// stalled one would then set the base from its older snapshot, and the 100 of epoch 2 would
+/// count in epoch 4 as well.
+#[test]
+fn a_claim_waits_for_a_settling_claim_of_the_same_slot() {
+    model(|| {
+        let metrics = ring();
+        metrics.add(at(0), PASS, 5);
+        let a = spawn(&metrics, |m| m.add(at(4), PASS, 1));
+        spawn(&metrics, |m| m.add(at(5), PASS, 100)).join().unwrap();
+        let b = spawn(&metrics, |m| m.add(at(8), PASS, 10));
+        a.join().unwrap();
+        b.join().unwrap();
+        // The add at 4 lands in its bucket (then recycled) or in the newest one.
+        let count = metrics.stats(at(8)).count(PASS);
+        assert!(count == 10 || count == 11, "{count}");
+        assert_eq!(metrics.current_bucket(at(8)).unwrap().count(PASS), count);
+    });
+}
+
+/// A bucket saturated at `u64::MAX` is recycled while a late add lands: the saturation leaves
+/// with its bucket, and the new bucket counts exactly.
+#[test]
+fn a_saturated_bucket_recycled_under_a_late_add() {
+    model(|| {
+        let metrics = ring();
+        metrics.add(at(0), PASS, u64::MAX);
+        let late = spawn(&metrics, |m| m.add(at(1), PASS, 5));
+        let fresh = spawn(&metrics, |m| m.add(at(4), PASS, 1));
+        late.join().unwrap();
+        fresh.join().unwrap();
+        let count = metrics.stats(at(4)).count(PASS);
+        assert!(count == 1 || count == 6, "{count}");
+    });
+}
+
+/// Two large adds (compare-and-swaps against the bucket's count) race a recycle: together
+/// they reach 2^63 and saturate, or the late one stays in the old bucket. Never the old
+/// bucket's 3 on top, nor a wrapped count.
+#[test]
+fn large_adds_racing_a_recycle_saturate_or_count_exactly() {
+    model(|| {
+        let metrics = ring();
+        metrics.add(at(0), PASS, 3);
+        let late = spawn(&metrics, |m| m.add(at(1), PASS, 1 << 62));
+        let fresh = spawn(&metrics, |m| m.add(at(4), PASS, 1 << 62));
+        late.join().unwrap();
+        fresh.join().unwrap();
+        let count = metrics.stats(at(4)).count(PASS);
+        assert!(count == 1 << 62 || count == u64::MAX, "{count}");
+    });
+}
+
+/// A read racing a large add that recycles the bucket and one that saturates it sees the
+/// bucket before (out of the read's window), the first add, or saturation.
+#[test]
+fn a_read_racing_large_adds_sees_them_or_saturation() {
+    model(|| {
+        let metrics = ring();
+        metrics.add(at(0), PASS, 3);
+        let writer = spawn(&metrics, |m| {
+            m.add(at(4), PASS, (1 << 63) - 1);
+            m.add(at(4), PASS, 1 << 36);
+        });
+        let reader = {
+            let metrics = Arc::clone(&metrics);
+            thread::spawn(move || metrics.stats(at(4)).count(PASS))
+        };
+        writer.join().unwrap();
+        let seen = reader.join().unwrap();
+        assert!([0, (1 << 63) - 1, u64::MAX].contains(&seen), "{seen}");
+        assert_eq!(metrics.stats(at(4)).count(PASS), u64::MAX);
+    });
+}
+
+/// A small add that takes a bucket to 2^63 (crossing a multiple of 2^36, so it checks and
+/// marks the bucket saturated) races the recycle of that bucket: the mark never reaches the
+/// new bucket, which counts exactly whichever bucket the add landed in.
+#[test]
+fn a_small_add_marking_saturation_races_a_recycle() {
+    model(|| {
+        let metrics = ring();
+        metrics.add(at(4), PASS, (1 << 63) - 1);
+        let small = spawn(&metrics, |m| m.add(at(5), PASS, 1));
+        let fresh = spawn(&metrics, |m| m.add(at(8), PASS, 1));
+        small.join().unwrap();
+        fresh.join().unwrap();
+        let count = metrics.stats(at(8)).count(PASS);
+        assert!(count == 1 || count == 2, "{count}");
+    });
+}

@@ -171,10 +171,10 @@ fn response_times() {
         m.current_bucket(ms(1_100)).unwrap().min_rt(),
         Some(Duration::from_millis(60))
     );
-    // Min and max hold 78 hours; beyond, they read as that. The sum is exact.
+    // Min and max hold 78 hours; beyond, they read as saturated. The sum is exact.
     m.add_rt(ms(1_200), Duration::from_secs(100 * 3_600));
     let bucket = m.current_bucket(ms(1_200)).unwrap();
-    assert_eq!(bucket.max_rt(), Some(Duration::from_nanos((1 << 48) - 2)));
+    assert_eq!(bucket.max_rt(), Some(Duration::MAX));
     assert_eq!(
         bucket.rt_sum(),
         Duration::from_secs(100 * 3_600) + Duration::from_millis(60)
@@ -240,6 +240,148 @@ fn huge_jumps_in_time() {
     // Everything before is now older than the window: counted at the end of the timeline.
     m.add(Moment::ZERO, PASS, 4);
     assert_eq!(m.stats(Moment::ZERO).count(PASS), 7);
+}
+
+/// Issue 17: `add(Pass, u64::MAX)` then `add(Pass, 5)` in one bucket read 4 (the counter
+/// wrapped). A bucket saturates at 2^63: it reads `u64::MAX`, and so does the window.
+#[test]
+fn a_bucket_count_past_u64_max_saturates_instead_of_wrapping() {
+    let m = sentinel_default();
+    m.add(ms(100), PASS, u64::MAX);
+    m.add(ms(100), PASS, 5);
+    assert_eq!(m.current_bucket(ms(100)).unwrap().count(PASS), u64::MAX);
+    assert_eq!(m.stats(ms(100)).count(PASS), u64::MAX);
+    assert_eq!(m.sum(ms(100), PASS), u64::MAX);
+    // The other events of the bucket are untouched.
+    m.add(ms(100), MetricEvent::Block, 7);
+    assert_eq!(m.stats(ms(100)).count(MetricEvent::Block), 7);
+    // The saturation leaves with its bucket: the next bucket of the same slot counts afresh.
+    m.add(ms(1_100), PASS, 3);
+    assert_eq!(m.stats(ms(1_100)).count(PASS), 3);
+    assert_eq!(m.sum(ms(1_100), PASS), 3);
+}
+
+/// Exact below 2^63, saturated from it, whether the bucket gets there in one add, in large
+/// adds, or one event at a time across the bound.
+#[test]
+fn a_bucket_counts_exactly_below_two_to_the_63_and_saturates_at_it() {
+    let m = sentinel_default();
+    m.add(ms(100), PASS, (1 << 63) - 3);
+    m.add(ms(100), PASS, 1);
+    m.add(ms(100), PASS, 1);
+    assert_eq!(m.sum(ms(100), PASS), (1 << 63) - 1);
+    m.add(ms(100), PASS, 1);
+    assert_eq!(m.sum(ms(100), PASS), u64::MAX);
+    // Many small adds past 2^64 never come back to a small count.
+    for _ in 0..3 {
+        m.add(ms(100), PASS, (1 << 36) - 1);
+    }
+    m.add(ms(100), PASS, 1 << 63);
+    m.add(ms(100), PASS, 1 << 62);
+    assert_eq!(m.stats(ms(100)).count(PASS), u64::MAX);
+
+    // A bucket that counts one event at a time crosses 2^63 on a multiple of 2^36 of the
+    // cumulative counter: here the slot's counter starts from an odd base (the bucket before
+    // in this slot counted 12_345).
+    let m = WindowMetrics::new(Duration::from_secs(1), 1, Moment::ZERO).unwrap();
+    m.add(ms(100), PASS, 12_345);
+    m.add(ms(1_100), PASS, (1 << 63) - 2);
+    assert_eq!(m.sum(ms(1_100), PASS), (1 << 63) - 2);
+    m.add(ms(1_100), PASS, 1);
+    assert_eq!(m.sum(ms(1_100), PASS), (1 << 63) - 1);
+    m.add(ms(1_100), PASS, 1);
+    assert_eq!(m.sum(ms(1_100), PASS), u64::MAX);
+    // Small adds on (the first crosses a multiple of 2^36 and marks the bucket), then large
+    // ones that would wrap it: saturated throughout.
+    for n in [(1 << 36) - 1, (1 << 36) - 1, 1 << 63, u64::MAX, 1] {
+        m.add(ms(1_100), PASS, n);
+        assert_eq!(m.stats(ms(1_100)).count(PASS), u64::MAX, "after {n}");
+    }
+}
+
+/// Unsaturated buckets sum exactly past 2^63 in a window, and the window's sum saturates at
+/// `u64::MAX` instead of wrapping.
+#[test]
+fn window_sums_of_large_buckets_saturate_at_u64_max() {
+    let m = WindowMetrics::new(Duration::from_secs(3), 3, Moment::ZERO).unwrap();
+    let big = (1 << 63) - 1;
+    m.add(Moment::from_secs(0), PASS, big);
+    m.add(Moment::from_secs(1), PASS, big);
+    assert_eq!(m.stats(Moment::from_secs(1)).count(PASS), u64::MAX - 1);
+    assert_eq!(m.sum(Moment::from_secs(1), PASS), u64::MAX - 1);
+    m.add(Moment::from_secs(2), PASS, 2);
+    let stats = m.stats(Moment::from_secs(2));
+    assert_eq!(stats.count(PASS), u64::MAX);
+    assert_eq!(m.sum(Moment::from_secs(2), PASS), u64::MAX);
+    assert!(stats.rate(PASS).is_finite());
+    // Each bucket on its own is exact.
+    let counts: Vec<u64> = m
+        .buckets(Moment::from_secs(2))
+        .iter()
+        .map(|b| b.count(PASS))
+        .collect();
+    assert_eq!(counts, [big, big, 2]);
+}
+
+/// Issue 17: two `add_rt(Duration::MAX)` wrapped the RT sum, though the docs said it was exact.
+/// A bucket's sum saturates at 2^63 ns and reads `Duration::MAX`; so do the average and max.
+#[test]
+fn rt_sum_of_two_duration_max_saturates_instead_of_wrapping() {
+    let m = sentinel_default();
+    m.add_rt(ms(100), Duration::MAX);
+    m.add_rt(ms(100), Duration::MAX);
+    let stats = m.stats(ms(100));
+    assert_eq!(stats.rt_count(), 2);
+    assert_eq!(stats.rt_sum(), Duration::MAX);
+    assert_eq!(stats.avg_rt(), Some(Duration::MAX));
+    assert_eq!(stats.max_rt(), Some(Duration::MAX));
+    assert_eq!(stats.min_rt(), Some(Duration::MAX));
+    // A short RT afterwards: the min is exact again, the sum stays saturated.
+    m.add_rt(ms(100), Duration::from_millis(2));
+    let stats = m.stats(ms(100));
+    assert_eq!(stats.min_rt(), Some(Duration::from_millis(2)));
+    assert_eq!((stats.rt_count(), stats.rt_sum()), (3, Duration::MAX));
+    // The next bucket of the slot is exact again.
+    m.add_rt(ms(1_100), Duration::from_millis(2));
+    assert_eq!(m.stats(ms(1_100)).rt_sum(), Duration::from_millis(2));
+}
+
+/// Across buckets the RT sum is exact past `u64::MAX` nanoseconds (584 years): each bucket holds
+/// up to 2^63 ns, and the window adds them in 128 bits.
+#[test]
+fn rt_sum_is_exact_across_buckets_past_u64_nanoseconds() {
+    let m = WindowMetrics::new(Duration::from_secs(3), 3, Moment::ZERO).unwrap();
+    let just_below = Duration::from_nanos((1 << 63) - 1);
+    for s in 0..3 {
+        m.add_rt(Moment::from_secs(s), just_below);
+    }
+    let stats = m.stats(Moment::from_secs(2));
+    let exact = Duration::from_nanos((1 << 63) - 1) * 3;
+    assert!(exact > Duration::from_nanos(u64::MAX));
+    assert_eq!(stats.rt_sum(), exact);
+    assert_eq!(stats.avg_rt(), Some(just_below));
+    // One more nanosecond in a bucket reaches 2^63: that bucket saturates.
+    m.add_rt(Moment::from_secs(2), Duration::from_nanos(1));
+    assert_eq!(m.stats(Moment::from_secs(2)).rt_sum(), Duration::MAX);
+    assert_eq!(m.stats(Moment::from_secs(2)).rt_count(), 4);
+}
+
+/// Min and max hold RTs up to 78 hours exactly; a longer one reads `Duration::MAX` (it read as
+/// 78 hours, a smaller number than what was recorded).
+#[test]
+fn min_and_max_rt_past_78_hours_read_saturated_not_smaller() {
+    let m = sentinel_default();
+    let exact = Duration::from_nanos((1 << 48) - 3);
+    m.add_rt(ms(100), exact);
+    let stats = m.stats(ms(100));
+    assert_eq!((stats.min_rt(), stats.max_rt()), (Some(exact), Some(exact)));
+    m.add_rt(ms(100), exact + Duration::from_nanos(1));
+    let stats = m.stats(ms(100));
+    assert_eq!(
+        (stats.min_rt(), stats.max_rt()),
+        (Some(exact), Some(Duration::MAX))
+    );
+    assert_eq!(stats.rt_sum(), exact * 2 + Duration::from_nanos(1));
 }
 
 #[test]

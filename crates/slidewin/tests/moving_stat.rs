@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use slidewin::{Clock, ConfigError, ManualClock, Moment, MovingStat};
+use slidewin::{Clock, ConfigError, ManualClock, Moment, MovingStat, SampleError};
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -23,7 +23,7 @@ fn seed_test_rate_over_elapsed_time_then_zero_after_silence() {
     let clock = ManualClock::new(Moment::ZERO);
     let mut s = MovingStat::new(secs(60), secs(1), clock.now()).unwrap();
     for _ in 0..30 {
-        s.add_now(&clock, 1.0);
+        s.add_now(&clock, 1.0).unwrap();
         clock.advance(Duration::from_millis(100));
     }
     let t = s.tally_now(&clock);
@@ -37,8 +37,8 @@ fn seed_test_rate_over_elapsed_time_then_zero_after_silence() {
 #[test]
 fn seed_test_only_expired_buckets_leave() {
     let mut s = stat(10, 1);
-    s.add(Moment::ZERO, 5.0);
-    s.add(Moment::from_secs(5), 7.0);
+    s.add(Moment::ZERO, 5.0).unwrap();
+    s.add(Moment::from_secs(5), 7.0).unwrap();
     assert_eq!(s.tally(ms(11_500)).sum(), 7.0);
 }
 
@@ -49,7 +49,7 @@ fn seed_test_only_expired_buckets_leave() {
 fn fb_movingstat_keeps_last_bucket() {
     let mut s = stat(60, 1);
     for i in 0..30 {
-        s.add(ms(i * 100), 1.0);
+        s.add(ms(i * 100), 1.0).unwrap();
     }
     assert_eq!(s.len(), 3);
     let t = s.tally(Moment::from_secs(64));
@@ -57,7 +57,7 @@ fn fb_movingstat_keeps_last_bucket() {
     assert_eq!(t.mean(), None);
     assert_eq!(t.rate(), 0.0);
     // The first add after the silence drops all three old buckets.
-    s.add(Moment::from_secs(64), 2.0);
+    s.add(Moment::from_secs(64), 2.0).unwrap();
     assert_eq!(s.len(), 1);
     assert_eq!(s.tally(Moment::from_secs(64)).sum(), 2.0);
 }
@@ -67,7 +67,7 @@ fn fb_movingstat_keeps_last_bucket() {
 #[test]
 fn fb_movingstat_drops_bucket_by_end_not_start() {
     let mut s = stat(10, 1);
-    s.add(ms(900), 1.0); // bucket [0 s, 1 s)
+    s.add(ms(900), 1.0).unwrap(); // bucket [0 s, 1 s)
     // At 10.5 s the cutoff is 0.5 s: the bucket started before it, the sample at 0.9 s is inside.
     assert_eq!(s.tally(ms(10_500)).count(), 1);
     // The bucket's last instant is 1 s - 1 ns: it leaves exactly when that is `window` old.
@@ -86,7 +86,7 @@ fn fb_movingstat_drops_bucket_by_end_not_start() {
 fn fb_movingstat_rate_divides_by_time_covered() {
     let mut s = stat(30, 1);
     for i in 0..20 {
-        s.add(ms(i * 150), 1.0);
+        s.add(ms(i * 150), 1.0).unwrap();
     }
     let t = s.tally(Moment::from_secs(3));
     assert_eq!(t.covered(), secs(3));
@@ -95,14 +95,14 @@ fn fb_movingstat_rate_divides_by_time_covered() {
     assert!(t.sum() / 30.0 < 1.0);
     // A single early sample is not a rate of billions per second: at least one bucket.
     let mut s = stat(30, 1);
-    s.add(Moment::from_nanos(1), 1.0);
+    s.add(Moment::from_nanos(1), 1.0).unwrap();
     assert_eq!(s.tally(Moment::from_nanos(2)).covered(), secs(1));
 }
 
 #[test]
 fn rate_counts_from_start_not_from_the_first_sample() {
     let mut s = MovingStat::new(secs(60), secs(1), Moment::from_secs(100)).unwrap();
-    s.add(Moment::from_secs(120), 10.0);
+    s.add(Moment::from_secs(120), 10.0).unwrap();
     let t = s.tally(Moment::from_secs(120));
     assert_eq!(t.covered(), secs(20));
     assert_eq!(t.rate(), 0.5);
@@ -110,7 +110,7 @@ fn rate_counts_from_start_not_from_the_first_sample() {
     // oldest bucket that is outside it: a steady rate reads exactly.
     let mut s = stat(60, 1);
     for i in 0..200_000 {
-        s.add(ms(i), 1.0); // 1,000 per second
+        s.add(ms(i), 1.0).unwrap(); // 1,000 per second
     }
     // At 200 s the cutoff is 140 s: buckets [140 s, 141 s) to [199 s, 200 s), 60 s of them.
     let t = s.tally(ms(200_000));
@@ -133,7 +133,7 @@ fn empty_and_one_sample() {
     assert!(s.is_empty());
 
     let mut s = stat(10, 1);
-    s.add(Moment::from_secs(5), -2.5);
+    s.add(Moment::from_secs(5), -2.5).unwrap();
     let t = s.tally(Moment::from_secs(5));
     assert_eq!((t.sum(), t.count(), t.buckets()), (-2.5, 1, 1));
     assert_eq!(
@@ -152,7 +152,7 @@ fn window_boundary_with_nanosecond_buckets() {
         Moment::ZERO,
     )
     .unwrap();
-    s.add(Moment::from_nanos(5), 1.0);
+    s.add(Moment::from_nanos(5), 1.0).unwrap();
     assert_eq!(s.tally(Moment::from_nanos(14)).count(), 1);
     assert_eq!(
         s.tally(Moment::from_nanos(15)).count(),
@@ -161,7 +161,7 @@ fn window_boundary_with_nanosecond_buckets() {
     );
     // Reads never count a sample after `now`... except at the stat's own latest time: a read
     // before it reads at it (the timeline never goes back).
-    s.add(Moment::from_nanos(20), 1.0);
+    s.add(Moment::from_nanos(20), 1.0).unwrap();
     assert_eq!(s.tally(Moment::from_nanos(3)).count(), 1);
 }
 
@@ -169,7 +169,7 @@ fn window_boundary_with_nanosecond_buckets() {
 fn memory_stays_within_window_over_bucket_plus_one() {
     let mut s = stat(60, 1);
     for i in 0..1_000_000 {
-        s.add(ms(i / 10), 1.0); // 10,000 per second for 100 s
+        s.add(ms(i / 10), 1.0).unwrap(); // 10,000 per second for 100 s
         assert!(s.len() <= 61);
     }
     let t = s.tally(ms(99_999));
@@ -180,15 +180,15 @@ fn memory_stays_within_window_over_bucket_plus_one() {
 #[test]
 fn huge_jumps_in_time() {
     let mut s = stat(60, 1);
-    s.add(Moment::from_secs(1), 1.0);
+    s.add(Moment::from_secs(1), 1.0).unwrap();
     // 500 years later: everything has left, nothing overflows.
     let far = Moment::from_secs(500 * 365 * 86_400);
     assert_eq!(s.tally(far).count(), 0);
-    s.add(far, 3.0);
+    s.add(far, 3.0).unwrap();
     assert_eq!(s.len(), 1);
     assert_eq!(s.tally(far).sum(), 3.0);
     // The end of the timeline.
-    s.add(Moment::MAX, 4.0);
+    s.add(Moment::MAX, 4.0).unwrap();
     let t = s.tally(Moment::MAX);
     assert_eq!((t.sum(), t.count()), (4.0, 1));
     // From the first bucket with an instant inside the window to the timeline's last instant.
@@ -198,11 +198,11 @@ fn huge_jumps_in_time() {
 #[test]
 fn time_going_backwards() {
     let mut s = stat(10, 1);
-    s.add(Moment::from_secs(20), 1.0);
+    s.add(Moment::from_secs(20), 1.0).unwrap();
     // Late but inside the window: into its own bucket (made for it), in order.
-    s.add(ms(15_500), 2.0);
-    s.add(ms(12_100), 4.0);
-    s.add(ms(15_700), 8.0);
+    s.add(ms(15_500), 2.0).unwrap();
+    s.add(ms(12_100), 4.0).unwrap();
+    s.add(ms(15_700), 8.0).unwrap();
     assert_eq!(s.len(), 3);
     let t = s.tally(Moment::from_secs(20));
     assert_eq!((t.sum(), t.count()), (15.0, 4));
@@ -211,8 +211,8 @@ fn time_going_backwards() {
     assert_eq!(s.tally(ms(23_000)).sum(), 11.0);
     // Older than the window on the stat's timeline (at or before 20 s - 10 s): counted at 20 s,
     // as if it had just arrived, instead of nowhere.
-    s.add(Moment::from_secs(10), 16.0);
-    s.add(Moment::ZERO, 32.0);
+    s.add(Moment::from_secs(10), 16.0).unwrap();
+    s.add(Moment::ZERO, 32.0).unwrap();
     assert_eq!(s.tally(Moment::from_secs(29)).sum(), 49.0);
     // A read at an earlier time reads at the latest time added.
     assert_eq!(
@@ -224,10 +224,82 @@ fn time_going_backwards() {
 #[test]
 fn clear_forgets_samples() {
     let mut s = stat(10, 1);
-    s.add(Moment::from_secs(1), 1.0);
+    s.add(Moment::from_secs(1), 1.0).unwrap();
     s.clear();
     assert!(s.is_empty());
     assert_eq!(s.tally(Moment::from_secs(1)).count(), 0);
+}
+
+/// Issue 17: `MovingStat` took NaN, and its bucket's sum (and the window's) became NaN until
+/// the bucket left. NaN is refused with an error naming it, and nothing changes: not the
+/// figures, not the timeline.
+#[test]
+fn nan_sample_is_refused_and_the_figures_stay_numbers() {
+    let mut s = stat(10, 1);
+    s.add(Moment::from_secs(5), 2.0).unwrap();
+    let refused = s.add(Moment::from_secs(5), f64::NAN);
+    assert!(matches!(refused, Err(SampleError::NotFinite { sample }) if sample.is_nan()));
+    assert_eq!(
+        refused.unwrap_err().to_string(),
+        "a sample must be a finite number, got NaN"
+    );
+    // Refused at a later time too, and that time is not taken onto the stat's timeline.
+    assert!(s.add(Moment::from_secs(100), f64::NAN).is_err());
+    let t = s.tally(Moment::from_secs(5));
+    assert_eq!(
+        (t.sum(), t.count(), t.min(), t.max()),
+        (2.0, 1, Some(2.0), Some(2.0))
+    );
+    assert_eq!(t.mean(), Some(2.0));
+    // A late sample at 1 s is still inside the window at 5 s, the latest time added.
+    s.add(Moment::from_secs(1), 3.0).unwrap();
+    assert_eq!(s.tally(Moment::from_secs(5)).sum(), 5.0);
+}
+
+/// An infinite sample is refused as well: `inf` and `-inf` in one bucket would sum to NaN.
+#[test]
+fn infinite_samples_are_refused() {
+    let mut s = stat(10, 1);
+    for x in [f64::INFINITY, f64::NEG_INFINITY] {
+        let err = s.add(Moment::from_secs(1), x).unwrap_err();
+        assert_eq!(err, SampleError::NotFinite { sample: x });
+        assert!(err.to_string().ends_with(&format!("got {x:?}")), "{err}");
+        let err = s
+            .add_now(&ManualClock::new(Moment::from_secs(1)), x)
+            .unwrap_err();
+        assert_eq!(err, SampleError::NotFinite { sample: x });
+    }
+    assert!(s.is_empty());
+    let t = s.tally(Moment::from_secs(1));
+    assert_eq!((t.sum(), t.count()), (0.0, 0));
+}
+
+/// Finite samples whose bucket sum would overflow to an infinity (and then, with one of the
+/// other sign, to NaN) are refused; the window's sum of finite bucket sums may read as an
+/// infinity, never as NaN.
+#[test]
+fn a_sample_that_would_take_its_bucket_sum_past_f64_max_is_refused() {
+    let mut s = stat(10, 1);
+    s.add(Moment::from_secs(1), f64::MAX).unwrap();
+    let err = s.add(Moment::from_secs(1), f64::MAX).unwrap_err();
+    assert_eq!(err, SampleError::SumOverflow { sample: f64::MAX });
+    assert_eq!(s.tally(Moment::from_secs(1)).sum(), f64::MAX);
+    // Back down is fine.
+    s.add(Moment::from_secs(1), -f64::MAX).unwrap();
+    assert_eq!(s.tally(Moment::from_secs(1)).sum(), 0.0);
+    s.add(Moment::from_secs(1), -f64::MAX).unwrap();
+    let err = s.add(Moment::from_secs(1), -f64::MAX).unwrap_err();
+    assert!(err.to_string().ends_with("past -f64::MAX"), "{err}");
+    // A late sample is checked against its own bucket.
+    s.add(Moment::from_secs(3), 1.0).unwrap();
+    assert!(s.add(Moment::from_secs(1), -f64::MAX).is_err());
+    s.add(Moment::from_secs(2), -f64::MAX).unwrap();
+    let t = s.tally(Moment::from_secs(3));
+    assert_eq!(t.count(), 5);
+    assert_eq!(t.sum(), f64::NEG_INFINITY); // buckets of -MAX, -MAX and 1: each finite
+    assert_eq!(t.mean(), Some(f64::NEG_INFINITY));
+    assert!(!t.rate().is_nan());
+    assert_eq!(t.rate_per(Duration::ZERO), 0.0); // not -inf * 0 = NaN
 }
 
 #[test]

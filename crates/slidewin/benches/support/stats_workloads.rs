@@ -114,7 +114,7 @@ pub fn moving_ours(every: u64) -> f64 {
     let mut acc = 0.0;
     for i in 0..MOVING_EVENTS {
         let t = Moment::from_millis(i);
-        stat.add(t, (i % 100) as f64);
+        stat.add(t, (i % 100) as f64).unwrap();
         if i % every == 0 {
             let tally = stat.tally(t);
             acc += tally.sum() + tally.rate() + tally.max().unwrap_or(0.0);

@@ -39,7 +39,7 @@ pub(crate) fn run() -> Run {
     let mut closed_at = FLAP_FROM;
     loop {
         n += 1;
-        closes.add(closed_at, 1.0);
+        closes.add(closed_at, 1.0).expect("1.0 is a finite sample");
         let tally = closes.tally(closed_at);
         // Facebook's formula: the sum over the whole window, however little of it has passed.
         let facebook = tally.sum() / WINDOW.as_secs_f64();
