@@ -11,6 +11,7 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::divisor::Divisor;
 use crate::error::ConfigError;
 use crate::time::{Clock, Moment, duration_nanos};
 use slot::{RT_COUNT, RT_SUM, Slot, SlotRead};
@@ -176,19 +177,23 @@ impl WindowMetrics {
             });
         }
         let samples = u64::from(sample_count);
-        // Two nanoseconds at least: the stamp keeps the epoch in 63 bits.
-        if nanos % samples != 0 || nanos / samples < 2 {
-            return Err(ConfigError::IntervalNotDivisible {
-                interval,
-                sample_count,
-            });
-        }
         let bucket = nanos / samples;
+        // Two nanoseconds at least: the stamp keeps the epoch in 63 bits (and a division by
+        // 1 needs no divisor).
+        let divisor = match Divisor::new(bucket) {
+            Some(divisor) if nanos % samples == 0 => divisor,
+            _ => {
+                return Err(ConfigError::IntervalNotDivisible {
+                    interval,
+                    sample_count,
+                });
+            }
+        };
         let slots = samples.next_power_of_two();
         let newest = start.as_nanos() / bucket;
         Ok(WindowMetrics {
             bucket,
-            divisor: Divisor::new(bucket),
+            divisor,
             samples,
             mask: slots - 1,
             start,
@@ -583,38 +588,6 @@ impl WindowMetrics {
     }
 }
 
-/// Division of any `u64` by a fixed divisor `d >= 2` as a multiplication: `t / d` is the top
-/// 64 bits of `t * m / 2^64` with `m = floor((2^128 - 1) / d) + 1` (128 bits). The error of `m`
-/// is below 1, so that of `t * m / 2^128` is below `t / 2^128 < 1 / d`: never enough to reach
-/// the next integer. Two multiplications instead of a division that takes 40 to 90 cycles on
-/// older x86 and sits on the path to the slot's address.
-#[derive(Clone, Copy, Debug)]
-struct Divisor {
-    high: u64,
-    low: u64,
-}
-
-impl Divisor {
-    fn new(d: u64) -> Divisor {
-        debug_assert!(d >= 2, "2^128 / 1 does not fit");
-        let m = u128::MAX / u128::from(d) + 1;
-        #[allow(clippy::cast_possible_truncation, reason = "the two halves of m")]
-        Divisor {
-            high: (m >> 64) as u64,
-            low: m as u64,
-        }
-    }
-
-    #[inline]
-    fn divide(self, t: u64) -> u64 {
-        let t = u128::from(t);
-        let carry = (t * u128::from(self.low)) >> 64;
-        #[allow(clippy::cast_possible_truncation, reason = "below 2^64: the quotient")]
-        let q = ((t * u128::from(self.high) + carry) >> 64) as u64;
-        q
-    }
-}
-
 impl fmt::Debug for WindowMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WindowMetrics")
@@ -626,69 +599,6 @@ impl fmt::Debug for WindowMetrics {
                 &Moment::from_nanos(self.newest.load(Ordering::Relaxed) * self.bucket),
             )
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Divisor;
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn divisor_agrees_with_division(d in 2_u64.., t in any::<u64>()) {
-            prop_assert_eq!(Divisor::new(d).divide(t), t / d);
-        }
-    }
-
-    #[test]
-    fn divisor_agrees_with_division_at_the_edges() {
-        let divisors = [
-            2,
-            3,
-            7,
-            1_000,
-            500_000_000,
-            1 << 32,
-            (1 << 63) + 1,
-            u64::MAX - 1,
-            u64::MAX,
-        ];
-        let times = [
-            0,
-            1,
-            2,
-            999,
-            1_000,
-            1 << 32,
-            (1 << 63) - 1,
-            1 << 63,
-            u64::MAX - 1,
-            u64::MAX,
-        ];
-        for d in divisors {
-            let divisor = Divisor::new(d);
-            for t in times
-                .iter()
-                .copied()
-                .chain(times.iter().map(|t| t.wrapping_mul(d)))
-            {
-                for t in [t.saturating_sub(1), t, t.saturating_add(1)] {
-                    assert_eq!(divisor.divide(t), t / d, "{t} / {d}");
-                }
-            }
-        }
-        // A walk through many quotients of a few divisors.
-        for d in [3, 10, 1_000_003] {
-            let divisor = Divisor::new(d);
-            let mut t: u64 = 1;
-            while let Some(next) = t.checked_mul(3) {
-                for t in [t, next - 1, next / 2 + 7] {
-                    assert_eq!(divisor.divide(t), t / d, "{t} / {d}");
-                }
-                t = next;
-            }
-        }
     }
 }
 
