@@ -98,6 +98,26 @@ fn bad_flags_exit_2_with_a_message_naming_the_value() {
         assert!(err.contains(message), "{args:?}: {err}");
         assert!(err.contains("usage: login_throttle"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn login_throttle_quotes_a_huge_flag_value_cut() {
+    let huge = "9".repeat(100_000);
+    for args in [
+        &["--window", &huge][..],
+        &["--max-attempts", &huge][..],
+        &[&huge[..]][..],
+    ] {
+        let (code, _, err) = run(args, "");
+        assert_eq!(code, 2);
+        let message = err.lines().next().unwrap();
+        assert!(
+            message.len() < 400,
+            "{} bytes: {message:.80}",
+            message.len()
+        );
+        assert!(message.contains("(100000 bytes)"), "{message:.300}");
+    }
     let (code, out, _) = run(&["--help"], "");
     assert_eq!(code, 0);
     assert!(out.starts_with("usage: login_throttle"));

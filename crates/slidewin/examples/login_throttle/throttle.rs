@@ -73,7 +73,8 @@ fn parse_flags(args: &[String]) -> Result<Flags, String> {
                     Ok(n) if n > 0 => n,
                     _ => {
                         return Err(format!(
-                            "--max-attempts takes a whole number from 1, got `{text}`"
+                            "--max-attempts takes a whole number from 1, got {}",
+                            quote(&text)
                         ));
                     }
                 };
@@ -81,7 +82,7 @@ fn parse_flags(args: &[String]) -> Result<Flags, String> {
             "--window" => config.window = parse_window(&value()?)?,
             "--replay" => config.replay = true,
             "--help" | "-h" => return Ok(Flags::Help),
-            other => return Err(format!("unknown flag `{other}`")),
+            other => return Err(format!("unknown flag {}", quote(other))),
         }
     }
     Ok(Flags::Run(config))
@@ -96,10 +97,14 @@ fn parse_window(text: &str) -> Result<EventWindow<()>, String> {
             .map_err(|e| e.to_string())
             .and_then(|d| Duration::try_from(d).map_err(|_| "it is negative".to_string())),
     };
-    let window = parsed
-        .map_err(|why| format!("--window takes a duration such as 10s, got `{text}`: {why}"))?;
+    let window = parsed.map_err(|why| {
+        format!(
+            "--window takes a duration such as 10s, got {}: {why}",
+            quote(text)
+        )
+    })?;
     // The window's own check, so the message is the library's.
-    EventWindow::new(window).map_err(|e| format!("--window `{text}`: {e}"))
+    EventWindow::new(window).map_err(|e| format!("--window {}: {e}", quote(text)))
 }
 
 /// Failed attempts per user, each user's in an exact window. A user whose failures have all
