@@ -7,72 +7,27 @@
 //! emission interval per reading, so every request arrives just as the quota allows (the
 //! admitting path), and no clock costs more for one than for the other.
 
+#[path = "support/ticker.rs"]
+mod ticker;
+
 use std::cell::Cell;
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
-use governor::clock::Clock as GovernorClock;
-use governor::nanos::Nanos;
 use slidewin::{
-    Algorithm, AtomicLimiter, Clock, FixedWindow, Gcra, Keyed, Limiter, Moment, Quota,
-    SharedLimiter, SlidingCounter, SlidingLog,
+    Algorithm, AtomicLimiter, FixedWindow, Gcra, Keyed, Limiter, Quota, SharedLimiter,
+    SlidingCounter, SlidingLog,
 };
+use ticker::{Ticker, publish_clock, sync_clock};
 
 /// 1,000 per second: one every millisecond.
 const LIMIT: u32 = 1_000;
 const INTERVAL: u64 = 1_000_000;
 const KEYS: u64 = 100_000;
-
-thread_local! {
-    static NOW: Cell<u64> = const { Cell::new(0) };
-}
-/// The latest time any thread's clock reached. Every measured stretch starts its thread's
-/// clock here and publishes where it ended, so clocks never run behind a limiter's state (a
-/// governor limiter takes its origin from the clock when it is built: a clock behind it would
-/// see every request denied, and measure only the cheap path).
-static LATEST: AtomicU64 = AtomicU64::new(0);
-
-fn sync_clock() {
-    NOW.with(|now| now.set(LATEST.load(Ordering::Relaxed)));
-}
-
-fn publish_clock() {
-    LATEST.fetch_max(NOW.with(Cell::get), Ordering::Relaxed);
-}
-
-/// A per-thread clock moving `step` nanoseconds at each reading.
-#[derive(Clone, Copy)]
-struct Ticker {
-    step: u64,
-}
-
-impl Ticker {
-    fn tick(self) -> u64 {
-        NOW.with(|now| {
-            let t = now.get() + self.step;
-            now.set(t);
-            t
-        })
-    }
-}
-
-impl Clock for Ticker {
-    fn now(&self) -> Moment {
-        Moment::from_nanos(self.tick())
-    }
-}
-
-impl GovernorClock for Ticker {
-    type Instant = Nanos;
-    fn now(&self) -> Nanos {
-        Nanos::from(self.tick())
-    }
-}
 
 fn quota() -> Quota {
     Quota::new(u64::from(LIMIT), Duration::from_secs(1)).unwrap()

@@ -7,16 +7,16 @@
 //! that moves one emission interval (1 ms) per reading, so every request is admitted. The
 //! second pair also reads the units left, as a caller sending `RateLimit` headers does.
 
-use std::cell::Cell;
+#[path = "support/ticker.rs"]
+mod ticker;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use governor::clock::Clock as GovernorClock;
 use governor::middleware::StateInformationMiddleware;
-use governor::nanos::Nanos;
-use slidewin::{AtomicLimiter, Clock, Gcra, Moment, Quota};
+use slidewin::{AtomicLimiter, Gcra, Quota};
+use ticker::{Ticker, publish_clock, sync_clock};
 
 const LIMIT: u32 = 1_000;
 const INTERVAL: u64 = 1_000_000;
@@ -24,37 +24,8 @@ const INTERVAL: u64 = 1_000_000;
 const CHECKS: u64 = 2_000_000;
 const ROUNDS: usize = 31;
 
-thread_local! {
-    static NOW: Cell<u64> = const { Cell::new(0) };
-}
-/// The latest time any thread's clock reached; each run starts there (see `limit.rs`).
-static LATEST: AtomicU64 = AtomicU64::new(0);
-
-#[derive(Clone, Copy)]
-struct Ticker;
-
-impl Ticker {
-    fn tick(self) -> u64 {
-        NOW.with(|now| {
-            let t = now.get() + INTERVAL;
-            now.set(t);
-            t
-        })
-    }
-}
-
-impl Clock for Ticker {
-    fn now(&self) -> Moment {
-        Moment::from_nanos(self.tick())
-    }
-}
-
-impl GovernorClock for Ticker {
-    type Instant = Nanos;
-    fn now(&self) -> Nanos {
-        Nanos::from(self.tick())
-    }
-}
+/// The clock every run reads: one emission interval a reading.
+const TICKER: Ticker = Ticker { step: INTERVAL };
 
 /// Runs `op` `CHECKS` times on each of `threads` threads at once; nanoseconds per check per
 /// thread.
@@ -63,11 +34,11 @@ fn run(threads: usize, op: &(dyn Fn() + Sync)) -> f64 {
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
-                NOW.with(|now| now.set(LATEST.load(Ordering::Relaxed)));
+                sync_clock();
                 for _ in 0..CHECKS {
                     op();
                 }
-                LATEST.fetch_max(NOW.with(Cell::get), Ordering::Relaxed);
+                publish_clock();
             });
         }
     });
@@ -106,13 +77,13 @@ fn main() {
     println!("|---|---:|---:|---:|");
     for threads in [1, 2] {
         // Each run starts from the latest clock, so one limiter of each serves every round.
-        let governor = governor::RateLimiter::direct_with_clock(governor_quota, Ticker);
+        let governor = governor::RateLimiter::direct_with_clock(governor_quota, TICKER);
         let gcra = AtomicLimiter::<Gcra>::new(quota).unwrap();
         row(
             "direct GCRA, admitted or not",
             threads,
             &|| {
-                black_box(gcra.check_now(&Ticker, 1).unwrap().allowed());
+                black_box(gcra.check_now(&TICKER, 1).unwrap().allowed());
             },
             &|| {
                 black_box(governor.check().is_ok());
@@ -121,14 +92,14 @@ fn main() {
     }
     for threads in [1, 2] {
         // What a caller sending `RateLimit` headers reads: the units left, besides the answer.
-        let governor = governor::RateLimiter::direct_with_clock(governor_quota, Ticker)
+        let governor = governor::RateLimiter::direct_with_clock(governor_quota, TICKER)
             .with_middleware::<StateInformationMiddleware>();
         let gcra = AtomicLimiter::<Gcra>::new(quota).unwrap();
         row(
             "direct GCRA, and the units left",
             threads,
             &|| {
-                black_box(gcra.check_now(&Ticker, 1).unwrap().remaining());
+                black_box(gcra.check_now(&TICKER, 1).unwrap().remaining());
             },
             &|| {
                 black_box(governor.check().map(|s| s.remaining_burst_capacity()).ok());

@@ -1,0 +1,58 @@
+//! The clock both libraries read in the limiter benches (`limit.rs`, `limit_ab.rs`): a
+//! per-thread counter, so that no clock costs more for one than for the other.
+
+// Shared by two bench crates through `#[path]`.
+#![allow(dead_code, unreachable_pub)]
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use governor::clock::Clock as GovernorClock;
+use governor::nanos::Nanos;
+use slidewin::{Clock, Moment};
+
+thread_local! {
+    static NOW: Cell<u64> = const { Cell::new(0) };
+}
+/// The latest time any thread's clock reached. Every measured stretch starts its thread's
+/// clock here and publishes where it ended, so clocks never run behind a limiter's state (a
+/// governor limiter takes its origin from the clock when it is built: a clock behind it would
+/// see every request denied, and measure only the cheap path).
+static LATEST: AtomicU64 = AtomicU64::new(0);
+
+pub fn sync_clock() {
+    NOW.with(|now| now.set(LATEST.load(Ordering::Relaxed)));
+}
+
+pub fn publish_clock() {
+    LATEST.fetch_max(NOW.with(Cell::get), Ordering::Relaxed);
+}
+
+/// A per-thread clock moving `step` nanoseconds at each reading.
+#[derive(Clone, Copy)]
+pub struct Ticker {
+    pub step: u64,
+}
+
+impl Ticker {
+    pub fn tick(self) -> u64 {
+        NOW.with(|now| {
+            let t = now.get() + self.step;
+            now.set(t);
+            t
+        })
+    }
+}
+
+impl Clock for Ticker {
+    fn now(&self) -> Moment {
+        Moment::from_nanos(self.tick())
+    }
+}
+
+impl GovernorClock for Ticker {
+    type Instant = Nanos;
+    fn now(&self) -> Nanos {
+        Nanos::from(self.tick())
+    }
+}
