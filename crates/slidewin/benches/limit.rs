@@ -10,7 +10,6 @@
 #[path = "support/ticker.rs"]
 mod ticker;
 
-use std::cell::Cell;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -22,12 +21,11 @@ use slidewin::{
     Algorithm, AtomicLimiter, FixedWindow, Gcra, Keyed, Limiter, Quota, SharedLimiter,
     SlidingCounter, SlidingLog,
 };
-use ticker::{Ticker, publish_clock, sync_clock};
+use ticker::{KEYS, NEXT_KEY, Ticker, next_key, publish_clock, sync_clock};
 
 /// 1,000 per second: one every millisecond.
 const LIMIT: u32 = 1_000;
 const INTERVAL: u64 = 1_000_000;
-const KEYS: u64 = 100_000;
 
 fn quota() -> Quota {
     Quota::new(u64::from(LIMIT), Duration::from_secs(1)).unwrap()
@@ -129,19 +127,6 @@ fn owned<A: Algorithm>(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, clo
     group.bench_function(name, |b| {
         b.iter(|| black_box(limiter.check_now(&clock, 1).unwrap().allowed()))
     });
-}
-
-thread_local! {
-    static NEXT_KEY: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The keys in turn, so each is checked once per emission interval of the clock below.
-fn next_key() -> u64 {
-    NEXT_KEY.with(|k| {
-        let key = k.get();
-        k.set((key + 1) % KEYS);
-        key
-    })
 }
 
 fn keyed(c: &mut Criterion) {

@@ -1,5 +1,6 @@
-//! Direct GCRA against governor, interleaved: each round runs every contender on one thread and
-//! on two, and the median of each over all rounds is kept. On this drifting machine criterion's
+//! GCRA against governor, direct and keyed over 100,000 keys, interleaved: each round runs
+//! both contenders, in turn, on one thread and on two, and the median of each over all rounds
+//! is kept. On this drifting machine criterion's
 //! one-after-the-other runs move a ratio by a third; rounds that alternate keep it steady.
 //! `cargo bench -p slidewin --bench limit_ab`.
 //!
@@ -15,8 +16,8 @@ use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use governor::middleware::StateInformationMiddleware;
-use slidewin::{AtomicLimiter, Gcra, Quota};
-use ticker::{Ticker, publish_clock, sync_clock};
+use slidewin::{AtomicLimiter, Gcra, Keyed, Quota};
+use ticker::{KEYS, NEXT_KEY, Ticker, next_key, publish_clock, sync_clock};
 
 const LIMIT: u32 = 1_000;
 const INTERVAL: u64 = 1_000_000;
@@ -27,14 +28,21 @@ const ROUNDS: usize = 31;
 /// The clock every run reads: one emission interval a reading.
 const TICKER: Ticker = Ticker { step: INTERVAL };
 
+/// The clock of the keyed rows: each key once per emission interval.
+const KEYED_TICKER: Ticker = Ticker {
+    step: INTERVAL / KEYS,
+};
+
 /// Runs `op` `CHECKS` times on each of `threads` threads at once; nanoseconds per check per
-/// thread.
+/// thread. Each thread walks its own part of the keys, as threads serving different clients
+/// would.
 fn run(threads: usize, op: &(dyn Fn() + Sync)) -> f64 {
     let start = Instant::now();
     std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
+        for thread in 0..threads as u64 {
+            scope.spawn(move || {
                 sync_clock();
+                NEXT_KEY.with(|key| key.set(thread * KEYS / threads as u64));
                 for _ in 0..CHECKS {
                     op();
                 }
@@ -73,7 +81,9 @@ fn row(name: &str, threads: usize, ours: &(dyn Fn() + Sync), theirs: &(dyn Fn() 
 fn main() {
     let quota = Quota::new(u64::from(LIMIT), Duration::from_secs(1)).unwrap();
     let governor_quota = governor::Quota::per_second(NonZeroU32::new(LIMIT).unwrap());
-    println!("| workload | slidewin `AtomicLimiter<Gcra>` | governor | ratio (governor / ours) |");
+    println!(
+        "| workload | slidewin (`AtomicLimiter<Gcra>`, `Keyed<u64, Gcra>`) | governor | ratio (governor / ours) |"
+    );
     println!("|---|---:|---:|---:|");
     for threads in [1, 2] {
         // Each run starts from the latest clock, so one limiter of each serves every round.
@@ -87,6 +97,33 @@ fn main() {
             },
             &|| {
                 black_box(governor.check().is_ok());
+            },
+        );
+    }
+    for threads in [1, 2] {
+        // 100,000 keys, each checked once per emission interval: a key's state is found,
+        // checked and written back, or swept when idle and added again.
+        sync_clock();
+        let governor = governor::RateLimiter::dashmap_with_clock(governor_quota, KEYED_TICKER);
+        let keyed = Keyed::<u64, Gcra>::new(quota).unwrap();
+        for key in 0..KEYS {
+            let _ = governor.check_key(&key);
+            let _ = keyed.check_now(&key, &KEYED_TICKER, 1);
+        }
+        publish_clock();
+        row(
+            "keyed GCRA, 100k keys",
+            threads,
+            &|| {
+                black_box(
+                    keyed
+                        .check_now(&next_key(), &KEYED_TICKER, 1)
+                        .unwrap()
+                        .allowed(),
+                );
+            },
+            &|| {
+                black_box(governor.check_key(&next_key()).is_ok());
             },
         );
     }

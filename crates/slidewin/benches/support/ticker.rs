@@ -1,5 +1,6 @@
-//! The clock both libraries read in the limiter benches (`limit.rs`, `limit_ab.rs`): a
-//! per-thread counter, so that no clock costs more for one than for the other.
+//! What both libraries read in the limiter benches (`limit.rs`, `limit_ab.rs`): a per-thread
+//! clock, so that no clock costs more for one than for the other, and the keys of the keyed
+//! workloads in turn.
 
 // Shared by two bench crates through `#[path]`.
 #![allow(dead_code, unreachable_pub)]
@@ -55,4 +56,20 @@ impl GovernorClock for Ticker {
     fn now(&self) -> Nanos {
         Nanos::from(self.tick())
     }
+}
+
+/// The keys of the keyed workloads.
+pub const KEYS: u64 = 100_000;
+
+thread_local! {
+    pub static NEXT_KEY: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The keys in turn, so each is checked once per `KEYS` clock readings.
+pub fn next_key() -> u64 {
+    NEXT_KEY.with(|k| {
+        let key = k.get();
+        k.set((key + 1) % KEYS);
+        key
+    })
 }
