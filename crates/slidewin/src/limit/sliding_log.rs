@@ -92,61 +92,107 @@ impl SlidingLogState {
     }
 }
 
-impl SlidingLog {
-    /// The time the log counts at for a request at `now`: never before the newest admission,
-    /// so that the log's own timeline does not go back.
-    #[inline]
-    fn effective(stamps: &[Stamp], now: Moment) -> Moment {
-        stamps.last().map_or(now, |newest| now.max(newest.at))
-    }
+/// A log as counted for one request: the stamps that have left, and the units of those left.
+struct Counted {
+    /// The time counted at: the request's, or the newest admission's if later.
+    at: Moment,
+    /// How many stamps (the oldest) have left the window ending at `at`.
+    gone: usize,
+    /// The running total at the last stamp gone: the units admitted before the window.
+    before: u64,
+    /// The units in the window.
+    count: u64,
+}
 
-    /// How many of `stamps` (the oldest) have left the window ending at `at`.
+impl SlidingLog {
+    /// Counts `state`'s window for a request at `now`. The log counts at the newest admission's
+    /// time if it is later, so that its own timeline does not go back.
     #[inline]
-    fn gone(&self, stamps: &[Stamp], at: Moment) -> usize {
-        match at.as_nanos().checked_sub(self.quota.span_nanos()) {
+    fn count(&self, state: &SlidingLogState, now: Moment) -> Counted {
+        let stamps = state.stamps.as_slice();
+        let Some(newest) = stamps.last() else {
+            return Counted {
+                at: now,
+                gone: 0,
+                before: state.base,
+                count: 0,
+            };
+        };
+        let at = now.max(newest.at);
+        let gone = match at.as_nanos().checked_sub(self.quota.span_nanos()) {
             Some(cutoff) => gallop(stamps, |s| s.at.as_nanos() <= cutoff),
             None => 0,
+        };
+        let before = match gone.checked_sub(1) {
+            Some(last_gone) => stamps[last_gone].total,
+            None => state.base,
+        };
+        Counted {
+            at,
+            gone,
+            before,
+            count: newest.total.wrapping_sub(before),
         }
     }
 
-    /// The decision for `cost` at `now`, counted at `at` (the effective time), the first
-    /// `gone` stamps having left the window.
+    /// The decision for `cost` at `now` on the log as counted.
     #[inline]
     fn decide(
         &self,
         state: &SlidingLogState,
-        gone: usize,
-        at: Moment,
+        counted: &Counted,
         now: Moment,
         cost: u64,
     ) -> Decision {
         let limit = self.quota.limit();
-        let stamps = state.stamps.as_slice();
-        let live = &stamps[gone..];
-        // The units before the window: the total at the last stamp gone.
-        let before = gone.checked_sub(1).map_or(state.base, |i| stamps[i].total);
-        let count = live.last().map_or(0, |s| s.total.wrapping_sub(before));
-        let leaves_at = |t: Moment| u128::from(t.as_nanos()) + u128::from(self.quota.span_nanos());
         // `count <= limit` always: the log never holds more than the limit.
-        let room = limit - count;
-        if cost <= room {
-            // Once admitted, the newest unit is at `at`.
-            let newest = if cost > 0 {
-                Some(at)
-            } else {
-                live.last().map(|s| s.at)
-            };
-            let reset_after = newest.map_or(0, |t| until(leaves_at(t), now));
-            Decision::allow_nanos(limit, room - cost, reset_after)
-        } else {
-            // `cost - room` units must leave first (at most `count`, since `cost <= limit`):
-            // the stamp that takes the running count past that is the last that must leave.
-            let excess = cost - room;
-            let must_leave = live.partition_point(|s| s.total.wrapping_sub(before) < excess);
-            let must_leave = live[must_leave.min(live.len() - 1)].at;
-            let reset_after = live.last().map_or(0, |s| until(leaves_at(s.at), now));
-            Decision::deny_nanos(limit, room, reset_after, until(leaves_at(must_leave), now))
+        let room = limit - counted.count;
+        if cost > room {
+            return self.deny(state, counted, now, cost - room);
         }
+        // Once admitted, the newest unit is at `at`.
+        let newest = if cost > 0 {
+            Some(counted.at)
+        } else if counted.count > 0 {
+            state.stamps.as_slice().last().map(|s| s.at)
+        } else {
+            None
+        };
+        let reset_after = newest.map_or(0, |t| self.until_leaves(t, now));
+        Decision::allow_nanos(limit, room - cost, reset_after)
+    }
+
+    /// A denial: `excess` units must leave first (at most the count, since a cost is at most
+    /// the limit); the stamp that takes the running count past that is the last that must.
+    #[cold]
+    #[inline(never)]
+    fn deny(
+        &self,
+        state: &SlidingLogState,
+        counted: &Counted,
+        now: Moment,
+        excess: u64,
+    ) -> Decision {
+        let live = &state.stamps.as_slice()[counted.gone..];
+        let before = counted.before;
+        let must_leave = live.partition_point(|s| s.total.wrapping_sub(before) < excess);
+        let must_leave = live[must_leave.min(live.len() - 1)].at;
+        let reset_after = live.last().map_or(0, |s| self.until_leaves(s.at, now));
+        Decision::deny_nanos(
+            self.quota.limit(),
+            self.quota.limit() - counted.count,
+            reset_after,
+            self.until_leaves(must_leave, now),
+        )
+    }
+
+    /// Nanoseconds from `now` until an admission at `t` leaves the window.
+    #[inline]
+    fn until_leaves(&self, t: Moment, now: Moment) -> u64 {
+        until(
+            u128::from(t.as_nanos()) + u128::from(self.quota.span_nanos()),
+            now,
+        )
     }
 
     #[inline]
@@ -189,27 +235,26 @@ impl Algorithm for SlidingLog {
         cost: u64,
     ) -> Result<Decision, LimitError> {
         self.check_cost(cost)?;
-        let stamps = state.stamps.as_slice();
-        let at = SlidingLog::effective(stamps, now);
-        let gone = self.gone(stamps, at);
-        let decision = self.decide(state, gone, at, now, cost);
+        let counted = self.count(state, now);
+        let decision = self.decide(state, &counted, now, cost);
         if decision.allowed() && cost > 0 {
             // `at` becomes the newest admission, and every later check counts at it or after:
             // what has left the window ending at `at` will never count again. (A denial
             // forgets nothing: the newest admission, not `at`, bounds the later checks.)
-            if let Some(last_gone) = gone.checked_sub(1) {
-                state.base = stamps[last_gone].total;
-                state.stamps.take_front(gone, drop);
+            if counted.gone > 0 {
+                state.base = counted.before;
+                state.stamps.take_front(counted.gone, drop);
             }
-            let total = state
-                .stamps
-                .as_slice()
-                .last()
-                .map_or(state.base, |s| s.total);
-            let total = total.wrapping_add(cost);
+            let total = counted
+                .before
+                .wrapping_add(counted.count)
+                .wrapping_add(cost);
             match state.stamps.last_mut() {
-                Some(newest) if newest.at == at => newest.total = total,
-                _ => state.stamps.push(Stamp { at, total }),
+                Some(newest) if newest.at == counted.at => newest.total = total,
+                _ => state.stamps.push(Stamp {
+                    at: counted.at,
+                    total,
+                }),
             }
         }
         Ok(decision)
@@ -223,9 +268,7 @@ impl Algorithm for SlidingLog {
         cost: u64,
     ) -> Result<Decision, LimitError> {
         self.check_cost(cost)?;
-        let stamps = state.stamps.as_slice();
-        let at = SlidingLog::effective(stamps, now);
-        Ok(self.decide(state, self.gone(stamps, at), at, now, cost))
+        Ok(self.decide(state, &self.count(state, now), now, cost))
     }
 
     /// When the newest admission leaves: `span` after it.
