@@ -21,7 +21,7 @@ use slidewin::{
     Algorithm, AtomicLimiter, FixedWindow, Gcra, Keyed, Limiter, Quota, SharedLimiter,
     SlidingCounter, SlidingLog,
 };
-use ticker::{KEYS, NEXT_KEY, Ticker, next_key, publish_clock, sync_clock};
+use ticker::{KEYS, Ticker, next_key, on_threads, publish_clock, sync_clock};
 
 /// 1,000 per second: one every millisecond.
 const LIMIT: u32 = 1_000;
@@ -33,25 +33,6 @@ fn quota() -> Quota {
 
 fn governor_quota() -> governor::Quota {
     governor::Quota::per_second(NonZeroU32::new(LIMIT).unwrap())
-}
-
-/// Runs `op` `iters` times on each of `threads` threads at once; the wall time. Each thread
-/// walks its own part of the keys, as threads serving different clients would.
-fn on_threads(threads: usize, iters: u64, op: &(dyn Fn() + Sync)) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|scope| {
-        for thread in 0..threads as u64 {
-            scope.spawn(move || {
-                sync_clock();
-                NEXT_KEY.with(|key| key.set(thread * KEYS / threads as u64));
-                for _ in 0..iters {
-                    op();
-                }
-                publish_clock();
-            });
-        }
-    });
-    start.elapsed()
 }
 
 fn bench(

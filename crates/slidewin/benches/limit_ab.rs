@@ -13,11 +13,11 @@ mod ticker;
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use governor::middleware::StateInformationMiddleware;
 use slidewin::{AtomicLimiter, Gcra, Keyed, Quota};
-use ticker::{KEYS, NEXT_KEY, Ticker, next_key, publish_clock, sync_clock};
+use ticker::{KEYS, Ticker, next_key, on_threads, publish_clock, sync_clock};
 
 const LIMIT: u32 = 1_000;
 const INTERVAL: u64 = 1_000_000;
@@ -34,23 +34,9 @@ const KEYED_TICKER: Ticker = Ticker {
 };
 
 /// Runs `op` `CHECKS` times on each of `threads` threads at once; nanoseconds per check per
-/// thread. Each thread walks its own part of the keys, as threads serving different clients
-/// would.
+/// thread.
 fn run(threads: usize, op: &(dyn Fn() + Sync)) -> f64 {
-    let start = Instant::now();
-    std::thread::scope(|scope| {
-        for thread in 0..threads as u64 {
-            scope.spawn(move || {
-                sync_clock();
-                NEXT_KEY.with(|key| key.set(thread * KEYS / threads as u64));
-                for _ in 0..CHECKS {
-                    op();
-                }
-                publish_clock();
-            });
-        }
-    });
-    start.elapsed().as_secs_f64() * 1e9 / CHECKS as f64
+    on_threads(threads, CHECKS, op).as_secs_f64() * 1e9 / CHECKS as f64
 }
 
 fn median(mut times: Vec<f64>) -> f64 {

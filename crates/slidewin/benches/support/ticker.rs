@@ -1,12 +1,13 @@
-//! What both libraries read in the limiter benches (`limit.rs`, `limit_ab.rs`): a per-thread
-//! clock, so that no clock costs more for one than for the other, and the keys of the keyed
-//! workloads in turn.
+//! What the limiter benches (`limit.rs`, `limit_ab.rs`) give both libraries: a per-thread
+//! clock, so that no clock costs more for one than for the other, the keys of the keyed
+//! workloads in turn, and the threads that run them.
 
 // Shared by two bench crates through `#[path]`.
 #![allow(dead_code, unreachable_pub)]
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use governor::clock::Clock as GovernorClock;
 use governor::nanos::Nanos;
@@ -72,4 +73,23 @@ pub fn next_key() -> u64 {
         k.set((key + 1) % KEYS);
         key
     })
+}
+
+/// Runs `op` `iters` times on each of `threads` threads at once; the wall time. Each thread
+/// walks its own part of the keys, as threads serving different clients would.
+pub fn on_threads(threads: usize, iters: u64, op: &(dyn Fn() + Sync)) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for thread in 0..threads as u64 {
+            scope.spawn(move || {
+                sync_clock();
+                NEXT_KEY.with(|key| key.set(thread * KEYS / threads as u64));
+                for _ in 0..iters {
+                    op();
+                }
+                publish_clock();
+            });
+        }
+    });
+    start.elapsed()
 }
