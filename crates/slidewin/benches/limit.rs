@@ -17,10 +17,8 @@ use std::time::{Duration, Instant};
 use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
-use slidewin::{
-    Algorithm, AtomicLimiter, FixedWindow, Gcra, Keyed, Limiter, Quota, SharedLimiter,
-    SlidingCounter, SlidingLog,
-};
+use slidewin::limit::{Algorithm, Decision, FixedWindow, Gcra, SlidingCounter, SlidingLog};
+use slidewin::{Keyed, Limiter, Quota, SharedLimiter};
 use ticker::{KEYS, Ticker, next_key, on_threads, publish_clock, sync_clock};
 
 /// 1,000 per second: one every millisecond.
@@ -59,52 +57,75 @@ fn direct(c: &mut Criterion) {
         bench(&mut group, "governor_gcra", threads, &|| {
             black_box(governor.check().is_ok());
         });
-        let gcra = AtomicLimiter::<Gcra>::new(quota()).unwrap();
-        bench(&mut group, "slidewin_atomic_gcra", threads, &|| {
+        // Lock-free: one word and a compare-and-swap.
+        let gcra = SharedLimiter::new(Gcra::new(quota()).unwrap());
+        bench(&mut group, "slidewin_shared_gcra", threads, &|| {
             black_box(gcra.check_now(&direct_clock, 1).unwrap().allowed());
         });
-        let fixed = AtomicLimiter::<FixedWindow>::new(quota()).unwrap();
-        bench(&mut group, "slidewin_atomic_fixed_window", threads, &|| {
+        let fixed = SharedLimiter::new(FixedWindow::new(quota()).unwrap());
+        bench(&mut group, "slidewin_shared_fixed_window", threads, &|| {
             black_box(fixed.check_now(&direct_clock, 1).unwrap().allowed());
         });
-        shared::<SlidingLog>(
+        // Behind a mutex.
+        let log = SlidingLog::new(quota()).unwrap();
+        shared(
             &mut group,
             "slidewin_shared_sliding_log",
             threads,
             direct_clock,
+            log,
         );
-        shared::<SlidingCounter>(
+        let counter = SlidingCounter::new(quota()).unwrap();
+        shared(
             &mut group,
             "slidewin_shared_sliding_counter",
             threads,
             direct_clock,
+            counter,
         );
         if threads == 1 {
-            owned::<Gcra>(&mut group, "slidewin_gcra", direct_clock);
-            owned::<SlidingLog>(&mut group, "slidewin_sliding_log", direct_clock);
-            owned::<SlidingCounter>(&mut group, "slidewin_sliding_counter", direct_clock);
-            owned::<FixedWindow>(&mut group, "slidewin_fixed_window", direct_clock);
+            owned(
+                &mut group,
+                "slidewin_gcra",
+                direct_clock,
+                Gcra::new(quota()).unwrap(),
+            );
+            let log = SlidingLog::new(quota()).unwrap();
+            owned(&mut group, "slidewin_sliding_log", direct_clock, log);
+            let counter = SlidingCounter::new(quota()).unwrap();
+            owned(
+                &mut group,
+                "slidewin_sliding_counter",
+                direct_clock,
+                counter,
+            );
+            let fixed = FixedWindow::new(quota()).unwrap();
+            owned(&mut group, "slidewin_fixed_window", direct_clock, fixed);
         }
         group.finish();
     }
 }
 
-fn shared<A: Algorithm>(
+fn shared<A: Algorithm<Output = Decision>>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
     threads: usize,
     clock: Ticker,
-) where
-    A::State: Send,
-{
-    let limiter = SharedLimiter::<A>::new(quota()).unwrap();
+    algorithm: A,
+) {
+    let limiter = SharedLimiter::new(algorithm);
     bench(group, name, threads, &|| {
         black_box(limiter.check_now(&clock, 1).unwrap().allowed());
     });
 }
 
-fn owned<A: Algorithm>(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, clock: Ticker) {
-    let mut limiter = Limiter::<A>::new(quota()).unwrap();
+fn owned<A: Algorithm<Output = Decision>>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    clock: Ticker,
+    algorithm: A,
+) {
+    let mut limiter = Limiter::new(algorithm);
     group.bench_function(name, |b| {
         b.iter(|| black_box(limiter.check_now(&clock, 1).unwrap().allowed()))
     });
@@ -129,23 +150,46 @@ fn keyed(c: &mut Criterion) {
         bench(&mut group, "governor_gcra", threads, &|| {
             black_box(governor.check_key(&next_key()).is_ok());
         });
-        keyed_ours::<Gcra>(&mut group, "slidewin_gcra", threads, keyed_clock);
-        keyed_ours::<FixedWindow>(&mut group, "slidewin_fixed_window", threads, keyed_clock);
-        keyed_ours::<SlidingCounter>(&mut group, "slidewin_sliding_counter", threads, keyed_clock);
-        keyed_ours::<SlidingLog>(&mut group, "slidewin_sliding_log", threads, keyed_clock);
+        let (gcra, fixed) = (
+            Gcra::new(quota()).unwrap(),
+            FixedWindow::new(quota()).unwrap(),
+        );
+        keyed_ours(&mut group, "slidewin_gcra", threads, keyed_clock, gcra);
+        keyed_ours(
+            &mut group,
+            "slidewin_fixed_window",
+            threads,
+            keyed_clock,
+            fixed,
+        );
+        let counter = SlidingCounter::new(quota()).unwrap();
+        keyed_ours(
+            &mut group,
+            "slidewin_sliding_counter",
+            threads,
+            keyed_clock,
+            counter,
+        );
+        let log = SlidingLog::new(quota()).unwrap();
+        keyed_ours(
+            &mut group,
+            "slidewin_sliding_log",
+            threads,
+            keyed_clock,
+            log,
+        );
         group.finish();
     }
 }
 
-fn keyed_ours<A: Algorithm>(
+fn keyed_ours<A: Algorithm<Output = Decision>>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
     threads: usize,
     clock: Ticker,
-) where
-    A::State: Send,
-{
-    let limiter = Keyed::<u64, A>::new(quota()).unwrap();
+    algorithm: A,
+) {
+    let limiter = Keyed::<u64, _>::new(algorithm);
     sync_clock();
     for key in 0..KEYS {
         let _ = limiter.check_now(&key, &clock, 1);
@@ -179,8 +223,7 @@ fn flood(c: &mut Criterion) {
             let mut done = 0;
             while done < iters {
                 let n = (iters - done).min(FLOOD_CHUNK as u64);
-                let limiter = Keyed::<u64, SlidingLog>::new(quota)
-                    .unwrap()
+                let limiter = Keyed::<u64, _>::new(SlidingLog::new(quota).unwrap())
                     .with_max_keys(FLOOD_CAP.max(2 * FLOOD_CHUNK))
                     .unwrap();
                 let start = Instant::now();
@@ -195,8 +238,7 @@ fn flood(c: &mut Criterion) {
             elapsed
         })
     });
-    let full = Keyed::<u64, SlidingLog>::new(quota)
-        .unwrap()
+    let full = Keyed::<u64, _>::new(SlidingLog::new(quota).unwrap())
         .with_max_keys(FLOOD_CAP)
         .unwrap();
     for _ in 0..FLOOD_CAP {

@@ -16,7 +16,8 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use governor::middleware::StateInformationMiddleware;
-use slidewin::{AtomicLimiter, Gcra, Keyed, Quota};
+use slidewin::limit::Gcra;
+use slidewin::{Keyed, Quota, SharedLimiter};
 use ticker::{KEYS, Ticker, next_key, on_threads, publish_clock, sync_clock};
 
 const LIMIT: u32 = 1_000;
@@ -68,13 +69,13 @@ fn main() {
     let quota = Quota::new(u64::from(LIMIT), Duration::from_secs(1)).unwrap();
     let governor_quota = governor::Quota::per_second(NonZeroU32::new(LIMIT).unwrap());
     println!(
-        "| workload | slidewin (`AtomicLimiter<Gcra>`, `Keyed<u64, Gcra>`) | governor | ratio (governor / ours) |"
+        "| workload | slidewin (`SharedLimiter<Gcra>`, `Keyed<u64, Gcra>`) | governor | ratio (governor / ours) |"
     );
     println!("|---|---:|---:|---:|");
     for threads in [1, 2] {
         // Each run starts from the latest clock, so one limiter of each serves every round.
         let governor = governor::RateLimiter::direct_with_clock(governor_quota, TICKER);
-        let gcra = AtomicLimiter::<Gcra>::new(quota).unwrap();
+        let gcra = SharedLimiter::new(Gcra::new(quota).unwrap());
         row(
             "direct GCRA, admitted or not",
             threads,
@@ -91,7 +92,7 @@ fn main() {
         // checked and written back, or swept when idle and added again.
         sync_clock();
         let governor = governor::RateLimiter::dashmap_with_clock(governor_quota, KEYED_TICKER);
-        let keyed = Keyed::<u64, Gcra>::new(quota).unwrap();
+        let keyed = Keyed::<u64, _>::new(Gcra::new(quota).unwrap());
         for key in 0..KEYS {
             let _ = governor.check_key(&key);
             let _ = keyed.check_now(&key, &KEYED_TICKER, 1);
@@ -117,7 +118,7 @@ fn main() {
         // What a caller sending `RateLimit` headers reads: the units left, besides the answer.
         let governor = governor::RateLimiter::direct_with_clock(governor_quota, TICKER)
             .with_middleware::<StateInformationMiddleware>();
-        let gcra = AtomicLimiter::<Gcra>::new(quota).unwrap();
+        let gcra = SharedLimiter::new(Gcra::new(quota).unwrap());
         row(
             "direct GCRA, and the units left",
             threads,

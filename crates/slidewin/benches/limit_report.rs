@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use counting_alloc::{CountingAllocator, held_after};
 use governor::clock::FakeRelativeClock;
-use slidewin::{
-    Algorithm, FixedWindow, Gcra, Keyed, Limiter, Moment, Quota, SlidingCounter, SlidingLog,
+use slidewin::limit::{
+    Algorithm, FixedWindow, Gcra, Kind, Rule, RuleSet, SlidingCounter, SlidingLog,
 };
+use slidewin::{Keyed, Limiter, Moment, Quota};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -30,9 +31,9 @@ fn quota() -> Quota {
 }
 
 /// Bytes per key after one request from each of `KEYS` keys.
-fn per_key<A: Algorithm>() -> f64 {
+fn per_key<A: Algorithm>(algorithm: A) -> f64 {
     let (limiter, bytes) = held_after(|| {
-        let limiter = Keyed::<u64, A>::new(quota()).unwrap();
+        let limiter = Keyed::<u64, _>::new(algorithm);
         for key in 0..KEYS {
             limiter.check(&key, Moment::from_secs(1), 1).unwrap();
         }
@@ -88,12 +89,12 @@ fn bursty_trace() -> Vec<Moment> {
 }
 
 /// Admitted requests and the most admitted in any one-minute window.
-fn run<A: Algorithm>(trace: &[Moment]) -> (usize, usize) {
-    let mut limiter = Limiter::<A>::new(quota()).unwrap();
+fn run<A: Algorithm>(algorithm: A, trace: &[Moment]) -> (usize, usize) {
+    let mut limiter = Limiter::new(algorithm);
     let admitted: Vec<Moment> = trace
         .iter()
         .copied()
-        .filter(|&t| limiter.check(t, 1).unwrap().allowed())
+        .filter(|&t| limiter.check(t, 1).unwrap().as_ref().allowed())
         .collect();
     let span = Duration::from_secs(60);
     let worst = admitted
@@ -109,20 +110,30 @@ fn main() {
     println!("| keyed limiter, 100,000 live keys | bytes per key |");
     println!("|---|---:|");
     println!("| governor (dashmap, GCRA) | {:.1} |", governor_per_key());
-    println!("| slidewin Gcra | {:.1} |", per_key::<Gcra>());
-    println!("| slidewin FixedWindow | {:.1} |", per_key::<FixedWindow>());
-    println!(
-        "| slidewin SlidingCounter | {:.1} |",
-        per_key::<SlidingCounter>()
-    );
+    let gcra = Gcra::new(quota()).unwrap();
+    println!("| slidewin Gcra | {:.1} |", per_key(gcra));
+    let fixed = FixedWindow::new(quota()).unwrap();
+    println!("| slidewin FixedWindow | {:.1} |", per_key(fixed));
+    let counter = SlidingCounter::new(quota()).unwrap();
+    println!("| slidewin SlidingCounter | {:.1} |", per_key(counter));
+    let log = SlidingLog::new(quota()).unwrap();
     println!(
         "| slidewin SlidingLog (1 request per key) | {:.1} |",
-        per_key::<SlidingLog>()
+        per_key(log)
+    );
+    let two = RuleSet::new([
+        Rule::new("minute", Kind::SlidingLog, quota()).unwrap(),
+        Rule::new("hour", Kind::Gcra, "1000/hour".parse().unwrap()).unwrap(),
+    ])
+    .unwrap();
+    println!(
+        "| slidewin RuleSet: SlidingLog + Gcra (1 request per key) | {:.1} |",
+        per_key(two)
     );
     println!();
 
     let trace = bursty_trace();
-    let (exact, exact_worst) = run::<SlidingLog>(&trace);
+    let (exact, exact_worst) = run(SlidingLog::new(quota()).unwrap(), &trace);
     println!(
         "bursty trace: {} requests over an hour, quota 100/minute",
         trace.len()
@@ -132,9 +143,15 @@ fn main() {
     println!("|---|---:|---:|---:|");
     for (name, (admitted, worst)) in [
         ("SlidingLog (exact)", (exact, exact_worst)),
-        ("SlidingCounter", run::<SlidingCounter>(&trace)),
-        ("FixedWindow", run::<FixedWindow>(&trace)),
-        ("Gcra (burst 100)", run::<Gcra>(&trace)),
+        (
+            "SlidingCounter",
+            run(SlidingCounter::new(quota()).unwrap(), &trace),
+        ),
+        (
+            "FixedWindow",
+            run(FixedWindow::new(quota()).unwrap(), &trace),
+        ),
+        ("Gcra (burst 100)", run(Gcra::new(quota()).unwrap(), &trace)),
     ] {
         let diff = admitted as f64 / exact as f64 - 1.0;
         println!("| {name} | {admitted} | {:+.1}% | {worst} |", diff * 100.0);

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::limit::Quota;
+
 /// A structure was configured with a value it cannot work with.
 ///
 /// Returned at construction, before anything is built, so nothing is half-applied.
@@ -64,6 +66,53 @@ pub enum ConfigError {
         /// The number of buckets it was to be split into.
         sample_count: u32,
     },
+    /// A rate limit of zero: nothing could ever be admitted.
+    ZeroLimit,
+    /// A burst of zero.
+    ZeroBurst,
+    /// A burst that differs from the limit, given to an algorithm that has none.
+    BurstUnsupported {
+        /// The algorithm.
+        algorithm: &'static str,
+        /// The quota that was given.
+        quota: Quota,
+    },
+    /// A quota the algorithm cannot represent, such as more than one unit of cost per
+    /// nanosecond for a token bucket.
+    Unrepresentable {
+        /// The algorithm (and where it runs, for another backend).
+        algorithm: &'static str,
+        /// The quota that was given.
+        quota: Quota,
+        /// What does not fit.
+        reason: &'static str,
+    },
+    /// An algorithm's name that is not one of the four.
+    UnknownAlgorithm {
+        /// The name that was given, cut to 64 bytes.
+        name: String,
+    },
+    /// A rule set was given no rules.
+    NoRules,
+    /// A rule set was given more rules than it holds.
+    TooManyRules {
+        /// How many were given.
+        count: usize,
+        /// The most a set holds.
+        max: usize,
+    },
+    /// Two rules of one set share a name, so their states could not be told apart.
+    DuplicateRule {
+        /// The name given twice.
+        name: String,
+    },
+    /// A rule's name is not one a rule can have.
+    BadRuleName {
+        /// The name that was given, cut to 64 bytes.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -100,6 +149,44 @@ impl fmt::Display for ConfigError {
                 "the interval {interval:?} does not split into {sample_count} buckets of a whole \
                  number of nanoseconds (at least 2ns each)"
             ),
+            ConfigError::ZeroLimit => f.write_str("the limit must be at least 1, got 0"),
+            ConfigError::ZeroBurst => f.write_str("the burst must be at least 1, got 0"),
+            ConfigError::BurstUnsupported { algorithm, quota } => write!(
+                f,
+                "{algorithm} has no burst, but the quota `{quota}` sets one; \
+                 use Gcra, or leave the burst at the limit"
+            ),
+            ConfigError::Unrepresentable {
+                algorithm,
+                quota,
+                reason,
+            } => write!(
+                f,
+                "{algorithm} cannot represent the quota `{quota}`: {reason}"
+            ),
+            ConfigError::UnknownAlgorithm { name } => write!(
+                f,
+                "`{}` is not an algorithm; expected sliding_log, sliding_counter, fixed_window \
+                 or gcra",
+                name.escape_debug()
+            ),
+            ConfigError::NoRules => f.write_str("a rule set needs at least one rule, got none"),
+            ConfigError::TooManyRules { count, max } => {
+                write!(f, "a rule set holds at most {max} rules, got {count}")
+            }
+            ConfigError::DuplicateRule { name } => {
+                write!(
+                    f,
+                    "two rules of one set are named `{name}`; each needs a name of its own"
+                )
+            }
+            ConfigError::BadRuleName { name, reason } => {
+                write!(
+                    f,
+                    "the rule name `{}` is not valid: {reason}",
+                    name.escape_debug()
+                )
+            }
         }
     }
 }

@@ -12,23 +12,18 @@
 //!
 //! # Rate limits
 //!
-//! A [`Quota`] (`"100/minute"`, `"10/s burst 20"`), one of four [`Algorithm`]s, and a holder
-//! for its state: [`Limiter`] (one owner, `&mut self`), [`SharedLimiter`] (threads, a mutex),
-//! [`AtomicLimiter`] (threads, lock-free) or [`Keyed`] (a limiter per key, bounded memory).
-//! Every one answers `check(now, cost)` and `peek(now, cost)` with the same [`Decision`], and
-//! a denied request consumes nothing.
-//!
-//! | algorithm | guarantee in any window `(t - span, t]` | state | lock-free |
-//! |---|---|---|---|
-//! | [`SlidingLog`] | **exact**: at most `limit` | a 16-byte stamp per admission in the window (at most `limit`, whatever the costs) | no |
-//! | [`SlidingCounter`] | approximate: up to `2 × limit` after a burst at a window's end | 24 bytes | no |
-//! | [`FixedWindow`] | `2 × limit` across a window boundary | 16 bytes (one word packed) | yes |
-//! | [`Gcra`] | `burst + limit - 1` (a token bucket) | 8 bytes | yes |
+//! A [`Quota`] (`"100/minute"`, `"10/s burst 20"`), one of four algorithms, and a holder for
+//! its state: [`Limiter`] (one owner), [`SharedLimiter`] (threads; lock-free where the
+//! algorithm allows) or [`Keyed`] (a limiter per key, bounded memory). Every one answers
+//! `check(now, cost)` with a [`Decision`], and a denied request consumes nothing. Several named
+//! rules checked together, all or nothing, are a [`RuleSet`](limit::RuleSet). See the
+//! [`limit`] module for which to choose.
 //!
 //! ```
-//! use slidewin::{Limiter, Moment, SlidingLog};
+//! use slidewin::{Limiter, Moment};
+//! use slidewin::limit::SlidingLog;
 //!
-//! let mut limiter = Limiter::<SlidingLog>::new("3 per 10 seconds".parse()?)?;
+//! let mut limiter = Limiter::new(SlidingLog::new("3 per 10 seconds".parse()?)?);
 //! let now = Moment::from_secs(100);
 //! let decisions: Vec<bool> = (0..4).map(|_| limiter.check(now, 1).unwrap().allowed()).collect();
 //! assert_eq!(decisions, [true, true, true, false]);
@@ -107,11 +102,11 @@ mod divisor;
 mod error;
 mod event_window;
 mod interval;
-mod limit;
+pub mod limit;
 mod metrics;
 mod moving_stat;
 mod slide_vec;
-mod time;
+pub mod time;
 
 pub use error::{ConfigError, TimeRangeError};
 pub use event_window::{EventWindow, Events};
@@ -119,11 +114,7 @@ pub use interval::{
     Difference, Gaps, Interval, IntervalError, IntervalSet, Labels, MonthEnd, Period, PeriodError,
     Relation,
 };
-pub use limit::{
-    Algorithm, AtomicAlgorithm, AtomicLimiter, Decision, FixedWindow, FixedWindowState, Gcra,
-    Keyed, LimitError, Limiter, Quota, QuotaError, SharedLimiter, SlidingCounter,
-    SlidingCounterState, SlidingLog, SlidingLogState,
-};
+pub use limit::{Decision, Keyed, Limiter, Quota, SharedLimiter};
 pub use metrics::{MAX_SAMPLE_COUNT, MetricEvent, MetricStats, WindowMetrics};
 pub use moving_stat::{MovingStat, SampleError, Tally};
 pub use time::{Clock, ManualClock, Moment, MonotonicClock, SystemClock};

@@ -11,10 +11,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use slidewin::{
-    AtomicLimiter, Clock, FixedWindow, Gcra, Keyed, Moment, SharedLimiter, SlidingCounter,
-    SlidingLog,
-};
+use slidewin::limit::{FixedWindow, Gcra, LimitError, SlidingCounter, SlidingLog};
+use slidewin::{Clock, Keyed, Moment, SharedLimiter};
 
 const THREADS: usize = 4;
 
@@ -54,12 +52,10 @@ fn spawn_all<T: Send + 'static>(work: impl Fn(usize) -> T + Send + Sync + 'stati
 fn sliding_log_under_threads_never_exceeds_the_limit_in_any_window() {
     const LIMIT: usize = 10;
     const SPAN: u64 = 1_000;
-    let limiter = Arc::new(
-        SharedLimiter::<SlidingLog>::new(
-            slidewin::Quota::new(LIMIT as u64, Duration::from_nanos(SPAN)).unwrap(),
-        )
-        .unwrap(),
-    );
+    let limiter = Arc::new(SharedLimiter::new(
+        SlidingLog::new(slidewin::Quota::new(LIMIT as u64, Duration::from_nanos(SPAN)).unwrap())
+            .unwrap(),
+    ));
     let clock = Arc::new(TickingClock {
         next: AtomicU64::new(1_000_000),
         step: 7,
@@ -94,8 +90,9 @@ fn sliding_log_under_threads_never_exceeds_the_limit_in_any_window() {
 /// what refills.
 #[test]
 fn atomic_gcra_admits_exact_totals_under_threads() {
-    let limiter =
-        Arc::new(AtomicLimiter::<Gcra>::new("1000/s burst 100".parse().unwrap()).unwrap());
+    let limiter = Arc::new(SharedLimiter::new(
+        Gcra::new("1000/s burst 100".parse().unwrap()).unwrap(),
+    ));
     let barrier = Arc::new(Barrier::new(THREADS));
     let steps = [(0, 100), (10, 10), (10, 0), (1_000, 100), (1_005, 5)];
     let totals = {
@@ -125,7 +122,9 @@ fn atomic_gcra_admits_exact_totals_under_threads() {
 
 #[test]
 fn atomic_fixed_window_admits_exactly_the_limit_per_window_under_threads() {
-    let limiter = Arc::new(AtomicLimiter::<FixedWindow>::new("250/s".parse().unwrap()).unwrap());
+    let limiter = Arc::new(SharedLimiter::new(
+        FixedWindow::new("250/s".parse().unwrap()).unwrap(),
+    ));
     let per_thread = {
         let limiter = Arc::clone(&limiter);
         spawn_all(move |i| {
@@ -150,9 +149,12 @@ fn atomic_fixed_window_admits_exactly_the_limit_per_window_under_threads() {
 
 #[test]
 fn shared_sliding_counter_and_keyed_log_admit_exact_totals_under_threads() {
-    let counter =
-        Arc::new(SharedLimiter::<SlidingCounter>::new("300/minute".parse().unwrap()).unwrap());
-    let keyed = Arc::new(Keyed::<u64, SlidingLog>::new("50/minute".parse().unwrap()).unwrap());
+    let counter = Arc::new(SharedLimiter::new(
+        SlidingCounter::new("300/minute".parse().unwrap()).unwrap(),
+    ));
+    let keyed = Arc::new(Keyed::<u64, _>::new(
+        SlidingLog::new("50/minute".parse().unwrap()).unwrap(),
+    ));
     let per_thread = {
         let (counter, keyed) = (Arc::clone(&counter), Arc::clone(&keyed));
         spawn_all(move |_| {
@@ -189,10 +191,11 @@ fn keyed_flood_at_the_cap_under_threads_holds_the_cap_and_the_hot_key() {
     const PER_THREAD: u64 = 40_000;
     const HOT: u64 = u64::MAX;
     let limiter = Arc::new(
-        Keyed::<u64, SlidingLog>::new(slidewin::Quota::new(5, Duration::from_micros(100)).unwrap())
-            .unwrap()
-            .with_max_keys(CAP)
-            .unwrap(),
+        Keyed::<u64, _>::new(
+            SlidingLog::new(slidewin::Quota::new(5, Duration::from_micros(100)).unwrap()).unwrap(),
+        )
+        .with_max_keys(CAP)
+        .unwrap(),
     );
     let clock = Arc::new(TickingClock {
         next: AtomicU64::new(1),
@@ -206,7 +209,7 @@ fn keyed_flood_at_the_cap_under_threads_holds_the_cap_and_the_hot_key() {
                 let key = thread as u64 * PER_THREAD + i;
                 match limiter.check_now(&key, &*clock, 1) {
                     Ok(decision) => admitted += u64::from(decision.allowed()),
-                    Err(slidewin::LimitError::KeysFull { cap }) => {
+                    Err(LimitError::KeysFull { cap }) => {
                         assert_eq!(cap, CAP);
                         refused += 1;
                     }

@@ -9,10 +9,8 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use slidewin::{
-    Algorithm, Decision, FixedWindow, Gcra, LimitError, Limiter, Moment, Quota, SlidingCounter,
-    SlidingLog,
-};
+use slidewin::limit::{Algorithm, FixedWindow, Gcra, LimitError, SlidingCounter, SlidingLog};
+use slidewin::{Decision, Limiter, Moment, Quota};
 
 /// One request of a trace: a time step (possibly backwards) and a cost.
 #[derive(Clone, Debug)]
@@ -167,8 +165,11 @@ impl TextbookGcra {
 /// Checks the trace against any algorithm and returns the admitted (time, cost) pairs, on the
 /// limiter's own timeline: an admission earlier than the newest counts at the newest's time.
 /// Peek must agree with check and consume nothing, and every retry time must be exact.
-fn run<A: Algorithm>(rules: &A, trace: &[Step]) -> Result<Vec<(u64, u64)>, TestCaseError> {
-    let mut limiter = Limiter::from_rules(rules.clone());
+fn run<A: Algorithm<Output = Decision>>(
+    rules: &A,
+    trace: &[Step],
+) -> Result<Vec<(u64, u64)>, TestCaseError> {
+    let mut limiter = Limiter::new(rules.clone());
     let mut admitted = Vec::new();
     let mut newest = 0;
     for (now, cost) in times(trace) {
@@ -216,31 +217,31 @@ fn worst_window(admitted: &[(u64, u64)], span: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// Checks the trace on the algorithm's own state and, after each step, that `idle_at` tells
-/// the truth, against the definition: from `idle_at` on, the state answers as a fresh one
-/// would, whatever is asked; a nanosecond before it, it answers something else.
-fn idle_at_is_when_it_answers_as_fresh<A: Algorithm>(
+/// Checks the trace and, after each step, that `idle_at` tells the truth, against the
+/// definition: from `idle_at` on, the limiter answers as a fresh one would, whatever is asked
+/// (costs up to `most`); a nanosecond before it, it answers something else.
+fn idle_at_is_when_it_answers_as_fresh<A: Algorithm<Output = Decision>>(
     rules: &A,
+    most: u64,
+    span: u64,
     trace: &[Step],
 ) -> Result<(), TestCaseError> {
-    let fresh = rules.fresh();
-    let most = rules.quota().burst();
-    let same = |state: &A::State, t: Moment| {
+    let fresh = Limiter::new(rules.clone());
+    let same = |limiter: &Limiter<A>, t: Moment| {
         [0, 1, most]
             .iter()
-            .all(|&cost| rules.peek(state, t, cost) == rules.peek(&fresh, t, cost))
+            .all(|&cost| limiter.peek(t, cost) == fresh.peek(t, cost))
     };
-    let mut state = rules.fresh();
+    let mut limiter = Limiter::new(rules.clone());
     for (now, cost) in times(trace) {
-        rules.check(&mut state, now, cost.min(most)).unwrap();
-        let at = rules
-            .idle_at(&state)
+        limiter.check(now, cost.min(most)).unwrap();
+        let at = limiter
+            .idle_at()
             .expect("no trace reaches the end of the timeline");
-        for later in [0, 1, 7, rules.quota().span().as_nanos() as u64] {
+        for later in [0, 1, 7, span] {
             let t = at + Duration::from_nanos(later);
-            prop_assert!(rules.is_idle(&state, t));
             prop_assert!(
-                same(&state, t),
+                same(&limiter, t),
                 "answers as fresh from {:?}, not at {:?}",
                 at,
                 t
@@ -248,9 +249,8 @@ fn idle_at_is_when_it_answers_as_fresh<A: Algorithm>(
         }
         if at > Moment::ZERO {
             let before = at - Duration::from_nanos(1);
-            prop_assert!(!rules.is_idle(&state, before));
             prop_assert!(
-                !same(&state, before),
+                !same(&limiter, before),
                 "answers as fresh at {:?} already",
                 before
             );
@@ -266,7 +266,7 @@ proptest! {
     fn sliding_log_matches_a_log_of_every_admission(
         (limit, span, trace) in (1..8u64, 1..1_000u64).prop_flat_map(|(l, s)| (Just(l), Just(s), steps(s, l))),
     ) {
-        let mut limiter = Limiter::<SlidingLog>::new(quota(limit, span)).unwrap();
+        let mut limiter = Limiter::new(SlidingLog::new(quota(limit, span)).unwrap());
         let mut reference = ReferenceLog { limit, span, admitted: Vec::new() };
         for (now, cost) in times(&trace) {
             let ours = limiter.check(now, cost).unwrap();
@@ -291,7 +291,7 @@ proptest! {
         let rules = Gcra::new(q).unwrap();
         let interval = span.div_ceil(limit);
         let mut textbook = TextbookGcra { interval, tolerance: interval * (burst - 1), tat: 0 };
-        let mut limiter = Limiter::from_rules(rules.clone());
+        let mut limiter = Limiter::new(rules.clone());
         for (now, cost) in times(&trace) {
             let cost = cost.clamp(1, burst);
             let ours = limiter.check(now, cost).unwrap();
@@ -320,10 +320,11 @@ proptest! {
             .prop_flat_map(|(l, s, b)| (Just(l), Just(s), Just(b), steps(s, l.max(b)))),
     ) {
         let q = quota(limit, span);
-        idle_at_is_when_it_answers_as_fresh(&SlidingLog::new(q).unwrap(), &trace)?;
-        idle_at_is_when_it_answers_as_fresh(&SlidingCounter::new(q).unwrap(), &trace)?;
-        idle_at_is_when_it_answers_as_fresh(&FixedWindow::new(q).unwrap(), &trace)?;
-        idle_at_is_when_it_answers_as_fresh(&Gcra::new(q.with_burst(burst).unwrap()).unwrap(), &trace)?;
+        idle_at_is_when_it_answers_as_fresh(&SlidingLog::new(q).unwrap(), limit, span, &trace)?;
+        idle_at_is_when_it_answers_as_fresh(&SlidingCounter::new(q).unwrap(), limit, span, &trace)?;
+        idle_at_is_when_it_answers_as_fresh(&FixedWindow::new(q).unwrap(), limit, span, &trace)?;
+        let gcra = Gcra::new(q.with_burst(burst).unwrap()).unwrap();
+        idle_at_is_when_it_answers_as_fresh(&gcra, burst, span, &trace)?;
     }
 
     #[test]
@@ -331,9 +332,9 @@ proptest! {
         let q = quota(limit, 1_000);
         let too_much = limit + extra;
         let error = Err(LimitError::CostTooHigh { cost: too_much, max: limit });
-        prop_assert_eq!(Limiter::<SlidingLog>::new(q).unwrap().check(Moment::ZERO, too_much), error);
-        prop_assert_eq!(Limiter::<SlidingCounter>::new(q).unwrap().check(Moment::ZERO, too_much), error);
-        prop_assert_eq!(Limiter::<FixedWindow>::new(q).unwrap().check(Moment::ZERO, too_much), error);
-        prop_assert_eq!(Limiter::<Gcra>::new(q).unwrap().check(Moment::ZERO, too_much), error);
+        prop_assert_eq!(Limiter::new(SlidingLog::new(q).unwrap()).check(Moment::ZERO, too_much), error);
+        prop_assert_eq!(Limiter::new(SlidingCounter::new(q).unwrap()).check(Moment::ZERO, too_much), error);
+        prop_assert_eq!(Limiter::new(FixedWindow::new(q).unwrap()).check(Moment::ZERO, too_much), error);
+        prop_assert_eq!(Limiter::new(Gcra::new(q).unwrap()).check(Moment::ZERO, too_much), error);
     }
 }

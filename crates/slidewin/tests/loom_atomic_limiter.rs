@@ -1,4 +1,4 @@
-//! Model checks of the lock-free limiter's compare-and-swap loop under loom: every
+//! Model checks of `SharedLimiter`'s lock-free compare-and-swap loop (for `Gcra` and `FixedWindow`) under loom: every
 //! interleaving of the threads, not just the ones a run happens to hit.
 //!
 //! `RUSTFLAGS="--cfg loom" cargo test -p slidewin --test loom_atomic_limiter --release`
@@ -7,14 +7,17 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use slidewin::{AtomicLimiter, FixedWindow, Gcra, Moment};
+use slidewin::limit::{FixedWindow, Gcra};
+use slidewin::{Moment, SharedLimiter};
 
 /// Two threads, two checks each, on a GCRA with room for three at once: exactly three are
 /// admitted, whatever the interleaving.
 #[test]
 fn gcra_admits_exactly_the_burst_in_every_interleaving() {
     loom::model(|| {
-        let limiter = Arc::new(AtomicLimiter::<Gcra>::new("3/s".parse().unwrap()).unwrap());
+        let limiter = Arc::new(SharedLimiter::new(
+            Gcra::new("3/s".parse().unwrap()).unwrap(),
+        ));
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let limiter = Arc::clone(&limiter);
@@ -36,7 +39,9 @@ fn gcra_admits_exactly_the_burst_in_every_interleaving() {
 #[test]
 fn fixed_window_never_loses_or_doubles_a_count() {
     loom::model(|| {
-        let limiter = Arc::new(AtomicLimiter::<FixedWindow>::new("1/s".parse().unwrap()).unwrap());
+        let limiter = Arc::new(SharedLimiter::new(
+            FixedWindow::new("1/s".parse().unwrap()).unwrap(),
+        ));
         let early = {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || {

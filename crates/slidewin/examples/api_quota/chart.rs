@@ -3,9 +3,9 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use slidewin::{
-    Algorithm, Clock, FixedWindow, Gcra, Limiter, ManualClock, Moment, SlidingCounter, SlidingLog,
-};
+use slidewin::limit::{Kind, Rule, RuleSet};
+use slidewin::time::ManualClock;
+use slidewin::{Clock, Limiter, Moment};
 
 /// The quota every algorithm enforces.
 pub(crate) const QUOTA: &str = "5 per 10s";
@@ -20,10 +20,11 @@ fn requests() -> Vec<Moment> {
 }
 
 /// Per second, how many of the requests the algorithm admits; and the most in any window.
-fn admitted<A: Algorithm>(requests: &[Moment]) -> (Vec<u64>, u64) {
+fn admitted(kind: Kind, requests: &[Moment]) -> (Vec<u64>, u64) {
     let clock = ManualClock::default();
-    let mut limiter =
-        Limiter::<A>::new(QUOTA.parse().expect("a valid quota")).expect("a plain quota");
+    let quota = QUOTA.parse().expect("a valid quota");
+    let rule = Rule::new(kind.name(), kind, quota).expect("a plain quota");
+    let mut limiter = Limiter::new(RuleSet::from(rule));
     let mut per_second = vec![0; SECONDS];
     let mut times = Vec::new();
     for &at in requests {
@@ -68,10 +69,10 @@ pub(crate) fn render() -> String {
         asked[second(*at)] += 1;
     }
     let results = [
-        ("SlidingLog", admitted::<SlidingLog>(&requests)),
-        ("SlidingCounter", admitted::<SlidingCounter>(&requests)),
-        ("FixedWindow", admitted::<FixedWindow>(&requests)),
-        ("Gcra", admitted::<Gcra>(&requests)),
+        ("SlidingLog", admitted(Kind::SlidingLog, &requests)),
+        ("SlidingCounter", admitted(Kind::SlidingCounter, &requests)),
+        ("FixedWindow", admitted(Kind::FixedWindow, &requests)),
+        ("Gcra", admitted(Kind::Gcra, &requests)),
     ];
     let mut out = String::new();
     let _ = writeln!(

@@ -1,7 +1,8 @@
-//! [`Decision`], the one answer of every limiter, and [`LimitError`], for requests that can
-//! never be answered yes.
+//! [`Decision`], the answer of every limiter, [`Decisions`], a rule set's, and [`LimitError`],
+//! for requests that can never be answered yes.
 
 use std::fmt;
+use std::ops::Deref;
 use std::time::Duration;
 
 /// What a limiter decided about one request, with what a client needs to back off well
@@ -11,9 +12,10 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{Limiter, Moment, SlidingLog};
+/// use slidewin::{Limiter, Moment};
+/// use slidewin::limit::SlidingLog;
 ///
-/// let mut limiter = Limiter::<SlidingLog>::new("2/10s".parse()?)?;
+/// let mut limiter = Limiter::new(SlidingLog::new("2/10s".parse()?)?);
 /// limiter.check(Moment::from_secs(1), 1)?;
 /// let second = limiter.check(Moment::from_secs(4), 1)?;
 /// assert!(second.allowed());
@@ -109,8 +111,10 @@ impl Decision {
     /// Whether the request was admitted. A denied request consumes nothing.
     ///
     /// ```
-    /// use slidewin::{Gcra, Limiter, Moment};
-    /// let mut limiter = Limiter::<Gcra>::new("1/s".parse()?)?;
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::Gcra;
+    ///
+    /// let mut limiter = Limiter::new(Gcra::new("1/s".parse()?)?);
     /// assert!(limiter.check(Moment::ZERO, 1)?.allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -120,12 +124,14 @@ impl Decision {
         self.allowed
     }
 
-    /// The most cost the limiter admits: the quota's limit (for [`Gcra`](crate::Gcra), its
-    /// burst, the most it admits at once).
+    /// The most cost the limiter admits: the quota's limit (for [`Gcra`](crate::limit::Gcra),
+    /// its burst, the most it admits at once).
     ///
     /// ```
-    /// use slidewin::{Gcra, Limiter, Moment};
-    /// let mut limiter = Limiter::<Gcra>::new("10/s burst 3".parse()?)?;
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::Gcra;
+    ///
+    /// let mut limiter = Limiter::new(Gcra::new("10/s burst 3".parse()?)?);
     /// assert_eq!(limiter.check(Moment::ZERO, 1)?.limit(), 3);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -138,8 +144,10 @@ impl Decision {
     /// How much more cost would be admitted right now, after this decision.
     ///
     /// ```
-    /// use slidewin::{Limiter, Moment, SlidingLog};
-    /// let mut limiter = Limiter::<SlidingLog>::new("10/s".parse()?)?;
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::SlidingLog;
+    ///
+    /// let mut limiter = Limiter::new(SlidingLog::new("10/s".parse()?)?);
     /// assert_eq!(limiter.check(Moment::ZERO, 3)?.remaining(), 7);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -153,8 +161,10 @@ impl Decision {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{FixedWindow, Limiter, Moment};
-    /// let mut limiter = Limiter::<FixedWindow>::new("10/s".parse()?)?;
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::FixedWindow;
+    ///
+    /// let mut limiter = Limiter::new(FixedWindow::new("10/s".parse()?)?);
     /// let decision = limiter.check(Moment::from_millis(250), 1)?;
     /// assert_eq!(decision.reset_after(), Duration::from_millis(750)); // the window's end
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -171,8 +181,10 @@ impl Decision {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Gcra, Limiter, Moment};
-    /// let mut limiter = Limiter::<Gcra>::new("4/s burst 1".parse()?)?;
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::Gcra;
+    ///
+    /// let mut limiter = Limiter::new(Gcra::new("4/s burst 1".parse()?)?);
     /// assert_eq!(limiter.check(Moment::ZERO, 1)?.retry_after(), None);
     /// assert_eq!(limiter.check(Moment::ZERO, 1)?.retry_after(), Some(Duration::from_millis(250)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -185,6 +197,12 @@ impl Decision {
             (false, u64::MAX) => Some(Duration::MAX),
             (false, nanos) => Some(Duration::from_nanos(nanos)),
         }
+    }
+}
+
+impl AsRef<Decision> for Decision {
+    fn as_ref(&self) -> &Decision {
+        self
     }
 }
 
@@ -204,15 +222,235 @@ impl fmt::Debug for Decision {
     }
 }
 
+/// A [`RuleSet`](crate::limit::RuleSet)'s answer: one [`Decision`] per rule, in the rules'
+/// order, and which of them binds.
+///
+/// A set admits a request only if every rule admits it, and a denial consumes from none. Each
+/// rule's decision is what that rule answered: on a denial, rules that would have admitted say
+/// so, yet nothing was consumed from them. The **binding** rule is the one a client must heed,
+/// and the `Decisions` dereferences to its decision:
+///
+/// - denied: the denying rule with the longest `retry_after`, so its `retry_after` is when
+///   every rule admits the cost, if nothing else is admitted meanwhile;
+/// - admitted: the rule closest to its limit (the least `remaining` for its `limit`), the
+///   first of those on a tie: the one the IETF `RateLimit` header reports.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::{Limiter, Moment};
+/// use slidewin::limit::{Kind, Rule, RuleSet};
+///
+/// let login = RuleSet::new([
+///     Rule::new("minute", Kind::SlidingLog, "3/minute".parse()?)?,
+///     Rule::new("hour", Kind::SlidingLog, "5/hour".parse()?)?,
+/// ])?;
+/// let mut limiter = Limiter::new(login);
+/// for _ in 0..3 {
+///     assert!(limiter.check(Moment::ZERO, 1)?.allowed());
+/// }
+/// let denied = limiter.check(Moment::from_secs(10), 1)?;
+/// assert!(!denied.allowed());
+/// assert_eq!(denied.binding(), 0); // the minute rule denies
+/// assert_eq!(denied.retry_after(), Some(Duration::from_secs(50)));
+/// assert!(denied[1].allowed()); // the hour rule would have admitted, and kept its 2
+/// let later = limiter.check(Moment::from_secs(60), 1)?;
+/// assert_eq!((later.binding(), later.remaining()), (1, 1)); // 1 of 5 left this hour
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Decisions {
+    each: Box<[Decision]>,
+    binding: usize,
+}
+
+impl Decisions {
+    /// The set's answer from each rule's, for a backend of your own (or another crate's, as
+    /// `slidewin-redis`); `None` for no decision at all.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// use slidewin::limit::Decisions;
+    ///
+    /// let burst = Decision::allow(10, 1, Duration::from_secs(1));
+    /// let hourly = Decision::allow(1000, 500, Duration::from_secs(3600));
+    /// let both = Decisions::new(vec![burst, hourly]).unwrap();
+    /// assert_eq!(both.binding(), 0); // 1 of 10 left is closer to the limit than 500 of 1000
+    /// assert!(Decisions::new(Vec::new()).is_none());
+    /// ```
+    #[must_use]
+    pub fn new(each: Vec<Decision>) -> Option<Decisions> {
+        let binding = binding(&each)?;
+        Some(Decisions {
+            each: each.into_boxed_slice(),
+            binding,
+        })
+    }
+
+    /// Whether the request was admitted: by every rule. A denied request consumed nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// use slidewin::limit::Decisions;
+    ///
+    /// let yes = Decision::allow(10, 9, Duration::from_secs(1));
+    /// let no = Decision::deny(5, 0, Duration::from_secs(1), Duration::from_secs(1));
+    /// assert!(!Decisions::new(vec![yes, no]).unwrap().allowed());
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn allowed(&self) -> bool {
+        self.each[self.binding].allowed
+    }
+
+    /// The index of the binding rule (see the type's docs), whose decision this dereferences
+    /// to.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// use slidewin::limit::Decisions;
+    ///
+    /// let soon = Decision::deny(5, 0, Duration::from_secs(1), Duration::from_secs(1));
+    /// let late = Decision::deny(50, 0, Duration::from_secs(60), Duration::from_secs(30));
+    /// let both = Decisions::new(vec![soon, late]).unwrap();
+    /// assert_eq!(both.binding(), 1);
+    /// assert_eq!(both.retry_after(), Some(Duration::from_secs(30)));
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn binding(&self) -> usize {
+        self.binding
+    }
+
+    /// Each rule's decision, in the rules' order.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// use slidewin::limit::Decisions;
+    ///
+    /// let one = Decisions::new(vec![Decision::allow(3, 2, Duration::ZERO)]).unwrap();
+    /// assert_eq!(one.as_slice().len(), 1);
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn as_slice(&self) -> &[Decision] {
+        &self.each
+    }
+
+    /// Each rule's decision, in the rules' order.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// use slidewin::limit::Decisions;
+    ///
+    /// let two = Decisions::new(vec![Decision::allow(3, 2, Duration::ZERO); 2]).unwrap();
+    /// assert_eq!(two.iter().filter(|d| d.allowed()).count(), 2);
+    /// ```
+    pub fn iter(&self) -> std::slice::Iter<'_, Decision> {
+        self.each.iter()
+    }
+
+    /// The binding rule's decision.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// use slidewin::limit::Decisions;
+    ///
+    /// let d = Decision::allow(3, 2, Duration::ZERO);
+    /// assert_eq!(Decisions::new(vec![d]).unwrap().decision(), d);
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn decision(&self) -> Decision {
+        self.each[self.binding]
+    }
+}
+
+/// The binding decision's index: the denial with the longest `retry_after`, else the
+/// admission with the least `remaining` for its `limit`; the first on a tie.
+fn binding(each: &[Decision]) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, d) in each.iter().enumerate() {
+        let better = match best.map(|b| &each[b]) {
+            None => true,
+            Some(b) => match (b.allowed, d.allowed) {
+                (true, false) => true,
+                (false, true) => false,
+                (false, false) => d.retry_after > b.retry_after,
+                // `d` is closer to its limit: d.remaining / d.limit < b.remaining / b.limit.
+                (true, true) => {
+                    u128::from(d.remaining) * u128::from(b.limit)
+                        < u128::from(b.remaining) * u128::from(d.limit)
+                }
+            },
+        };
+        if better {
+            best = Some(i);
+        }
+    }
+    best
+}
+
+impl Deref for Decisions {
+    type Target = Decision;
+
+    #[inline]
+    fn deref(&self) -> &Decision {
+        &self.each[self.binding]
+    }
+}
+
+impl AsRef<Decision> for Decisions {
+    #[inline]
+    fn as_ref(&self) -> &Decision {
+        &self.each[self.binding]
+    }
+}
+
+impl std::ops::Index<usize> for Decisions {
+    type Output = Decision;
+
+    /// The decision of the rule at `index`, in the rules' order.
+    fn index(&self, index: usize) -> &Decision {
+        &self.each[index]
+    }
+}
+
+impl<'a> IntoIterator for &'a Decisions {
+    type Item = &'a Decision;
+    type IntoIter = std::slice::Iter<'a, Decision>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.each.iter()
+    }
+}
+
+impl fmt::Debug for Decisions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decisions")
+            .field("binding", &self.binding)
+            .field("each", &self.each)
+            .finish()
+    }
+}
+
 /// A request a limiter can never answer with yes, or cannot take on right now for a reason
 /// other than its quota. A denial is not an error: it is a [`Decision`].
 ///
 /// # Example
 ///
 /// ```
-/// use slidewin::{LimitError, Limiter, Moment, SlidingLog};
+/// use slidewin::{Limiter, Moment};
+/// use slidewin::limit::{LimitError, SlidingLog};
 ///
-/// let mut limiter = Limiter::<SlidingLog>::new("5/s".parse()?)?;
+/// let mut limiter = Limiter::new(SlidingLog::new("5/s".parse()?)?);
 /// let err = limiter.check(Moment::ZERO, 6).unwrap_err();
 /// assert_eq!(err, LimitError::CostTooHigh { cost: 6, max: 5 });
 /// assert_eq!(err.to_string(), "a cost of 6 can never be admitted: the most at once is 5");
@@ -221,7 +459,8 @@ impl fmt::Debug for Decision {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LimitError {
-    /// The cost is more than the limiter ever admits at once (the limit, or a GCRA's burst).
+    /// The cost is more than the limiter ever admits at once (the limit, or a GCRA's burst;
+    /// for a rule set, the smallest of its rules').
     CostTooHigh {
         /// The cost asked for.
         cost: u64,
@@ -229,8 +468,9 @@ pub enum LimitError {
         max: u64,
     },
     /// A [`Keyed`](crate::Keyed) limiter holds its cap of keys (in all its shards), none of
-    /// which is back at full quota, so a new key cannot be tracked. Refusing it (rather than evicting a key that is
-    /// being limited) keeps every key within its limit; it clears as keys go quiet.
+    /// which is back at full quota, so a new key cannot be tracked. Refusing it (rather than
+    /// evicting a key that is being limited) keeps every key within its limit; it clears as
+    /// keys go quiet.
     KeysFull {
         /// The cap on live keys.
         cap: usize,

@@ -1,16 +1,19 @@
 //! [`FixedWindow`]: a counter per window aligned to the span.
 
-use crate::limit::{Algorithm, AtomicAlgorithm, Decision, LimitError, Quota, QuotaError, until};
+use crate::error::ConfigError;
+use crate::limit::algorithm::sealed::{Enforce, OneWord};
+use crate::limit::algorithm::{Algorithm, Word};
+use crate::limit::{Decision, LimitError, Quota, until};
 use crate::time::Moment;
 
 /// A counter per fixed window: the windows `[k * span, (k + 1) * span)` from the timeline's
-/// origin, each admitting up to `limit`. The simplest and cheapest algorithm (8 bytes of state,
-/// lock-free in an [`AtomicLimiter`](crate::AtomicLimiter)), and the one Redis's documentation
-/// shows.
+/// origin, each admitting up to `limit`. The simplest and cheapest algorithm (16 bytes of
+/// state, one word in a [`SharedLimiter`](crate::SharedLimiter), which is lock-free for it),
+/// and the one Redis's documentation shows.
 ///
 /// **It is not a sliding window.** A client that spends its whole limit at the end of one
 /// window and again at the start of the next gets **twice the limit** through in an instant:
-/// with `100/minute`, 100 at 0:59.9 and 100 at 1:00.0. Use [`SlidingLog`](crate::SlidingLog)
+/// with `100/minute`, 100 at 0:59.9 and 100 at 1:00.0. Use [`SlidingLog`](crate::limit::SlidingLog)
 /// when that matters.
 ///
 /// A clock that goes back to an earlier window is counted in the later one, so it can only
@@ -20,9 +23,10 @@ use crate::time::Moment;
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{FixedWindow, Limiter, Moment};
+/// use slidewin::{Limiter, Moment};
+/// use slidewin::limit::FixedWindow;
 ///
-/// let mut limiter = Limiter::<FixedWindow>::new("100/minute".parse()?)?;
+/// let mut limiter = Limiter::new(FixedWindow::new("100/minute".parse()?)?);
 /// let late = Moment::from_millis(59_900);
 /// assert!(limiter.check(late, 100)?.allowed());
 /// assert_eq!(limiter.check(late, 1)?.retry_after(), Some(Duration::from_millis(100)));
@@ -37,14 +41,63 @@ pub struct FixedWindow {
 
 /// The window a [`FixedWindow`] counts in, and its count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[allow(unreachable_pub)] // opaque: named by the sealed trait only
 pub struct FixedWindowState {
     /// The window's index: its start divided by the span.
-    pub window: u64,
+    window: u64,
     /// The cost admitted in it.
-    pub count: u64,
+    count: u64,
 }
 
 impl FixedWindow {
+    /// The rules of a fixed window for `quota`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BurstUnsupported`] for a quota with a burst other than its limit, and
+    /// [`ConfigError::Unrepresentable`] when its windows and counts do not fit one 64-bit word
+    /// (a limit near the span in nanoseconds).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::FixedWindow;
+    ///
+    /// let rules = FixedWindow::new("100/minute".parse()?)?;
+    /// assert_eq!(rules.quota().limit(), 100);
+    /// assert!(FixedWindow::new("10/s burst 20".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quota: Quota) -> Result<FixedWindow, ConfigError> {
+        let quota = quota.without_burst("FixedWindow")?;
+        // The state packs into one word as `window * (limit + 1) + count` (see `pack`): the
+        // last window of the timeline must fit.
+        let last_window = u128::from(u64::MAX / quota.span_nanos());
+        let limit = u128::from(quota.limit());
+        if last_window * (limit + 1) + limit > u128::from(u64::MAX) {
+            return Err(ConfigError::Unrepresentable {
+                algorithm: "FixedWindow",
+                quota,
+                reason: "its windows and counts do not fit one 64-bit word \
+                         (the limit is near the span in nanoseconds)",
+            });
+        }
+        Ok(FixedWindow { quota })
+    }
+
+    /// The quota it enforces.
+    ///
+    /// ```
+    /// use slidewin::limit::FixedWindow;
+    /// assert_eq!(FixedWindow::new("5/s".parse()?)?.quota().to_string(), "5 per 1s");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
     /// The state as of `now`: a later window starts empty; an earlier one (the clock went
     /// back) counts in the window the state is in.
     #[inline]
@@ -84,29 +137,16 @@ impl FixedWindow {
     }
 }
 
-impl Algorithm for FixedWindow {
-    type State = FixedWindowState;
+impl Algorithm for FixedWindow {}
 
-    fn new(quota: Quota) -> Result<FixedWindow, QuotaError> {
-        let quota = quota.without_burst("FixedWindow")?;
-        // The state packs into one word as `window * (limit + 1) + count` (see `pack`): the
-        // last window of the timeline must fit.
-        let last_window = u128::from(u64::MAX / quota.span_nanos());
-        let limit = u128::from(quota.limit());
-        if last_window * (limit + 1) + limit > u128::from(u64::MAX) {
-            return Err(QuotaError::Unrepresentable {
-                algorithm: "FixedWindow",
-                quota,
-                reason: "its windows and counts do not fit one 64-bit word \
-                         (the limit is near the span in nanoseconds)",
-            });
-        }
-        Ok(FixedWindow { quota })
-    }
+impl Enforce for FixedWindow {
+    type Output = Decision;
+    type State = FixedWindowState;
+    type Cell = Word;
 
     #[inline]
-    fn quota(&self) -> Quota {
-        self.quota
+    fn sweep_every(&self) -> u64 {
+        self.quota.span_nanos()
     }
 
     #[inline]
@@ -157,7 +197,7 @@ impl Algorithm for FixedWindow {
     }
 }
 
-impl AtomicAlgorithm for FixedWindow {
+impl OneWord for FixedWindow {
     #[inline]
     fn pack(&self, state: &FixedWindowState) -> u64 {
         // Fits: checked in `new` for the last window, and `count <= limit`.

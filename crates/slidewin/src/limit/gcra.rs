@@ -3,13 +3,16 @@
 use std::time::Duration;
 
 use crate::divisor::Divisor;
-use crate::limit::{Algorithm, AtomicAlgorithm, Decision, LimitError, Quota, QuotaError};
+use crate::error::ConfigError;
+use crate::limit::algorithm::sealed::{Enforce, OneWord};
+use crate::limit::algorithm::{Algorithm, Word};
+use crate::limit::{Decision, LimitError, Quota};
 use crate::time::Moment;
 
 /// The token bucket, as the generic cell rate algorithm (GCRA): a bucket of `burst` units that
 /// refills at `limit` per `span`, kept as one number, the *theoretical arrival time* (TAT) at
-/// which the bucket would be full again. 8 bytes of state; lock-free in an
-/// [`AtomicLimiter`](crate::AtomicLimiter).
+/// which the bucket would be full again. 8 bytes of state; lock-free in a
+/// [`SharedLimiter`](crate::SharedLimiter).
 ///
 /// With emission interval `T = span / limit` and tolerance `τ = T × (burst - 1)`, a cost `n`
 /// is admitted at `now` when `now >= TAT + T × (n - 1) - τ`, and then
@@ -19,20 +22,21 @@ use crate::time::Moment;
 /// **It is not a sliding window.** After a quiet spell it admits `burst` at once and then
 /// refills while the window still holds them: in a window of one span it can admit up to
 /// `burst + limit - 1` (governor issues #16 and #39, where `10/s` let about 15 per second
-/// through). With `burst` 1 it spaces requests evenly; [`SlidingLog`](crate::SlidingLog) is
+/// through). With `burst` 1 it spaces requests evenly; [`SlidingLog`](crate::limit::SlidingLog) is
 /// the exact limit.
 ///
 /// It admits at most one unit of cost per nanosecond: a quota whose limit is above its span in
 /// nanoseconds (`1001/µs`, `18446744073709551615/ns`) is refused with
-/// [`QuotaError::Unrepresentable`](crate::QuotaError::Unrepresentable).
+/// [`ConfigError::Unrepresentable`].
 ///
 /// # Example
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{Gcra, Limiter, Moment};
+/// use slidewin::{Limiter, Moment};
+/// use slidewin::limit::Gcra;
 ///
-/// let mut limiter = Limiter::<Gcra>::new("10/s burst 2".parse()?)?;
+/// let mut limiter = Limiter::new(Gcra::new("10/s burst 2".parse()?)?);
 /// assert!(limiter.check(Moment::ZERO, 2)?.allowed()); // the burst
 /// let denied = limiter.check(Moment::ZERO, 1)?;
 /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(100))); // one interval
@@ -52,17 +56,73 @@ pub struct Gcra {
 }
 
 impl Gcra {
+    /// The rules of a token bucket for `quota`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Unrepresentable`] for more than one unit of cost per nanosecond, or a
+    /// burst that takes longer than 584 years to refill.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::Gcra;
+    ///
+    /// let rules = Gcra::new("10/s burst 20".parse()?)?;
+    /// assert_eq!(rules.quota().burst(), 20);
+    /// assert!(Gcra::new("1001/us".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quota: Quota) -> Result<Gcra, ConfigError> {
+        let unrepresentable = |reason| ConfigError::Unrepresentable {
+            algorithm: "Gcra",
+            quota,
+            reason,
+        };
+        if quota.span_nanos() < quota.limit() {
+            return Err(unrepresentable(
+                "more than one unit of cost per nanosecond: its emission interval \
+                 (span / limit) is at least 1ns, so the limit can be at most the span in \
+                 nanoseconds",
+            ));
+        }
+        let interval = quota.span_nanos().div_ceil(quota.limit());
+        let tolerance = interval
+            .checked_mul(quota.burst() - 1)
+            .ok_or_else(|| unrepresentable("the burst takes longer than 584 years to refill"))?;
+        Ok(Gcra {
+            quota,
+            interval,
+            tolerance,
+            per_interval: Divisor::new(interval),
+        })
+    }
+
+    /// The quota it enforces.
+    ///
+    /// ```
+    /// use slidewin::limit::Gcra;
+    /// assert_eq!(Gcra::new("5/s".parse()?)?.quota().burst(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
     /// The emission interval `T`: the time one unit of cost takes to refill.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Algorithm, Gcra};
+    /// use slidewin::limit::Gcra;
+    ///
     /// let rules = Gcra::new("3/s".parse()?)?;
-    /// assert_eq!(rules.interval(), Duration::from_nanos(333_333_334)); // rounded up
+    /// assert_eq!(rules.emission_interval(), Duration::from_nanos(333_333_334)); // rounded up
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
-    pub fn interval(&self) -> Duration {
+    pub fn emission_interval(&self) -> Duration {
         Duration::from_nanos(self.interval)
     }
 
@@ -127,39 +187,18 @@ impl Gcra {
     }
 }
 
-impl Algorithm for Gcra {
-    /// The theoretical arrival time, in nanoseconds; 0 (or any time past) is a full bucket.
-    type State = u64;
+impl Algorithm for Gcra {}
 
-    fn new(quota: Quota) -> Result<Gcra, QuotaError> {
-        let unrepresentable = |reason| QuotaError::Unrepresentable {
-            algorithm: "Gcra",
-            quota,
-            reason,
-        };
-        if quota.span_nanos() < quota.limit() {
-            return Err(unrepresentable(
-                "more than one unit of cost per nanosecond: its emission interval \
-                 (span / limit) is at least 1ns, so the limit can be at most the span in \
-                 nanoseconds",
-            ));
-        }
-        let interval = quota.span_nanos().div_ceil(quota.limit());
-        let tolerance = interval
-            .checked_mul(quota.burst() - 1)
-            .ok_or_else(|| unrepresentable("the burst takes longer than 584 years to refill"))?;
-        Ok(Gcra {
-            quota,
-            interval,
-            tolerance,
-            per_interval: Divisor::new(interval),
-        })
-    }
+impl Enforce for Gcra {
+    type Output = Decision;
 
     #[inline]
-    fn quota(&self) -> Quota {
-        self.quota
+    fn sweep_every(&self) -> u64 {
+        self.quota.span_nanos()
     }
+    /// The theoretical arrival time, in nanoseconds; 0 (or any time past) is a full bucket.
+    type State = u64;
+    type Cell = Word;
 
     #[inline]
     fn fresh(&self) -> u64 {
@@ -185,7 +224,7 @@ impl Algorithm for Gcra {
     }
 }
 
-impl AtomicAlgorithm for Gcra {
+impl OneWord for Gcra {
     #[inline]
     fn pack(&self, tat: &u64) -> u64 {
         *tat

@@ -1,26 +1,87 @@
-//! Rate limits in one process: four algorithms behind one API.
+//! Rate limits: a [`Quota`], an [`Algorithm`] to enforce it, and a holder for its state.
 //!
-//! See the crate documentation's "Rate limits" section for the overview.
+//! # Choosing
+//!
+//! A [`Quota`] says how much per how long, in code or in the notation people already write
+//! (`"100/minute"`, `"5 per 10 seconds"`, `"10/s burst 20"`). An algorithm enforces it:
+//!
+//! | algorithm | guarantee in any window `(t - span, t]` | state | shared without a lock |
+//! |---|---|---|---|
+//! | [`SlidingLog`] | **exact**: at most `limit` | a 16-byte stamp per admission in the window (at most `limit`, whatever the costs) | no |
+//! | [`SlidingCounter`] | approximate: up to `2 × limit` after a burst at a window's end | 24 bytes | no |
+//! | [`FixedWindow`] | `2 × limit` across a window boundary | 16 bytes (one word packed) | yes |
+//! | [`Gcra`] | `burst + limit - 1` (a token bucket) | 8 bytes | yes |
+//!
+//! A holder keeps the state where it is needed, and every one answers `check(now, cost)` and
+//! `peek(now, cost)` (and their `_now` twins, which read a [`Clock`](crate::Clock)) with the same
+//! [`Decision`]. A denied request consumes nothing.
+//!
+//! | holder | for | |
+//! |---|---|---|
+//! | [`Limiter`] | one owner, `&mut self` | the fastest |
+//! | [`SharedLimiter`] | threads, `&self` | lock-free for `Gcra` and `FixedWindow`, a mutex for the others |
+//! | [`Keyed`] | a limiter per key (per user, per IP), `&self` | sharded; memory follows the live keys, with an optional exact cap |
+//!
+//! Several limits on one key, a login allowed 5 times a minute **and** 20 times an hour, are a
+//! [`RuleSet`] of named [`Rule`]s, whose algorithms are chosen at run time ([`Kind`]). It is an
+//! algorithm too: a check admits only if every rule does, consumes from all or none, and
+//! answers [`Decisions`], one per rule. `slidewin-redis` checks the same rule sets on Redis
+//! with the same answers.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidewin::{Keyed, Limiter, Moment};
+//! use slidewin::limit::{Gcra, Kind, Rule, RuleSet, SlidingLog};
+//!
+//! // The exact limit: 3 in any 10 seconds.
+//! let mut limiter = Limiter::new(SlidingLog::new("3 per 10 seconds".parse()?)?);
+//! for _ in 0..3 {
+//!     assert!(limiter.check(Moment::from_secs(1), 1)?.allowed());
+//! }
+//! let denied = limiter.check(Moment::from_secs(4), 1)?;
+//! assert_eq!(denied.retry_after(), Some(Duration::from_secs(7))); // at 11 s, 1 s has left
+//!
+//! // A token bucket per client, in memory that follows the clients being limited.
+//! let per_ip = Keyed::<String, _>::new(Gcra::new("10/s burst 20".parse()?)?)
+//!     .with_max_keys(100_000)?;
+//! assert_eq!(per_ip.check("203.0.113.7", Moment::ZERO, 5)?.remaining(), 15);
+//!
+//! // Two rules per user, all or nothing.
+//! let login = Keyed::<String, _>::new(RuleSet::new([
+//!     Rule::new("minute", Kind::SlidingLog, "5/minute".parse()?)?,
+//!     Rule::new("hour", Kind::SlidingLog, "20/hour".parse()?)?,
+//! ])?);
+//! let decisions = login.check("alice", Moment::ZERO, 1)?;
+//! assert!(decisions.allowed());
+//! assert_eq!(decisions.as_slice().len(), 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+mod algorithm;
 mod decision;
 mod fixed_window;
 mod gcra;
 mod keyed;
 mod limiter;
 mod quota;
+mod rule;
 mod sliding_counter;
 mod sliding_log;
 
 use crate::time::Moment;
 
-pub use decision::{Decision, LimitError};
-pub use fixed_window::{FixedWindow, FixedWindowState};
+pub use algorithm::Algorithm;
+pub use decision::{Decision, Decisions, LimitError};
+pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use keyed::Keyed;
-pub use limiter::{Algorithm, AtomicAlgorithm, AtomicLimiter, Limiter, SharedLimiter};
-pub use quota::{Quota, QuotaError};
-pub use sliding_counter::{SlidingCounter, SlidingCounterState};
-pub use sliding_log::{SlidingLog, SlidingLogState};
+pub use limiter::{Limiter, SharedLimiter};
+pub use quota::{ParseQuotaError, Quota};
+pub use rule::{Kind, Rule, RuleSet};
+pub use sliding_counter::SlidingCounter;
+pub use sliding_log::SlidingLog;
 
 /// A value on cache lines of its own: state that threads write (an atomic, a lock) must not
 /// share a line with what they only read (the rules), or every write evicts the readers' copy.

@@ -4,10 +4,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::error::ConfigError;
 use crate::time::duration_nanos;
 
 /// A limit per span: at most `limit` units of cost in any window of `span`, and for
-/// [`Gcra`](crate::Gcra) a `burst` (by default equal to the limit).
+/// [`Gcra`](crate::limit::Gcra) a `burst` (by default equal to the limit).
 ///
 /// Build one in code, or parse the notation people already write in configuration files
 /// (Python limits' `10/minute`, `10 per minute`, `10/5 seconds`), with an optional `burst N`:
@@ -62,15 +63,15 @@ use crate::time::duration_nanos;
 ///   by one.
 /// - The span is at most `u64::MAX` nanoseconds, about 584 years.
 ///
-/// Anything else is refused with [`QuotaError::Parse`], which quotes the text as typed and
+/// Anything else is refused with a [`ParseQuotaError`], which quotes the text as typed and
 /// gives the byte where it goes wrong: fractions (`1.5s`, `5,5s`; write `1500ms`), signs
 /// (`+5s`, `-5s`), digit separators (`1_000`), months and years (they have no fixed length;
 /// write days), and several quotas in one string (Python limits' `1/second; 10/minute`: parse
 /// each on its own). [`Display`](fmt::Display) prints a quota back in this grammar.
 ///
 /// The algorithms have bounds of their own, checked when one is built:
-/// [`Gcra`](crate::Gcra) admits at most one unit of cost per nanosecond, so it refuses
-/// `18446744073709551615/ns` with [`QuotaError::Unrepresentable`], which the sliding log
+/// [`Gcra`](crate::limit::Gcra) admits at most one unit of cost per nanosecond, so it refuses
+/// `18446744073709551615/ns` with [`ConfigError::Unrepresentable`], which the sliding log
 /// takes.
 ///
 /// # Example
@@ -91,7 +92,7 @@ use crate::time::duration_nanos;
 /// );
 /// let err = "100/Month".parse::<Quota>().unwrap_err();
 /// assert!(err.to_string().contains("months and years have no fixed length"));
-/// # Ok::<(), slidewin::QuotaError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Quota {
@@ -106,27 +107,27 @@ impl Quota {
     ///
     /// # Errors
     ///
-    /// [`QuotaError::ZeroLimit`], [`QuotaError::ZeroSpan`], or [`QuotaError::SpanTooLong`]
+    /// [`ConfigError::ZeroLimit`], [`ConfigError::ZeroSpan`], or [`ConfigError::SpanTooLong`]
     /// for a span past 584 years.
     ///
     /// # Example
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Quota, QuotaError};
+    /// use slidewin::{ConfigError, Quota};
     ///
     /// let q = Quota::new(100, Duration::from_secs(60))?;
     /// assert_eq!(q.to_string(), "100 per 1m");
-    /// assert_eq!(Quota::new(0, Duration::from_secs(1)), Err(QuotaError::ZeroLimit));
-    /// # Ok::<(), QuotaError>(())
+    /// assert_eq!(Quota::new(0, Duration::from_secs(1)), Err(ConfigError::ZeroLimit));
+    /// # Ok::<(), ConfigError>(())
     /// ```
-    pub fn new(limit: u64, span: Duration) -> Result<Quota, QuotaError> {
+    pub fn new(limit: u64, span: Duration) -> Result<Quota, ConfigError> {
         if limit == 0 {
-            return Err(QuotaError::ZeroLimit);
+            return Err(ConfigError::ZeroLimit);
         }
-        let nanos = duration_nanos(span).ok_or(QuotaError::SpanTooLong { span })?;
+        let nanos = duration_nanos(span).ok_or(ConfigError::SpanTooLong { span })?;
         if nanos == 0 {
-            return Err(QuotaError::ZeroSpan);
+            return Err(ConfigError::ZeroSpan);
         }
         Ok(Quota {
             limit,
@@ -135,12 +136,12 @@ impl Quota {
         })
     }
 
-    /// The same quota with another burst: how much cost [`Gcra`](crate::Gcra) admits at once
+    /// The same quota with another burst: how much cost [`Gcra`](crate::limit::Gcra) admits at once
     /// after a quiet spell. The other algorithms refuse a burst that differs from the limit.
     ///
     /// # Errors
     ///
-    /// [`QuotaError::ZeroBurst`].
+    /// [`ConfigError::ZeroBurst`].
     ///
     /// # Example
     ///
@@ -150,11 +151,11 @@ impl Quota {
     ///
     /// let q = Quota::new(10, Duration::from_secs(1))?.with_burst(1)?;
     /// assert_eq!(q.to_string(), "10 per 1s burst 1");
-    /// # Ok::<(), slidewin::QuotaError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_burst(self, burst: u64) -> Result<Quota, QuotaError> {
+    pub fn with_burst(self, burst: u64) -> Result<Quota, ConfigError> {
         if burst == 0 {
-            return Err(QuotaError::ZeroBurst);
+            return Err(ConfigError::ZeroBurst);
         }
         Ok(Quota { burst, ..self })
     }
@@ -164,7 +165,7 @@ impl Quota {
     /// ```
     /// let q: slidewin::Quota = "5 per 10 seconds".parse()?;
     /// assert_eq!(q.limit(), 5);
-    /// # Ok::<(), slidewin::QuotaError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
     #[must_use]
@@ -178,7 +179,7 @@ impl Quota {
     /// use std::time::Duration;
     /// let q: slidewin::Quota = "1000/day".parse()?;
     /// assert_eq!(q.span(), Duration::from_secs(86_400));
-    /// # Ok::<(), slidewin::QuotaError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
     #[must_use]
@@ -191,7 +192,7 @@ impl Quota {
     /// ```
     /// let q: slidewin::Quota = "10/s".parse()?;
     /// assert_eq!(q.burst(), 10);
-    /// # Ok::<(), slidewin::QuotaError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
     #[must_use]
@@ -206,11 +207,11 @@ impl Quota {
     }
 
     /// An error unless the burst is the limit: for the algorithms that have no burst.
-    pub(crate) fn without_burst(self, algorithm: &'static str) -> Result<Quota, QuotaError> {
+    pub(crate) fn without_burst(self, algorithm: &'static str) -> Result<Quota, ConfigError> {
         if self.burst == self.limit {
             Ok(self)
         } else {
-            Err(QuotaError::BurstUnsupported {
+            Err(ConfigError::BurstUnsupported {
                 algorithm,
                 quota: self,
             })
@@ -250,14 +251,14 @@ impl fmt::Display for Quota {
 }
 
 impl FromStr for Quota {
-    type Err = QuotaError;
+    type Err = ParseQuotaError;
 
     /// Reads the grammar in the [`Quota`] docs, and nothing else.
     ///
     /// # Errors
     ///
-    /// [`QuotaError::Parse`], quoting the text and giving the byte where it goes wrong.
-    fn from_str(text: &str) -> Result<Quota, QuotaError> {
+    /// A [`ParseQuotaError`], quoting the text and giving the byte where it goes wrong.
+    fn from_str(text: &str) -> Result<Quota, ParseQuotaError> {
         let mut reader = Reader { text, at: 0 };
         reader.spaces();
         if reader.peek().is_none() {
@@ -453,8 +454,8 @@ const QUOTED_INPUT: usize = 256;
 const QUOTED_PART: usize = 32;
 
 impl<'a> Reader<'a> {
-    fn fail(&self, at: usize, reason: String) -> QuotaError {
-        QuotaError::Parse {
+    fn fail(&self, at: usize, reason: String) -> ParseQuotaError {
+        ParseQuotaError {
             input: cut(self.text, QUOTED_INPUT),
             at,
             reason,
@@ -510,7 +511,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An error unless the text ends here (`expected` says what else could come).
-    fn end(&self, expected: &str) -> Result<(), QuotaError> {
+    fn end(&self, expected: &str) -> Result<(), ParseQuotaError> {
         match self.peek() {
             None => Ok(()),
             Some(c @ (',' | ';' | '|')) => Err(self.fail(
@@ -528,7 +529,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `count`: the limit or the burst.
-    fn count(&mut self, what: &str) -> Result<u64, QuotaError> {
+    fn count(&mut self, what: &str) -> Result<u64, ParseQuotaError> {
         let at = self.at;
         let Some(digits) = self.digits() else {
             return Err(self.fail(
@@ -554,7 +555,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `ws, "/", ws | ws1, "per", ws1`.
-    fn per(&mut self) -> Result<(), QuotaError> {
+    fn per(&mut self) -> Result<(), ParseQuotaError> {
         let gap = self.spaces();
         if self.peek() == Some('/') {
             self.at += 1;
@@ -596,7 +597,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `span`, in nanoseconds.
-    fn span(&mut self) -> Result<u64, QuotaError> {
+    fn span(&mut self) -> Result<u64, ParseQuotaError> {
         let start = self.at;
         let mut chars = self.rest().chars();
         match (chars.next(), chars.next()) {
@@ -634,7 +635,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The unit a word names; `part` is the part it ends, for the error about months.
-    fn unit(&self, start: usize, part: &str, word: &str) -> Result<Unit, QuotaError> {
+    fn unit(&self, start: usize, part: &str, word: &str) -> Result<Unit, ParseQuotaError> {
         let word_at = start + part.len() - word.len();
         match named(word) {
             Named::Unit(unit) => Ok(unit),
@@ -661,7 +662,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn calendar(&self, start: usize, part: &str, what: &str) -> QuotaError {
+    fn calendar(&self, start: usize, part: &str, what: &str) -> ParseQuotaError {
         self.fail(
             start,
             format!(
@@ -673,7 +674,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `part = count, ws, unit`, where a `count` starts.
-    fn part(&mut self) -> Result<Part, QuotaError> {
+    fn part(&mut self) -> Result<Part, ParseQuotaError> {
         let start = self.at;
         let digits = self.digits().unwrap_or_default();
         self.no_fraction(start)?;
@@ -700,7 +701,7 @@ impl<'a> Reader<'a> {
 
     /// `1.5s`, `5,5s`, `PT1.5S`: spans are whole numbers of their units. `start` is where the
     /// number before `at` starts.
-    fn no_fraction(&self, start: usize) -> Result<(), QuotaError> {
+    fn no_fraction(&self, start: usize) -> Result<(), ParseQuotaError> {
         let mut after = self.rest().chars();
         let (Some('.' | ','), Some(next)) = (after.next(), after.next()) else {
             return Ok(());
@@ -723,7 +724,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `iso`, where its `P` starts: its parts are checked as the parts of any span.
-    fn iso(&mut self, start: usize) -> Result<u64, QuotaError> {
+    fn iso(&mut self, start: usize) -> Result<u64, ParseQuotaError> {
         self.at += 1;
         let mut parts = Vec::new();
         let mut time = false;
@@ -788,7 +789,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The span the parts add up to, in nanoseconds, after the rules the EBNF cannot say.
-    fn total(&self, start: usize, parts: &[Part]) -> Result<u64, QuotaError> {
+    fn total(&self, start: usize, parts: &[Part]) -> Result<u64, ParseQuotaError> {
         let text = |part: &Part| shown(&cut(&self.text[part.start..part.end], QUOTED_PART));
         let mut total: u128 = 0;
         for (i, part) in parts.iter().enumerate() {
@@ -875,16 +876,16 @@ fn shown(text: &str) -> String {
         .collect()
 }
 
-/// A quota could not be built or parsed, or an algorithm cannot work with it. Each names the
-/// value it refused.
+/// A text that is not a quota: where it goes wrong and why (see the grammar in the [`Quota`]
+/// docs). A quota whose numbers a structure refuses is a [`ConfigError`] instead.
 ///
 /// # Example
 ///
 /// ```
-/// use slidewin::{Quota, QuotaError};
+/// use slidewin::Quota;
 ///
 /// let err = "ten/minute".parse::<Quota>().unwrap_err();
-/// assert!(matches!(err, QuotaError::Parse { at: 0, .. }));
+/// assert_eq!(err.at(), 0);
 /// assert_eq!(
 ///     err.to_string(),
 ///     "the quota `ten/minute` is not valid at byte 0: expected the limit, a whole number, \
@@ -892,80 +893,62 @@ fn shown(text: &str) -> String {
 /// );
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum QuotaError {
-    /// The limit was zero: nothing could ever be admitted.
-    ZeroLimit,
-    /// The span was zero.
-    ZeroSpan,
-    /// The span does not fit the timeline (longer than 584 years).
-    SpanTooLong {
-        /// The span that was given.
-        span: Duration,
-    },
-    /// The burst was zero.
-    ZeroBurst,
-    /// The text is not a quota (see the grammar in the [`Quota`] docs).
-    Parse {
-        /// The text as typed, cut to its first 256 bytes (then ending in `…`).
-        input: String,
-        /// The byte offset in the text of the part refused.
-        at: usize,
-        /// What is wrong there.
-        reason: String,
-    },
-    /// A burst that differs from the limit was given to an algorithm that has none.
-    BurstUnsupported {
-        /// The algorithm.
-        algorithm: &'static str,
-        /// The quota that was given.
-        quota: Quota,
-    },
-    /// The quota asks for more than the algorithm can represent, such as more than one unit
-    /// of cost per nanosecond.
-    Unrepresentable {
-        /// The algorithm.
-        algorithm: &'static str,
-        /// The quota that was given.
-        quota: Quota,
-        /// What does not fit.
-        reason: &'static str,
-    },
+pub struct ParseQuotaError {
+    /// The text as typed, cut to its first 256 bytes (then ending in `…`).
+    input: String,
+    /// The byte offset in the text of the part refused.
+    at: usize,
+    /// What is wrong there.
+    reason: String,
 }
 
-impl fmt::Display for QuotaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            QuotaError::ZeroLimit => f.write_str("the limit must be at least 1, got 0"),
-            QuotaError::ZeroSpan => f.write_str("the span must be longer than zero, got 0ns"),
-            QuotaError::SpanTooLong { span } => write!(
-                f,
-                "the span {span:?} is longer than the longest supported span \
-                 (u64::MAX nanoseconds, about 584 years)"
-            ),
-            QuotaError::ZeroBurst => f.write_str("the burst must be at least 1, got 0"),
-            QuotaError::Parse { input, at, reason } => {
-                let input = shown(input);
-                write!(f, "the quota `{input}` is not valid at byte {at}: {reason}")
-            }
-            QuotaError::BurstUnsupported { algorithm, quota } => write!(
-                f,
-                "{algorithm} has no burst, but the quota `{quota}` sets one; \
-                 use Gcra, or leave the burst at the limit"
-            ),
-            QuotaError::Unrepresentable {
-                algorithm,
-                quota,
-                reason,
-            } => write!(
-                f,
-                "{algorithm} cannot represent the quota `{quota}`: {reason}"
-            ),
-        }
+impl ParseQuotaError {
+    /// The text as typed, cut to its first 256 bytes (then ending in `…`).
+    ///
+    /// ```
+    /// let err = "5 per fortnight".parse::<slidewin::Quota>().unwrap_err();
+    /// assert_eq!(err.input(), "5 per fortnight");
+    /// ```
+    #[must_use]
+    pub fn input(&self) -> &str {
+        &self.input
+    }
+
+    /// The byte offset in the text of the part refused.
+    ///
+    /// ```
+    /// let err = "5 per fortnight".parse::<slidewin::Quota>().unwrap_err();
+    /// assert_eq!(err.at(), 6);
+    /// ```
+    #[must_use]
+    pub fn at(&self) -> usize {
+        self.at
+    }
+
+    /// What is wrong there.
+    ///
+    /// ```
+    /// let err = "0/s".parse::<slidewin::Quota>().unwrap_err();
+    /// assert!(err.reason().contains("at least 1"), "{}", err.reason());
+    /// ```
+    #[must_use]
+    pub fn reason(&self) -> &str {
+        &self.reason
     }
 }
 
-impl std::error::Error for QuotaError {}
+impl fmt::Display for ParseQuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let input = shown(&self.input);
+        write!(
+            f,
+            "the quota `{input}` is not valid at byte {}: {}",
+            self.at, self.reason
+        )
+    }
+}
+
+impl std::error::Error for ParseQuotaError {}
 
 #[cfg(test)]
 mod tests {
@@ -1134,18 +1117,16 @@ mod tests {
             ),
         ] {
             let err = text.parse::<Quota>().unwrap_err();
-            let QuotaError::Parse { at: got, .. } = &err else {
-                panic!("{text:?}: {err:?}");
-            };
+            let got = err.at();
             let message = err.to_string();
-            assert_eq!(*got, at, "{text:?}: {message}");
+            assert_eq!(got, at, "{text:?}: {message}");
             assert!(message.contains(needle), "{text:?}: {message}");
             let quoted = format!("the quota `{}` is not valid at byte {at}: ", shown(text));
             assert!(message.starts_with(&quoted), "{text:?}: {message}");
         }
         assert_eq!(
             Quota::new(1, Duration::MAX),
-            Err(QuotaError::SpanTooLong {
+            Err(ConfigError::SpanTooLong {
                 span: Duration::MAX
             })
         );

@@ -1,6 +1,9 @@
 //! [`SlidingCounter`]: Cloudflare's two-counter approximation of a sliding window.
 
-use crate::limit::{Algorithm, Decision, LimitError, Quota, QuotaError, until};
+use crate::error::ConfigError;
+use crate::limit::algorithm::sealed::Enforce;
+use crate::limit::algorithm::{Algorithm, Locked};
+use crate::limit::{Decision, LimitError, Quota, until};
 use crate::time::Moment;
 
 /// The sliding window approximated with two counters, as Cloudflare does: the cost admitted in
@@ -22,7 +25,7 @@ use crate::time::Moment;
 /// the window, so it admits more than the limit in that window. At worst the window holds the
 /// whole previous count plus up to `limit`: **up to twice the limit**, though only when the
 /// previous window ended in a burst. `BENCHMARKS.md` measures it against the exact
-/// [`SlidingLog`](crate::SlidingLog) on a bursty trace.
+/// [`SlidingLog`](crate::limit::SlidingLog) on a bursty trace.
 ///
 /// A clock that goes back into an earlier window is counted at the start of the window the
 /// state is in (the estimate's largest value), so it can only deny more.
@@ -30,9 +33,10 @@ use crate::time::Moment;
 /// # Example
 ///
 /// ```
-/// use slidewin::{Limiter, Moment, SlidingCounter};
+/// use slidewin::{Limiter, Moment};
+/// use slidewin::limit::SlidingCounter;
 ///
-/// let mut limiter = Limiter::<SlidingCounter>::new("10/minute".parse()?)?;
+/// let mut limiter = Limiter::new(SlidingCounter::new("10/minute".parse()?)?);
 /// // 10 in the first minute, spread out; at 1:30 half of them still weigh in.
 /// for s in (0..60).step_by(6) {
 ///     assert!(limiter.check(Moment::from_secs(s), 1)?.allowed());
@@ -48,13 +52,14 @@ pub struct SlidingCounter {
 
 /// The two counters of a [`SlidingCounter`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[allow(unreachable_pub)] // opaque: named by the sealed trait only
 pub struct SlidingCounterState {
     /// The current window's index: its start divided by the span.
-    pub window: u64,
+    window: u64,
     /// The cost admitted in the window before it.
-    pub previous: u64,
+    previous: u64,
     /// The cost admitted in it.
-    pub current: u64,
+    current: u64,
 }
 
 /// The state rolled forward to `now`, and how far into its window `now` is.
@@ -64,6 +69,40 @@ struct Rolled {
 }
 
 impl SlidingCounter {
+    /// The rules of a two-counter sliding window for `quota`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BurstUnsupported`] for a quota with a burst other than its limit.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::SlidingCounter;
+    ///
+    /// assert_eq!(SlidingCounter::new("10/s".parse()?)?.quota().limit(), 10);
+    /// assert!(SlidingCounter::new("10/s burst 20".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quota: Quota) -> Result<SlidingCounter, ConfigError> {
+        Ok(SlidingCounter {
+            quota: quota.without_burst("SlidingCounter")?,
+        })
+    }
+
+    /// The quota it enforces.
+    ///
+    /// ```
+    /// use slidewin::limit::SlidingCounter;
+    /// assert_eq!(SlidingCounter::new("10/s".parse()?)?.quota().to_string(), "10 per 1s");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
     #[inline]
     fn roll(&self, state: SlidingCounterState, now: Moment) -> Rolled {
         let span = self.quota.span_nanos();
@@ -166,18 +205,16 @@ impl SlidingCounter {
     }
 }
 
-impl Algorithm for SlidingCounter {
-    type State = SlidingCounterState;
+impl Algorithm for SlidingCounter {}
 
-    fn new(quota: Quota) -> Result<SlidingCounter, QuotaError> {
-        Ok(SlidingCounter {
-            quota: quota.without_burst("SlidingCounter")?,
-        })
-    }
+impl Enforce for SlidingCounter {
+    type Output = Decision;
+    type State = SlidingCounterState;
+    type Cell = Locked<SlidingCounterState>;
 
     #[inline]
-    fn quota(&self) -> Quota {
-        self.quota
+    fn sweep_every(&self) -> u64 {
+        self.quota.span_nanos()
     }
 
     #[inline]

@@ -1,6 +1,9 @@
 //! [`SlidingLog`]: the exact limiter, a log of the admissions in the window.
 
-use crate::limit::{Algorithm, Decision, LimitError, Quota, QuotaError, until};
+use crate::error::ConfigError;
+use crate::limit::algorithm::sealed::Enforce;
+use crate::limit::algorithm::{Algorithm, Locked};
+use crate::limit::{Decision, LimitError, Quota, until};
 use crate::slide_vec::{SlideVec, gallop};
 use crate::time::Moment;
 
@@ -21,16 +24,17 @@ use crate::time::Moment;
 /// The `reset_after` and `retry_after` it answers are from the caller's `now`, and exact.
 ///
 /// Where a log of every admission is too much (limits in the millions, each unit its own
-/// request), use [`SlidingCounter`](crate::SlidingCounter) (approximate, 24 bytes) or
-/// [`Gcra`](crate::Gcra) (a token bucket, 8 bytes).
+/// request), use [`SlidingCounter`](crate::limit::SlidingCounter) (approximate, 24 bytes) or
+/// [`Gcra`](crate::limit::Gcra) (a token bucket, 8 bytes).
 ///
 /// # Example
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{Limiter, Moment, SlidingLog};
+/// use slidewin::{Limiter, Moment};
+/// use slidewin::limit::SlidingLog;
 ///
-/// let mut limiter = Limiter::<SlidingLog>::new("3/10s".parse()?)?;
+/// let mut limiter = Limiter::new(SlidingLog::new("3/10s".parse()?)?);
 /// for s in [0, 1, 2] {
 ///     assert!(limiter.check(Moment::from_secs(s), 1)?.allowed());
 /// }
@@ -39,7 +43,7 @@ use crate::time::Moment;
 /// assert!(limiter.check(Moment::from_secs(10), 1)?.allowed());
 ///
 /// // A cost is one stamp, not one per unit: a trillion units cost 16 bytes.
-/// let mut bulk = Limiter::<SlidingLog>::new("1000000000000/s".parse()?)?;
+/// let mut bulk = Limiter::new(SlidingLog::new("1000000000000/s".parse()?)?);
 /// assert_eq!(bulk.check(Moment::ZERO, 1_000_000_000_000)?.remaining(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -50,19 +54,8 @@ pub struct SlidingLog {
 
 /// The state of a [`SlidingLog`]: a stamp per admission that may still count, oldest first,
 /// never more than `limit` of them.
-///
-/// ```
-/// use slidewin::{Algorithm, Moment, SlidingLog};
-/// let rules = SlidingLog::new("3/s".parse()?)?;
-/// let mut state = rules.fresh();
-/// rules.check(&mut state, Moment::ZERO, 2)?;
-/// rules.check(&mut state, Moment::ZERO, 1)?; // the same instant: the same stamp
-/// assert_eq!(state.len(), 1);
-/// rules.check(&mut state, Moment::from_secs(1), 1)?; // the first has left
-/// assert_eq!(state.len(), 1);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 #[derive(Clone, Debug)]
+#[allow(unreachable_pub)] // opaque: named by the sealed trait only
 pub struct SlidingLogState {
     stamps: SlideVec<Stamp>,
     /// The running total of units admitted before the first stamp (wrapping, as the stamps'
@@ -78,20 +71,6 @@ struct Stamp {
     total: u64,
 }
 
-impl SlidingLogState {
-    /// How many stamps it holds: admissions that may still count, those at one instant as one.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.stamps.len()
-    }
-
-    /// Whether it holds none.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.stamps.len() == 0
-    }
-}
-
 /// A log as counted for one request: the stamps that have left, and the units of those left.
 struct Counted {
     /// The time counted at: the request's, or the newest admission's if later.
@@ -105,6 +84,40 @@ struct Counted {
 }
 
 impl SlidingLog {
+    /// The rules of an exact sliding log for `quota`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BurstUnsupported`] for a quota with a burst other than its limit.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::SlidingLog;
+    ///
+    /// assert_eq!(SlidingLog::new("100/minute".parse()?)?.quota().limit(), 100);
+    /// assert!(SlidingLog::new("10/s burst 20".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quota: Quota) -> Result<SlidingLog, ConfigError> {
+        Ok(SlidingLog {
+            quota: quota.without_burst("SlidingLog")?,
+        })
+    }
+
+    /// The quota it enforces.
+    ///
+    /// ```
+    /// use slidewin::limit::SlidingLog;
+    /// assert_eq!(SlidingLog::new("3 per 10 seconds".parse()?)?.quota().to_string(), "3 per 10s");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
     /// Counts `state`'s window for a request at `now`. The log counts at the newest admission's
     /// time if it is later, so that its own timeline does not go back.
     #[inline]
@@ -205,18 +218,16 @@ impl SlidingLog {
     }
 }
 
-impl Algorithm for SlidingLog {
-    type State = SlidingLogState;
+impl Algorithm for SlidingLog {}
 
-    fn new(quota: Quota) -> Result<SlidingLog, QuotaError> {
-        Ok(SlidingLog {
-            quota: quota.without_burst("SlidingLog")?,
-        })
-    }
+impl Enforce for SlidingLog {
+    type Output = Decision;
+    type State = SlidingLogState;
+    type Cell = Locked<SlidingLogState>;
 
     #[inline]
-    fn quota(&self) -> Quota {
-        self.quota
+    fn sweep_every(&self) -> u64 {
+        self.quota.span_nanos()
     }
 
     #[inline]
@@ -282,5 +293,49 @@ impl Algorithm for SlidingLog {
                 .checked_add(self.quota.span_nanos())
                 .map(Moment::from_nanos),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `1000000000000/s` with a check of 10^12 aborted the process: a timestamp per unit.
+    #[test]
+    fn sliding_log_a_cost_of_a_trillion_is_one_stamp() {
+        let rules = SlidingLog::new("1000000000000/s".parse().unwrap()).unwrap();
+        let mut state = rules.fresh();
+        let trillion = 1_000_000_000_000;
+        assert!(
+            rules
+                .check(&mut state, Moment::ZERO, trillion)
+                .unwrap()
+                .allowed()
+        );
+        assert_eq!(state.stamps.len(), 1);
+        let denied = rules
+            .check(&mut state, Moment::from_millis(10), trillion)
+            .unwrap();
+        assert!(!denied.allowed());
+        assert_eq!(state.stamps.len(), 1);
+        assert!(
+            rules
+                .check(&mut state, Moment::from_secs(1), trillion)
+                .unwrap()
+                .allowed()
+        );
+        assert_eq!(state.stamps.len(), 1);
+    }
+
+    /// Admissions at one instant share a stamp; a stamp leaves with its window.
+    #[test]
+    fn admissions_at_one_instant_share_a_stamp() {
+        let rules = SlidingLog::new("3/s".parse().unwrap()).unwrap();
+        let mut state = rules.fresh();
+        rules.check(&mut state, Moment::ZERO, 2).unwrap();
+        rules.check(&mut state, Moment::ZERO, 1).unwrap();
+        assert_eq!(state.stamps.len(), 1);
+        rules.check(&mut state, Moment::from_secs(1), 1).unwrap();
+        assert_eq!(state.stamps.len(), 1);
     }
 }

@@ -1,0 +1,223 @@
+//! [`Algorithm`], what a limiter enforces; sealed, with the machinery the holders use behind it.
+
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::limit::{CachePadded, Decision, LimitError};
+use crate::time::Moment;
+
+/// What a limiter enforces: one of the four algorithms for one quota
+/// ([`SlidingLog`](crate::limit::SlidingLog), [`SlidingCounter`](crate::limit::SlidingCounter),
+/// [`FixedWindow`](crate::limit::FixedWindow), [`Gcra`](crate::limit::Gcra)), or several named
+/// rules checked together ([`RuleSet`](crate::limit::RuleSet)).
+///
+/// Hand one to a holder: [`Limiter`](crate::Limiter) (one owner),
+/// [`SharedLimiter`](crate::SharedLimiter) (threads; lock-free for `Gcra` and `FixedWindow`) or
+/// [`Keyed`](crate::Keyed) (a state per key). A check answers the algorithm's
+/// `Output`: a [`Decision`], or for a `RuleSet` a [`Decisions`](crate::limit::Decisions), which
+/// holds one per rule. Both are `AsRef<Decision>`, for code generic over the algorithm.
+///
+/// The trait is sealed, and the state each algorithm keeps is private to slidewin: a state can
+/// only come from the algorithm's own checks, so no state can claim more than its quota allows.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::{Decision, Moment, SharedLimiter};
+/// use slidewin::limit::{Algorithm, Gcra, SlidingLog};
+///
+/// fn admitted<A: Algorithm>(limiter: &SharedLimiter<A>, n: usize) -> usize {
+///     (0..n)
+///         .filter(|_| limiter.check(Moment::ZERO, 1).is_ok_and(|out| out.as_ref().allowed()))
+///         .count()
+/// }
+///
+/// assert_eq!(admitted(&SharedLimiter::new(SlidingLog::new("3/s".parse()?)?), 5), 3);
+/// assert_eq!(admitted(&SharedLimiter::new(Gcra::new("2/s".parse()?)?), 5), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Algorithm: Enforce {}
+
+/// The machinery behind [`Algorithm`]: out of reach outside the crate, so the trait is sealed
+/// and the states are opaque.
+pub(crate) mod sealed {
+    use super::{Decision, LimitError, Moment, fmt};
+
+    // `pub` in a private module: nameable by the crate, by no one else (a sealed trait).
+    #[allow(unreachable_pub)]
+    pub trait Enforce: Clone + fmt::Debug + Send + Sync + 'static {
+        /// What a check answers.
+        type Output: Clone + fmt::Debug + AsRef<Decision>;
+        /// What one limiter (or one key) remembers.
+        type State: Clone + fmt::Debug + Send;
+        /// Where a shared limiter keeps its state.
+        type Cell: Cell<Self>;
+
+        /// The state with the full quota available.
+        fn fresh(&self) -> Self::State;
+
+        /// Decides about `cost` at `now`, and consumes it from `state` when admitted.
+        fn check(
+            &self,
+            state: &mut Self::State,
+            now: Moment,
+            cost: u64,
+        ) -> Result<Self::Output, LimitError>;
+
+        /// Decides as `check` would, consuming nothing.
+        fn peek(
+            &self,
+            state: &Self::State,
+            now: Moment,
+            cost: u64,
+        ) -> Result<Self::Output, LimitError>;
+
+        /// When `state` is back at the full quota if nothing more is admitted: from then on,
+        /// replacing it with `fresh()` would change no decision. `None`: never (the end of the
+        /// timeline comes first).
+        fn idle_at(&self, state: &Self::State) -> Option<Moment>;
+
+        /// How long a keyed map waits between sweeps of a shard, in nanoseconds: the longest
+        /// span, after which every state admitted before is idle again.
+        fn sweep_every(&self) -> u64;
+
+        /// Whether `state` is back at the full quota at `now`.
+        #[inline]
+        fn is_idle(&self, state: &Self::State, now: Moment) -> bool {
+            self.idle_at(state).is_some_and(|at| now >= at)
+        }
+    }
+
+    /// A shared limiter's state, behind whatever lets threads share it.
+    #[allow(unreachable_pub)]
+    pub trait Cell<A: Enforce>: fmt::Debug + Send + Sync {
+        /// A cell holding `state`.
+        fn new(rules: &A, state: A::State) -> Self;
+        /// A check at the time `now()` reads: read under the cell's lock, if it has one.
+        fn check(
+            &self,
+            rules: &A,
+            now: impl FnOnce() -> Moment,
+            cost: u64,
+        ) -> Result<A::Output, LimitError>;
+        /// A peek at `now()`.
+        fn peek(
+            &self,
+            rules: &A,
+            now: impl FnOnce() -> Moment,
+            cost: u64,
+        ) -> Result<A::Output, LimitError>;
+        /// Puts `state` in the cell.
+        fn set(&self, rules: &A, state: A::State);
+    }
+
+    /// An algorithm whose whole state fits one word, for [`Word`](super::Word).
+    #[allow(unreachable_pub)]
+    pub trait OneWord: Enforce<Output = Decision> {
+        /// The state as one word.
+        fn pack(&self, state: &Self::State) -> u64;
+        /// The state back from its word.
+        fn unpack(&self, word: u64) -> Self::State;
+    }
+}
+
+use sealed::{Cell, Enforce, OneWord};
+
+/// A state behind a mutex, on cache lines of its own.
+#[derive(Debug)]
+#[allow(unreachable_pub)]
+pub struct Locked<S>(CachePadded<Mutex<S>>);
+
+impl<A: Enforce> Cell<A> for Locked<A::State> {
+    fn new(_: &A, state: A::State) -> Self {
+        Locked(CachePadded(Mutex::new(state)))
+    }
+
+    #[inline]
+    fn check(
+        &self,
+        rules: &A,
+        now: impl FnOnce() -> Moment,
+        cost: u64,
+    ) -> Result<A::Output, LimitError> {
+        // The algorithms compute a new state before writing it, so a lock poisoned by a panic
+        // elsewhere still guards a whole state.
+        let mut state = self.0.0.lock().unwrap_or_else(PoisonError::into_inner);
+        rules.check(&mut state, now(), cost)
+    }
+
+    #[inline]
+    fn peek(
+        &self,
+        rules: &A,
+        now: impl FnOnce() -> Moment,
+        cost: u64,
+    ) -> Result<A::Output, LimitError> {
+        let state = self.0.0.lock().unwrap_or_else(PoisonError::into_inner);
+        rules.peek(&state, now(), cost)
+    }
+
+    fn set(&self, _: &A, state: A::State) {
+        *self.0.0.lock().unwrap_or_else(PoisonError::into_inner) = state;
+    }
+}
+
+/// A state packed into one atomic word: a check is a load, the arithmetic, and one
+/// compare-and-swap, retried if another thread got there first.
+#[derive(Debug)]
+#[allow(unreachable_pub)]
+pub struct Word(CachePadded<AtomicU64>);
+
+impl<A: OneWord> Cell<A> for Word {
+    fn new(rules: &A, state: A::State) -> Self {
+        Word(CachePadded(AtomicU64::new(rules.pack(&state))))
+    }
+
+    #[inline]
+    fn check(
+        &self,
+        rules: &A,
+        now: impl FnOnce() -> Moment,
+        cost: u64,
+    ) -> Result<Decision, LimitError> {
+        let now = now();
+        // Acquire/Release pair the state words: a thread that reads a word sees it whole.
+        let mut word = self.0.0.load(Ordering::Acquire);
+        loop {
+            let mut state = rules.unpack(word);
+            let decision = rules.check(&mut state, now, cost)?;
+            if !decision.allowed() {
+                return Ok(decision);
+            }
+            let next = rules.pack(&state);
+            match self
+                .0
+                .0
+                .compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(decision),
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    #[inline]
+    fn peek(
+        &self,
+        rules: &A,
+        now: impl FnOnce() -> Moment,
+        cost: u64,
+    ) -> Result<Decision, LimitError> {
+        let state = rules.unpack(self.0.0.load(Ordering::Acquire));
+        rules.peek(&state, now(), cost)
+    }
+
+    fn set(&self, rules: &A, state: A::State) {
+        self.0.0.store(rules.pack(&state), Ordering::Release);
+    }
+}

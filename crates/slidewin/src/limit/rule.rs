@@ -1,0 +1,572 @@
+//! [`Kind`], [`Rule`] and [`RuleSet`]: limits chosen at run time, several to a key.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::error::ConfigError;
+use crate::limit::algorithm::sealed::Enforce;
+use crate::limit::algorithm::{Algorithm, Locked};
+use crate::limit::{
+    Decision, Decisions, FixedWindow, Gcra, LimitError, Quota, SlidingCounter, SlidingLog,
+};
+use crate::time::Moment;
+
+/// Which of the four algorithms a [`Rule`] runs, chosen at run time (from a configuration
+/// file, say). Written and read as `sliding_log`, `sliding_counter`, `fixed_window` and
+/// `gcra`.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::limit::Kind;
+///
+/// let kind: Kind = "sliding_log".parse()?;
+/// assert_eq!(kind, Kind::SlidingLog);
+/// assert_eq!(Kind::Gcra.to_string(), "gcra");
+/// assert!("leaky_bucket".parse::<Kind>().is_err());
+/// # Ok::<(), slidewin::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// The exact log, [`SlidingLog`].
+    SlidingLog,
+    /// The two-counter estimate, [`SlidingCounter`].
+    SlidingCounter,
+    /// A counter per aligned window, [`FixedWindow`].
+    FixedWindow,
+    /// The token bucket, [`Gcra`].
+    Gcra,
+}
+
+impl Kind {
+    /// Every kind, in the order of the docs.
+    ///
+    /// ```
+    /// assert_eq!(slidewin::limit::Kind::ALL.len(), 4);
+    /// ```
+    pub const ALL: [Kind; 4] = [
+        Kind::SlidingLog,
+        Kind::SlidingCounter,
+        Kind::FixedWindow,
+        Kind::Gcra,
+    ];
+
+    /// Its name in configuration files: `sliding_log`, `sliding_counter`, `fixed_window` or
+    /// `gcra`.
+    ///
+    /// ```
+    /// assert_eq!(slidewin::limit::Kind::FixedWindow.name(), "fixed_window");
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::SlidingLog => "sliding_log",
+            Kind::SlidingCounter => "sliding_counter",
+            Kind::FixedWindow => "fixed_window",
+            Kind::Gcra => "gcra",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = ConfigError;
+
+    /// A kind from its [`name`](Kind::name), in any case.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::UnknownAlgorithm`], naming the text (cut to 64 bytes).
+    fn from_str(text: &str) -> Result<Kind, ConfigError> {
+        Kind::ALL
+            .into_iter()
+            .find(|kind| kind.name().eq_ignore_ascii_case(text))
+            .ok_or_else(|| ConfigError::UnknownAlgorithm {
+                name: cut(text, Rule::MAX_NAME_LEN),
+            })
+    }
+}
+
+/// One algorithm for one quota, built when the rule is.
+#[derive(Clone, Debug)]
+enum Engine {
+    Log(SlidingLog),
+    Counter(SlidingCounter),
+    Fixed(FixedWindow),
+    Gcra(Gcra),
+}
+
+/// The state of one rule of a [`RuleSet`].
+#[derive(Clone, Debug)]
+#[allow(unreachable_pub)] // opaque: named by the sealed trait only
+pub enum RuleState {
+    Log(<SlidingLog as Enforce>::State),
+    Counter(<SlidingCounter as Enforce>::State),
+    Fixed(<FixedWindow as Enforce>::State),
+    Gcra(<Gcra as Enforce>::State),
+}
+
+/// Runs `$body` with `$engine` bound to the rule's algorithm and `$state` to its state of the
+/// same kind (a rule's state is always of its own kind: both come from the rule).
+macro_rules! each_kind {
+    ($engine:expr, $state:expr, |$e:ident, $s:ident| $body:expr) => {
+        match ($engine, $state) {
+            (Engine::Log($e), RuleState::Log($s)) => $body,
+            (Engine::Counter($e), RuleState::Counter($s)) => $body,
+            (Engine::Fixed($e), RuleState::Fixed($s)) => $body,
+            (Engine::Gcra($e), RuleState::Gcra($s)) => $body,
+            _ => unreachable!("a rule's state is of the rule's kind"),
+        }
+    };
+}
+
+/// A named limit whose algorithm is chosen at run time: one of the rules a [`RuleSet`] checks
+/// together, in memory or on Redis.
+///
+/// The name tells the rule's state apart from the other rules' on the same key (on Redis it is
+/// part of the key), so a quota changed under the same name keeps its counts. It is 1 to 64
+/// bytes of ASCII letters, digits, `_`, `-` and `.`.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::limit::{Kind, Rule};
+///
+/// let burst = Rule::new("burst", Kind::Gcra, "10/s burst 20".parse()?)?;
+/// assert_eq!((burst.name(), burst.kind(), burst.max_cost()), ("burst", Kind::Gcra, 20));
+///
+/// let err = Rule::new("per ip", Kind::SlidingLog, "5/s".parse()?).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "the rule name `per ip` is not valid: only ASCII letters, digits, `_`, `-` and `.` are allowed"
+/// );
+/// assert!(Rule::new("log", Kind::SlidingLog, "10/s burst 20".parse()?).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Rule {
+    name: Arc<str>,
+    engine: Engine,
+}
+
+impl Rule {
+    /// The longest name a rule can have, in bytes.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// let long = "x".repeat(Rule::MAX_NAME_LEN + 1);
+    /// assert!(Rule::new(&long, Kind::Gcra, "1/s".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const MAX_NAME_LEN: usize = 64;
+
+    /// The rule `name`: `quota` under the algorithm `kind`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BadRuleName`] for a name that is empty, longer than
+    /// [`MAX_NAME_LEN`](Rule::MAX_NAME_LEN) or has other characters than ASCII letters,
+    /// digits, `_`, `-` and `.`; the algorithm's own error for a quota it cannot take (a burst
+    /// where it has none, say).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    ///
+    /// let hourly = Rule::new("hourly", Kind::SlidingCounter, "1000/hour".parse()?)?;
+    /// assert_eq!(hourly.quota().to_string(), "1000 per 1h");
+    /// assert!(Rule::new("", Kind::SlidingCounter, "1/s".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(name: &str, kind: Kind, quota: Quota) -> Result<Rule, ConfigError> {
+        let bad = |reason| ConfigError::BadRuleName {
+            name: cut(name, Rule::MAX_NAME_LEN),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(bad("a rule needs a name"));
+        }
+        if name.len() > Rule::MAX_NAME_LEN {
+            return Err(bad("it is longer than 64 bytes"));
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            return Err(bad(
+                "only ASCII letters, digits, `_`, `-` and `.` are allowed",
+            ));
+        }
+        let engine = match kind {
+            Kind::SlidingLog => Engine::Log(SlidingLog::new(quota)?),
+            Kind::SlidingCounter => Engine::Counter(SlidingCounter::new(quota)?),
+            Kind::FixedWindow => Engine::Fixed(FixedWindow::new(quota)?),
+            Kind::Gcra => Engine::Gcra(Gcra::new(quota)?),
+        };
+        Ok(Rule {
+            name: name.into(),
+            engine,
+        })
+    }
+
+    /// Its name.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// assert_eq!(Rule::new("login", Kind::SlidingLog, "5/minute".parse()?)?.name(), "login");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its algorithm.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// assert_eq!(Rule::new("a", Kind::FixedWindow, "5/s".parse()?)?.kind(), Kind::FixedWindow);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        match self.engine {
+            Engine::Log(_) => Kind::SlidingLog,
+            Engine::Counter(_) => Kind::SlidingCounter,
+            Engine::Fixed(_) => Kind::FixedWindow,
+            Engine::Gcra(_) => Kind::Gcra,
+        }
+    }
+
+    /// Its quota.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// let rule = Rule::new("a", Kind::Gcra, "5/s burst 2".parse()?)?;
+    /// assert_eq!(rule.quota().burst(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        match &self.engine {
+            Engine::Log(e) => e.quota(),
+            Engine::Counter(e) => e.quota(),
+            Engine::Fixed(e) => e.quota(),
+            Engine::Gcra(e) => e.quota(),
+        }
+    }
+
+    /// The most cost it admits at once: the limit, or for [`Kind::Gcra`] the burst. A larger
+    /// cost is [`LimitError::CostTooHigh`].
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// assert_eq!(Rule::new("a", Kind::SlidingLog, "5/s".parse()?)?.max_cost(), 5);
+    /// assert_eq!(Rule::new("b", Kind::Gcra, "5/s burst 2".parse()?)?.max_cost(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn max_cost(&self) -> u64 {
+        match &self.engine {
+            Engine::Gcra(e) => e.quota().burst(),
+            _ => self.quota().limit(),
+        }
+    }
+
+    fn fresh(&self) -> RuleState {
+        match &self.engine {
+            Engine::Log(e) => RuleState::Log(e.fresh()),
+            Engine::Counter(e) => RuleState::Counter(e.fresh()),
+            Engine::Fixed(e) => RuleState::Fixed(e.fresh()),
+            Engine::Gcra(e) => RuleState::Gcra(e.fresh()),
+        }
+    }
+}
+
+impl PartialEq for Rule {
+    fn eq(&self, other: &Rule) -> bool {
+        self.name == other.name && self.kind() == other.kind() && self.quota() == other.quota()
+    }
+}
+
+impl Eq for Rule {}
+
+impl fmt::Debug for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rule")
+            .field("name", &self.name)
+            .field("kind", &self.kind())
+            .field("quota", &self.quota())
+            .finish()
+    }
+}
+
+/// `name: quota (kind)`, as in `burst: 10 per 1s burst 20 (gcra)`.
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.name, self.quota(), self.kind())
+    }
+}
+
+/// Several [`Rule`]s checked together for one key: a request is admitted only if **every**
+/// rule admits it, and a denial consumes from none. A login allowed 5 times a minute AND 20
+/// times an hour is one set of two rules.
+///
+/// It is an [`Algorithm`]: hold it in a [`Limiter`](crate::Limiter),
+/// [`SharedLimiter`](crate::SharedLimiter) or [`Keyed`](crate::Keyed), as any other; each check
+/// answers [`Decisions`], one per rule, and dereferences to the binding rule's. A key costs the
+/// sum of its rules' states. `slidewin-redis` checks the same sets on Redis, in one script
+/// call, with the same answers.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::{Keyed, Moment};
+/// use slidewin::limit::{Kind, Rule, RuleSet};
+///
+/// let login = RuleSet::new([
+///     Rule::new("minute", Kind::SlidingLog, "5/minute".parse()?)?,
+///     Rule::new("hour", Kind::SlidingLog, "20/hour".parse()?)?,
+/// ])?;
+/// let limiter = Keyed::<String, _>::new(login);
+/// for minute in 0..4 {
+///     for _ in 0..5 {
+///         let now = Moment::from_secs(minute * 60);
+///         assert!(limiter.check("mallory", now, 1)?.allowed());
+///     }
+/// }
+/// // Twenty in four minutes: the hour rule binds now, whatever the minute rule says.
+/// let denied = limiter.check("mallory", Moment::from_secs(300), 1)?;
+/// assert!(!denied.allowed());
+/// assert_eq!(login_rule(&denied), "hour");
+/// # fn login_rule(d: &slidewin::limit::Decisions) -> &'static str {
+/// #     ["minute", "hour"][d.binding()]
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct RuleSet {
+    rules: Box<[Rule]>,
+    /// The smallest `max_cost` of the rules: a larger cost no rule set could admit.
+    max_cost: u64,
+}
+
+impl RuleSet {
+    /// The most rules a set holds.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// let many = (0..=RuleSet::MAX_RULES)
+    ///     .map(|i| Rule::new(&format!("r{i}"), Kind::Gcra, "1/s".parse().unwrap()).unwrap());
+    /// assert!(RuleSet::new(many).is_err());
+    /// ```
+    pub const MAX_RULES: usize = 16;
+
+    /// A set of `rules`, checked in their order.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NoRules`], [`ConfigError::TooManyRules`] past
+    /// [`MAX_RULES`](RuleSet::MAX_RULES), or [`ConfigError::DuplicateRule`] when two rules
+    /// share a name.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::ConfigError;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    ///
+    /// let burst = Rule::new("burst", Kind::Gcra, "10/s".parse()?)?;
+    /// let set = RuleSet::new([burst.clone()])?;
+    /// assert_eq!(set.rules(), [burst.clone()]);
+    /// assert_eq!(
+    ///     RuleSet::new([burst.clone(), burst]),
+    ///     Err(ConfigError::DuplicateRule { name: "burst".into() })
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(rules: impl IntoIterator<Item = Rule>) -> Result<RuleSet, ConfigError> {
+        let mut rules = rules.into_iter();
+        let kept: Vec<Rule> = rules.by_ref().take(RuleSet::MAX_RULES).collect();
+        // The rest is counted, not kept: memory follows what a set can hold.
+        let more = rules.count();
+        if more > 0 {
+            return Err(ConfigError::TooManyRules {
+                count: kept.len() + more,
+                max: RuleSet::MAX_RULES,
+            });
+        }
+        if kept.is_empty() {
+            return Err(ConfigError::NoRules);
+        }
+        for (i, rule) in kept.iter().enumerate() {
+            if kept[..i].iter().any(|other| other.name == rule.name) {
+                return Err(ConfigError::DuplicateRule {
+                    name: rule.name.to_string(),
+                });
+            }
+        }
+        let max_cost = kept.iter().map(Rule::max_cost).min().unwrap_or(0);
+        Ok(RuleSet {
+            rules: kept.into_boxed_slice(),
+            max_cost,
+        })
+    }
+
+    /// Its rules, in order: the order of a check's [`Decisions`].
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// let set = RuleSet::from(Rule::new("only", Kind::SlidingLog, "1/s".parse()?)?);
+    /// assert_eq!(set.rules()[0].name(), "only");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The rule named `name`, and its place in the set.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// let set = RuleSet::new([
+    ///     Rule::new("burst", Kind::Gcra, "10/s".parse()?)?,
+    ///     Rule::new("hourly", Kind::SlidingCounter, "1000/h".parse()?)?,
+    /// ])?;
+    /// assert_eq!(set.get("hourly").map(|(i, _)| i), Some(1));
+    /// assert!(set.get("daily").is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<(usize, &Rule)> {
+        self.rules
+            .iter()
+            .enumerate()
+            .find(|(_, r)| &*r.name == name)
+    }
+
+    /// The most cost the set admits at once: the smallest of its rules'
+    /// [`max_cost`](Rule::max_cost).
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// let set = RuleSet::new([
+    ///     Rule::new("a", Kind::Gcra, "10/s burst 3".parse()?)?,
+    ///     Rule::new("b", Kind::SlidingLog, "100/minute".parse()?)?,
+    /// ])?;
+    /// assert_eq!(set.max_cost(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn max_cost(&self) -> u64 {
+        self.max_cost
+    }
+
+    /// Each rule's answer, consuming nothing.
+    fn peek_each(
+        &self,
+        state: &[RuleState],
+        now: Moment,
+        cost: u64,
+    ) -> Result<Vec<Decision>, LimitError> {
+        if cost > self.max_cost {
+            return Err(LimitError::CostTooHigh {
+                cost,
+                max: self.max_cost,
+            });
+        }
+        self.rules
+            .iter()
+            .zip(state)
+            .map(|(rule, state)| each_kind!(&rule.engine, state, |e, s| e.peek(s, now, cost)))
+            .collect()
+    }
+}
+
+impl From<Rule> for RuleSet {
+    /// A set of one rule.
+    fn from(rule: Rule) -> RuleSet {
+        RuleSet {
+            max_cost: rule.max_cost(),
+            rules: Box::new([rule]),
+        }
+    }
+}
+
+impl fmt::Debug for RuleSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.rules.iter()).finish()
+    }
+}
+
+impl Algorithm for RuleSet {}
+
+impl Enforce for RuleSet {
+    type Output = Decisions;
+    type State = Box<[RuleState]>;
+    type Cell = Locked<Box<[RuleState]>>;
+
+    fn sweep_every(&self) -> u64 {
+        self.rules
+            .iter()
+            .map(|rule| rule.quota().span_nanos())
+            .max()
+            .unwrap_or(u64::MAX)
+    }
+
+    fn fresh(&self) -> Box<[RuleState]> {
+        self.rules.iter().map(Rule::fresh).collect()
+    }
+
+    fn check(
+        &self,
+        state: &mut Box<[RuleState]>,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Decisions, LimitError> {
+        let each = self.peek_each(state, now, cost)?;
+        if cost > 0 && each.iter().all(Decision::allowed) {
+            // Every rule admits: consume from each. A check answers what its peek did.
+            for (rule, state) in self.rules.iter().zip(state.iter_mut()) {
+                each_kind!(&rule.engine, state, |e, s| e.check(s, now, cost))?;
+            }
+        }
+        Ok(Decisions::new(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))
+    }
+
+    fn peek(
+        &self,
+        state: &Box<[RuleState]>,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Decisions, LimitError> {
+        let each = self.peek_each(state, now, cost)?;
+        Ok(Decisions::new(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))
+    }
+
+    /// When the last of its rules is idle.
+    fn idle_at(&self, state: &Box<[RuleState]>) -> Option<Moment> {
+        self.rules
+            .iter()
+            .zip(state.iter())
+            .map(|(rule, state)| each_kind!(&rule.engine, state, |e, s| e.idle_at(s)))
+            .try_fold(Moment::ZERO, |latest, at| at.map(|at| latest.max(at)))
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a char boundary.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
