@@ -51,7 +51,7 @@ pub struct Gcra {
     /// `τ = T × (burst - 1)`, in nanoseconds.
     tolerance: u64,
     /// Division by `T` as multiplications (`None` when `T` is 1 ns): `remaining` is on every
-    /// check's path, and a division there cost governor's lead.
+    /// check's path, and a division costs more than the rest of a check.
     per_interval: Option<Divisor>,
 }
 
