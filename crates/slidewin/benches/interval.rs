@@ -11,7 +11,9 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use jiff::civil::{Date, date};
 use jiff::tz::TimeZone;
 use jiff::{Span, Unit, ZonedDateTime};
-use slidewin::{Interval, IntervalSet, MonthEnd, Period};
+use slidewin::interval::IntervalSet;
+use slidewin::period::MonthEnd;
+use slidewin::{Interval, Period};
 
 /// xorshift64: the same "random" workload on every run.
 struct Rng(u64);

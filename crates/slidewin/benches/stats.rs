@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use slidewin::MetricEvent;
+use slidewin::stats::MetricEvent;
 use stats_workloads::{
     STEP, filled, moving_naive, moving_ours, mutex_default, on_threads, record_mutex, record_ours,
     record_ours_sentinel_clock, record_sentinel, sentinel_default, sentinel_node, sentinel_qps,

@@ -10,7 +10,8 @@
 //! ```
 
 use jiff::{Timestamp, ZonedDateTime};
-use slidewin::{Labels, MonthEnd, Period};
+use slidewin::Period;
+use slidewin::period::{Labels, MonthEnd};
 
 const VIETNAMESE: Labels<'static> = Labels::new([
     ("năm", "năm"),

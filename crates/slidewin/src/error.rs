@@ -105,38 +105,3 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// A time could not be placed on the [`Moment`](crate::Moment) timeline, which runs from its
-/// origin (the Unix epoch, for conversions) for 584 years.
-///
-/// # Example
-///
-/// ```
-/// use std::time::{Duration, UNIX_EPOCH};
-/// use slidewin::Moment;
-///
-/// let err = Moment::try_from(UNIX_EPOCH - Duration::from_secs(1)).unwrap_err();
-/// assert!(err.to_string().contains("before 1970"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TimeRangeError {
-    value: String,
-}
-
-impl TimeRangeError {
-    pub(crate) fn new(value: String) -> TimeRangeError {
-        TimeRangeError { value }
-    }
-}
-
-impl fmt::Display for TimeRangeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} is outside the Moment timeline (0 to u64::MAX nanoseconds from its origin)",
-            self.value
-        )
-    }
-}
-
-impl std::error::Error for TimeRangeError {}

@@ -1,4 +1,37 @@
-//! [`EventWindow`]: the exact log of the events of the last `span`.
+//! An exact sliding window of events: [`EventWindow`] keeps every event of the last `span`,
+//! each with a payload, and hands each one to a handler when it leaves.
+//!
+//! Pick it when each event matters (who failed to log in, and when) or a count must be exact.
+//! It holds every live event; when figures are enough (a sum, a rate, a mean, request counts),
+//! the bucketed structures of [`stats`](crate::stats) hold a bucket's worth instead. For rate
+//! limits, see the limiters (a sliding log is an event window of admissions).
+//!
+//! | type | what it is |
+//! |---|---|
+//! | [`EventWindow`] | the window: `record`, `expire` with a handler, `count_in`, memory given back after a burst |
+//! | [`Events`] | an iterator over a window's events, oldest first |
+//!
+//! # Example
+//!
+//! A login throttle: refuse a user after 3 failures in the last 10 seconds.
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidewin::{EventWindow, Moment};
+//!
+//! let mut failures = EventWindow::new(Duration::from_secs(10))?;
+//! for s in [1, 4, 9] {
+//!     failures.record(Moment::from_secs(s), "mallory");
+//! }
+//! let refused = |w: &EventWindow<&str>, now| w.count_in(now) >= 3;
+//! assert!(refused(&failures, Moment::from_secs(10)));
+//! assert!(!refused(&failures, Moment::from_secs(11))); // the failure at 1 s has left
+//!
+//! let mut forgotten = Vec::new();
+//! failures.expire(Moment::from_secs(11), |(t, user)| forgotten.push(format!("{user} at {t}")));
+//! assert_eq!(forgotten, ["mallory at 1s"]);
+//! # Ok::<(), slidewin::ConfigError>(())
+//! ```
 
 use std::fmt;
 use std::iter::FusedIterator;

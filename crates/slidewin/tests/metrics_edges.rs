@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use slidewin::{ConfigError, MetricEvent, Moment, WindowMetrics};
+use slidewin::stats::MetricEvent;
+use slidewin::{ConfigError, Moment, WindowMetrics};
 
 fn ms(m: u64) -> Moment {
     Moment::from_millis(m)

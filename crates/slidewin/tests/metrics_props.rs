@@ -14,7 +14,8 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use slidewin::{MetricEvent, MetricStats, Moment, WindowMetrics};
+use slidewin::stats::{MetricEvent, MetricStats};
+use slidewin::{Moment, WindowMetrics};
 
 #[derive(Clone, Debug)]
 enum Op {

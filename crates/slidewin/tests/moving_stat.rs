@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use slidewin::{Clock, ConfigError, ManualClock, Moment, MovingStat, SampleError};
+use slidewin::stats::SampleError;
+use slidewin::time::ManualClock;
+use slidewin::{Clock, ConfigError, Moment, MovingStat};
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)

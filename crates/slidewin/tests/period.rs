@@ -3,7 +3,8 @@
 
 use jiff::civil::{Date, date};
 use jiff::{Span, ZonedDateTime};
-use slidewin::{Labels, MonthEnd, Period, PeriodError};
+use slidewin::Period;
+use slidewin::period::{Labels, MonthEnd, PeriodError};
 
 fn dates(a: Date, b: Date, m: MonthEnd) -> (i64, i64, i64) {
     let p = Period::between_dates(a, b, m).unwrap();

@@ -9,7 +9,8 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use slidewin::{MetricEvent, Moment};
+use slidewin::Moment;
+use slidewin::stats::MetricEvent;
 
 /// A ring of buckets behind a mutex, with `WindowMetrics`'s rules for counts: aligned buckets,
 /// the `sample_count` buckets ending at `now`'s valid, late events counted in the newest.

@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sentinel_core::base::{MetricEvent as SentinelEvent, ReadStat, ResourceType, WriteStat};
-use slidewin::{Clock, MetricEvent, Moment, MovingStat, WindowMetrics};
+use slidewin::stats::MetricEvent;
+use slidewin::{Clock, Moment, MovingStat, WindowMetrics};
 
 #[path = "stats_baselines.rs"]
 mod stats_baselines;

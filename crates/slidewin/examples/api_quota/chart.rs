@@ -3,9 +3,8 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use slidewin::{
-    Algorithm, Clock, FixedWindow, Gcra, Limiter, ManualClock, Moment, SlidingCounter, SlidingLog,
-};
+use slidewin::time::ManualClock;
+use slidewin::{Algorithm, Clock, FixedWindow, Gcra, Limiter, Moment, SlidingCounter, SlidingLog};
 
 /// The quota every algorithm enforces.
 pub(crate) const QUOTA: &str = "5 per 10s";

@@ -230,7 +230,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// # Example
     ///
     /// ```
-    /// use slidewin::{Keyed, MonotonicClock, SlidingLog};
+    /// use slidewin::time::MonotonicClock;
+    /// use slidewin::{Keyed, SlidingLog};
     /// let limiter = Keyed::<u32, SlidingLog>::new("1/minute".parse()?)?;
     /// assert!(limiter.check_now(&7, &MonotonicClock, 1)?.allowed());
     /// assert!(!limiter.check_now(&7, &MonotonicClock, 1)?.allowed());

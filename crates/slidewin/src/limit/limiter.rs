@@ -227,7 +227,8 @@ impl<A: Algorithm> Limiter<A> {
     /// # Example
     ///
     /// ```
-    /// use slidewin::{Limiter, ManualClock, Moment, SlidingLog};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Limiter, Moment, SlidingLog};
     /// let clock = ManualClock::new(Moment::from_secs(5));
     /// let mut limiter = Limiter::<SlidingLog>::new("1/s".parse()?)?;
     /// assert!(limiter.check_now(&clock, 1)?.allowed());
@@ -368,7 +369,8 @@ impl<A: Algorithm> SharedLimiter<A> {
     /// # Example
     ///
     /// ```
-    /// use slidewin::{MonotonicClock, SharedLimiter, SlidingLog};
+    /// use slidewin::time::MonotonicClock;
+    /// use slidewin::{SharedLimiter, SlidingLog};
     /// let limiter = SharedLimiter::<SlidingLog>::new("1/minute".parse()?)?;
     /// assert!(limiter.check_now(&MonotonicClock, 1)?.allowed());
     /// assert!(!limiter.check_now(&MonotonicClock, 1)?.allowed());
@@ -528,7 +530,8 @@ impl<A: AtomicAlgorithm> AtomicLimiter<A> {
     /// # Example
     ///
     /// ```
-    /// use slidewin::{AtomicLimiter, Gcra, MonotonicClock};
+    /// use slidewin::time::MonotonicClock;
+    /// use slidewin::{AtomicLimiter, Gcra};
     /// let limiter = AtomicLimiter::<Gcra>::new("1/minute".parse()?)?;
     /// assert!(limiter.check_now(&MonotonicClock, 1)?.allowed());
     /// assert!(!limiter.check_now(&MonotonicClock, 1)?.allowed());

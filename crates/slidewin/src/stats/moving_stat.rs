@@ -1,5 +1,5 @@
 //! [`MovingStat`]: sum, count, rate, min, max and mean over a sliding window, folded into
-//! buckets (seed 000, Facebook's `MovingStat` with its three bugs fixed).
+//! buckets (Facebook's `MovingStat`, with its three bugs fixed).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -257,7 +257,8 @@ impl MovingStat {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Moment, MovingStat, SampleError};
+    /// use slidewin::stats::SampleError;
+    /// use slidewin::{Moment, MovingStat};
     ///
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
     /// stat.add(Moment::from_secs(0), 5.0)?;
@@ -308,7 +309,8 @@ impl MovingStat {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, Moment, MovingStat};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment, MovingStat};
     /// let clock = ManualClock::new(Moment::from_secs(5));
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), clock.now())?;
     /// stat.add_now(&clock, 2.0)?;
@@ -372,7 +374,8 @@ impl MovingStat {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, Moment, MovingStat};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment, MovingStat};
     /// let clock = ManualClock::new(Moment::ZERO);
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), clock.now())?;
     /// stat.add_now(&clock, 1.0)?;
@@ -587,7 +590,8 @@ impl Tally {
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{Moment, MovingStat, SampleError};
+/// use slidewin::stats::SampleError;
+/// use slidewin::{Moment, MovingStat};
 ///
 /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
 /// let err = stat.add(Moment::ZERO, f64::NEG_INFINITY).unwrap_err();

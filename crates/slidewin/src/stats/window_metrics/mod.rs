@@ -1,5 +1,5 @@
 //! [`WindowMetrics`]: request metrics over a sliding window, shared by threads without a lock
-//! (seed 002, Sentinel's `LeapArray` done right).
+//! (Sentinel's `LeapArray` done right).
 
 mod slot;
 
@@ -25,7 +25,7 @@ pub const MAX_SAMPLE_COUNT: u32 = 1 << 16;
 /// # Example
 ///
 /// ```
-/// use slidewin::MetricEvent;
+/// use slidewin::stats::MetricEvent;
 /// assert_eq!(MetricEvent::ALL.len(), 4);
 /// assert_eq!(MetricEvent::Block.to_string(), "block");
 /// ```
@@ -96,7 +96,8 @@ impl fmt::Display for MetricEvent {
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{MetricEvent, Moment, WindowMetrics};
+/// use slidewin::stats::MetricEvent;
+/// use slidewin::{Moment, WindowMetrics};
 ///
 /// // Sentinel's default: two buckets of 500 ms.
 /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
@@ -258,7 +259,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     ///
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(100), MetricEvent::Pass, 3);
@@ -320,7 +322,9 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment, WindowMetrics};
     /// let clock = ManualClock::new(Moment::from_secs(9));
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, clock.now())?;
     /// metrics.add_now(&clock, MetricEvent::Success, 1);
@@ -336,7 +340,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, Moment, WindowMetrics};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment, WindowMetrics};
     /// let clock = ManualClock::new(Moment::ZERO);
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, clock.now())?;
     /// metrics.add_rt_now(&clock, Duration::from_millis(7));
@@ -409,7 +414,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     ///
     /// let metrics = WindowMetrics::new(Duration::from_secs(10), 10, Moment::ZERO)?;
     /// for s in 0..20 {
@@ -444,7 +450,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(100), MetricEvent::Block, 2);
     /// metrics.add(Moment::from_millis(700), MetricEvent::Block, 3);
@@ -462,7 +469,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// for ms in (0..1_000).step_by(10) {
     ///     metrics.add(Moment::from_millis(ms), MetricEvent::Pass, 1);
@@ -500,7 +508,9 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{ManualClock, MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let clock = ManualClock::new(Moment::ZERO);
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add_now(&clock, MetricEvent::Pass, 2);
@@ -517,7 +527,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(700), MetricEvent::Pass, 4);
     /// let bucket = metrics.current_bucket(Moment::from_millis(900)).unwrap();
@@ -538,7 +549,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(300), MetricEvent::Pass, 6);
     /// let previous = metrics.previous_bucket(Moment::from_millis(800)).unwrap();
@@ -557,7 +569,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(3), 3, Moment::ZERO)?;
     /// for s in [0, 2, 3] {
     ///     metrics.add(Moment::from_secs(s), MetricEvent::Pass, s + 1);
@@ -614,7 +627,8 @@ impl fmt::Debug for WindowMetrics {
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{MetricEvent, Moment, WindowMetrics};
+/// use slidewin::stats::MetricEvent;
+/// use slidewin::{Moment, WindowMetrics};
 ///
 /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
 /// metrics.add(Moment::from_millis(100), MetricEvent::Success, 3);
@@ -670,7 +684,8 @@ impl MetricStats {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::from_millis(200))?;
     /// metrics.add(Moment::from_millis(300), MetricEvent::Pass, 1);
     /// assert_eq!(metrics.stats(Moment::from_millis(300)).start(), Moment::from_millis(200));
@@ -701,7 +716,8 @@ impl MetricStats {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(100), MetricEvent::Block, 1 << 62);
     /// metrics.add(Moment::from_millis(600), MetricEvent::Block, 1 << 62);
@@ -722,7 +738,8 @@ impl MetricStats {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(100), MetricEvent::Pass, 50);
     /// assert_eq!(metrics.stats(Moment::from_millis(500)).rate(MetricEvent::Pass), 100.0);
@@ -838,7 +855,8 @@ impl MetricStats {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// assert_eq!(metrics.stats(Moment::ZERO).exception_ratio(), None);
     /// metrics.add(Moment::ZERO, MetricEvent::Success, 3);
