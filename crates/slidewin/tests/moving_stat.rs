@@ -317,19 +317,19 @@ fn bad_configurations_are_errors_naming_the_value() {
     let err = MovingStat::new(secs(1), secs(2), Moment::ZERO).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the bucket length 2s is longer than the window 1s"
+        "the bucket length 2s is longer than the span 1s"
     );
     let err = MovingStat::new(secs(10), Duration::from_millis(3_000), Moment::ZERO).unwrap_err();
     assert_eq!(
         err,
-        ConfigError::WindowNotMultipleOfBucket {
-            window: secs(10),
+        ConfigError::SpanNotMultipleOfBucket {
+            span: secs(10),
             bucket: secs(3)
         }
     );
     let err = MovingStat::new(Duration::MAX, secs(1), Moment::ZERO).unwrap_err();
     assert!(matches!(err, ConfigError::SpanTooLong { .. }), "{err}");
-    // A bucket as long as the window is fine: one bucket, counted while any instant is inside.
+    // A bucket as long as the span is fine: one bucket, counted while any instant is inside.
     assert!(MovingStat::new(secs(1), secs(1), Moment::ZERO).is_ok());
 }
 
@@ -338,7 +338,7 @@ fn debug_shows_the_configuration() {
     let s = stat(10, 1);
     let debug = format!("{s:?}");
     assert!(
-        debug.contains("window: 10s") && debug.contains("bucket: 1s"),
+        debug.contains("span: 10s") && debug.contains("bucket: 1s"),
         "{debug}"
     );
 }

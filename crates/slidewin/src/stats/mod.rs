@@ -40,4 +40,4 @@ mod moving_stat;
 mod window_metrics;
 
 pub use moving_stat::{MovingStat, SampleError, Tally};
-pub use window_metrics::{MAX_SAMPLE_COUNT, MetricEvent, MetricStats, WindowMetrics};
+pub use window_metrics::{MetricEvent, MetricStats, WindowMetrics};
