@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::slide_vec::{SlideVec, gallop};
-use crate::time::{Moment, duration_nanos};
+use crate::time::{Clock, Moment, duration_nanos};
 
 /// An exact sliding window of events: every event of the last `span`, each with a payload.
 ///
@@ -237,6 +237,24 @@ impl<T> EventWindow<T> {
         }
     }
 
+    /// [`record`](EventWindow::record) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{EventWindow, Moment};
+    ///
+    /// let clock = ManualClock::new(Moment::from_secs(3));
+    /// let mut w = EventWindow::new(Duration::from_secs(10))?;
+    /// w.record_now(&clock, "login");
+    /// assert_eq!(w.newest(), Some((Moment::from_secs(3), &"login")));
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn record_now(&mut self, clock: &impl Clock, payload: T) -> Option<(Moment, T)> {
+        self.record(clock.now(), payload)
+    }
+
     /// Records an event at `t` as [`record`](EventWindow::record) does, and hands an event
     /// evicted by the cap to `handler`. Returns how many were evicted (0 or 1).
     ///
@@ -266,6 +284,31 @@ impl<T> EventWindow<T> {
             }
             None => 0,
         }
+    }
+
+    /// [`record_with`](EventWindow::record_with) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{EventWindow, Moment};
+    ///
+    /// let clock = ManualClock::new(Moment::from_secs(1));
+    /// let mut w = EventWindow::with_max_len(Duration::from_secs(60), 1)?;
+    /// let mut gone = Vec::new();
+    /// w.record_with_now(&clock, 'a', |e| gone.push(e));
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(w.record_with_now(&clock, 'b', |e| gone.push(e)), 1);
+    /// assert_eq!(gone, [(Moment::from_secs(1), 'a')]);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    pub fn record_with_now<F: FnOnce((Moment, T))>(
+        &mut self,
+        clock: &impl Clock,
+        payload: T,
+        handler: F,
+    ) -> usize {
+        self.record_with(clock.now(), payload, handler)
     }
 
     /// Removes every event that has left the window at `now` (every event with
@@ -308,6 +351,27 @@ impl<T> EventWindow<T> {
         expired
     }
 
+    /// [`expire`](EventWindow::expire) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{EventWindow, Moment};
+    ///
+    /// let clock = ManualClock::new(Moment::ZERO);
+    /// let mut w = EventWindow::new(Duration::from_secs(10))?;
+    /// w.record_now(&clock, 1);
+    /// clock.advance(Duration::from_secs(10));
+    /// let mut seen = Vec::new();
+    /// assert_eq!(w.expire_now(&clock, |(_, x)| seen.push(x)), 1); // exactly 10 s old: gone
+    /// assert_eq!(seen, [1]);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn expire_now<F: FnMut((Moment, T))>(&mut self, clock: &impl Clock, handler: F) -> usize {
+        self.expire(clock.now(), handler)
+    }
+
     /// How many events are inside the window at `now`, `(now - span, now]`, without removing
     /// anything. Events newer than `now` are not counted. O(log n).
     ///
@@ -334,6 +398,27 @@ impl<T> EventWindow<T> {
             .cutoff(now)
             .map_or(0, |cutoff| events.partition_point(|(t, _)| *t <= cutoff));
         up_to_now - expired
+    }
+
+    /// [`count_in`](EventWindow::count_in) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{EventWindow, Moment};
+    ///
+    /// let clock = ManualClock::new(Moment::from_secs(5));
+    /// let mut w = EventWindow::new(Duration::from_secs(10))?;
+    /// w.record(Moment::from_secs(1), ());
+    /// w.record(Moment::from_secs(4), ());
+    /// assert_eq!(w.count_in_now(&clock), 2);
+    /// clock.set(Moment::from_secs(12));
+    /// assert_eq!(w.count_in_now(&clock), 1); // (2 s, 12 s]
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn count_in_now(&self, clock: &impl Clock) -> usize {
+        self.count_in(clock.now())
     }
 
     /// How many events the window holds.

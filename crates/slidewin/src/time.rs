@@ -13,6 +13,31 @@
 //! | [`ManualClock`] | tests and replays: it moves only when told to |
 //! | [`TimeRangeError`] | a `Duration`, `SystemTime` or `jiff::Timestamp` off the timeline |
 //!
+//! # Explicit time, or a clock
+//!
+//! A method whose name has no suffix takes the time as a parameter (`check(now, cost)`,
+//! `record(t, payload)`, `stats(now)`). The same name ending in `_now` reads the time from a
+//! clock instead: a `&impl Clock` you pass in memory (`check_now(&clock, cost)`), the Redis
+//! server's `TIME` on Redis (`check_now(&rules, key, cost)`). Every method that takes a time
+//! has its `_now` twin. In memory an explicit time is on the clock's own timeline (any
+//! origin); on Redis it is on the Unix timeline (a `Moment` since 1970-01-01 UTC, taken at its
+//! microsecond), because the server's clock is.
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidewin::time::{Clock, ManualClock, Moment};
+//! use slidewin::EventWindow;
+//!
+//! let clock = ManualClock::new(Moment::from_secs(100));
+//! let mut logins = EventWindow::new(Duration::from_secs(10))?;
+//! logins.record(Moment::from_secs(95), "ann"); // an explicit time
+//! logins.record_now(&clock, "bob"); // the clock's: 100 s
+//! clock.advance(Duration::from_secs(6));
+//! assert_eq!(logins.count_in_now(&clock), 1); // (96 s, 106 s] holds bob only
+//! assert_eq!(logins.count_in(clock.now()), 1); // the same, read by hand
+//! # Ok::<(), slidewin::ConfigError>(())
+//! ```
+//!
 //! # Example
 //!
 //! ```

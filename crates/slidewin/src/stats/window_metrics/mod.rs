@@ -445,6 +445,25 @@ impl WindowMetrics {
         stats
     }
 
+    /// [`stats`](WindowMetrics::stats) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::ZERO);
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Pass, 2);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(metrics.stats_now(&clock).count(MetricEvent::Pass), 0);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn stats_now(&self, clock: &impl Clock) -> MetricStats {
+        self.stats(clock.now())
+    }
+
     /// How many `event`s in the window at `now`: [`stats`](WindowMetrics::stats)`(now).count(event)`,
     /// reading only that counter.
     ///
@@ -462,6 +481,26 @@ impl WindowMetrics {
     #[must_use]
     pub fn sum(&self, now: Moment, event: MetricEvent) -> u64 {
         self.window_count(now, event).0
+    }
+
+    /// [`sum`](WindowMetrics::sum) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::from_millis(100));
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Block, 2);
+    /// assert_eq!(metrics.sum_now(&clock, MetricEvent::Block), 2);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(metrics.sum_now(&clock, MetricEvent::Block), 0);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn sum_now(&self, clock: &impl Clock, event: MetricEvent) -> u64 {
+        self.sum(clock.now(), event)
     }
 
     /// `event`s per second in the window at `now`, over the time the window covers:
@@ -489,6 +528,24 @@ impl WindowMetrics {
         count / covered.as_secs_f64()
     }
 
+    /// [`rate`](WindowMetrics::rate) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::from_millis(250));
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Pass, 50);
+    /// assert_eq!(metrics.rate_now(&clock, MetricEvent::Pass), 100.0); // 50 over one bucket, 500 ms
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn rate_now(&self, clock: &impl Clock, event: MetricEvent) -> f64 {
+        self.rate(clock.now(), event)
+    }
+
     fn window_count(&self, now: Moment, event: MetricEvent) -> (u64, Duration) {
         let (top, now) = self.read_at(now);
         let bottom = top.saturating_sub(self.bucket_count - 1);
@@ -502,25 +559,6 @@ impl WindowMetrics {
             }
         }
         (count, covered)
-    }
-
-    /// [`stats`](WindowMetrics::stats) at `clock.now()`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use slidewin::stats::MetricEvent;
-    /// use slidewin::time::ManualClock;
-    /// use slidewin::{Moment, WindowMetrics};
-    /// let clock = ManualClock::new(Moment::ZERO);
-    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
-    /// metrics.add_now(&clock, MetricEvent::Pass, 2);
-    /// clock.advance(Duration::from_secs(1));
-    /// assert_eq!(metrics.stats_now(&clock).count(MetricEvent::Pass), 0);
-    /// # Ok::<(), slidewin::ConfigError>(())
-    /// ```
-    #[must_use]
-    pub fn stats_now(&self, clock: &impl Clock) -> MetricStats {
-        self.stats(clock.now())
     }
 
     /// The bucket holding `now` (or the newest recorded, if later), if it has been recorded in.
@@ -543,6 +581,25 @@ impl WindowMetrics {
         self.bucket_stats(top)
     }
 
+    /// [`current_bucket`](WindowMetrics::current_bucket) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::from_millis(700));
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Pass, 4);
+    /// let bucket = metrics.current_bucket_now(&clock).unwrap();
+    /// assert_eq!((bucket.start(), bucket.count(MetricEvent::Pass)), (Moment::from_millis(500), 4));
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn current_bucket_now(&self, clock: &impl Clock) -> Option<MetricStats> {
+        self.current_bucket(clock.now())
+    }
+
     /// The bucket before the one holding `now`, if the ring still holds it. With one bucket it
     /// is outside the window, and it is gone as soon as the current bucket is recorded in
     /// (never the current bucket passed off as the previous one: Sentinel #3309).
@@ -562,6 +619,26 @@ impl WindowMetrics {
     pub fn previous_bucket(&self, now: Moment) -> Option<MetricStats> {
         let (top, _) = self.read_at(now);
         self.bucket_stats(top.checked_sub(1)?)
+    }
+
+    /// [`previous_bucket`](WindowMetrics::previous_bucket) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::from_millis(300));
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Pass, 6);
+    /// clock.set(Moment::from_millis(800));
+    /// let previous = metrics.previous_bucket_now(&clock).unwrap();
+    /// assert_eq!(previous.count(MetricEvent::Pass), 6);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn previous_bucket_now(&self, clock: &impl Clock) -> Option<MetricStats> {
+        self.previous_bucket(clock.now())
     }
 
     /// Every valid bucket at `now` that has been recorded in, oldest first: the snapshot the
@@ -588,6 +665,29 @@ impl WindowMetrics {
         (bottom..=top)
             .filter_map(|e| self.bucket_stats(e))
             .collect()
+    }
+
+    /// [`buckets`](WindowMetrics::buckets) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::ZERO);
+    /// let metrics = WindowMetrics::new(Duration::from_secs(3), 3, Moment::ZERO)?;
+    /// for n in 1..=4 {
+    ///     metrics.add_now(&clock, MetricEvent::Pass, n);
+    ///     clock.advance(Duration::from_secs(1));
+    /// }
+    /// // At 4 s the window holds [2 s, 3 s) and [3 s, 4 s); [4 s, 5 s) has no event yet.
+    /// let counts: Vec<u64> = metrics.buckets_now(&clock).iter().map(|b| b.count(MetricEvent::Pass)).collect();
+    /// assert_eq!(counts, [3, 4]);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn buckets_now(&self, clock: &impl Clock) -> Vec<MetricStats> {
+        self.buckets(clock.now())
     }
 
     fn bucket_stats(&self, epoch: u64) -> Option<MetricStats> {
