@@ -49,7 +49,8 @@ fn to_intervals(pairs: &[(i64, i64)]) -> Vec<Interval<i64>> {
         .collect()
 }
 
-/// The baseline merge: sort the pairs by start, then one scan (seed 000's `mergeIntervals`).
+/// The baseline merge: sort the pairs by start, then one scan (`mergeIntervals` of the
+/// article that rewrites Facebook's `TimeInterval`).
 fn sort_and_scan(mut pairs: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
     pairs.retain(|&(s, e)| s < e);
     pairs.sort_unstable_by_key(|&(s, _)| s);

@@ -45,9 +45,10 @@ use crate::time::{Clock, Moment, duration_nanos};
 /// An exact sliding window of events: every event of the last `span`, each with a payload.
 ///
 /// An event recorded at `t` is inside the window at `now` when `now - span < t <= now`, the
-/// half-open interval `(now - span, now]`. An event exactly `span` old has left. (Seed 004's
-/// array keeps it; we don't, so that the windows ending at `now - span` and at `now` share no
-/// event and every structure and backend of slidewin counts the same events.)
+/// half-open interval `(now - span, now]`. An event exactly `span` old has left. (The array of
+/// Perl's `LinkedList::Single` sliding-window example keeps it; we don't, so that the windows
+/// ending at `now - span` and at `now` share no event and every structure and backend of
+/// slidewin counts the same events.)
 ///
 /// * [`record`](EventWindow::record) adds an event. Events usually arrive in time order and
 ///   go on the end in O(1); a late one goes into its place by time (ties keep arrival order), so
@@ -209,7 +210,7 @@ impl<T> EventWindow<T> {
     #[inline]
     pub fn record(&mut self, t: Moment, payload: T) -> Option<(Moment, T)> {
         // No call on this path (`has_room` rules out growth), so a caller's loop can keep the
-        // window in registers (measured: a third faster on seed 004's workloads).
+        // window in registers.
         if t >= self.newest_bound && self.events.len() < self.max_len && self.events.has_room() {
             self.newest_bound = t;
             self.events.push((t, payload));
@@ -546,8 +547,8 @@ impl<T> EventWindow<T> {
     }
 
     /// The length of the expired prefix at `now`.
-    // Measured: seed 004's burst workload runs 30% faster with this inlined into `expire`,
-    // which the compiler does not do on its own.
+    // Always inlined into `expire`, the hot path of a window that expires often; the compiler
+    // does not do it on its own.
     #[inline(always)]
     fn expired_len(&self, now: Moment) -> usize {
         match self.cutoff(now) {
@@ -897,10 +898,11 @@ mod tests {
         w
     }
 
-    /// Seed 004's `30-lifetime.t`: each expired payload is dropped after the handler has seen
-    /// it and before the next is handed over, in order; nothing live is dropped.
+    /// `30-lifetime.t` of Perl's `LinkedList::Single` sliding-window example: each expired
+    /// payload is dropped after the handler has seen it and before the next is handed over, in
+    /// order; nothing live is dropped.
     #[test]
-    fn seed004_lifetime_expired_payloads_drop_in_order_after_the_handler() {
+    fn linkedlist_single_lifetime_expired_payloads_drop_in_order_after_the_handler() {
         let log = Rc::new(RefCell::new(Vec::new()));
         let mut w = probes(6, &log);
         let handler_log = Rc::clone(&log);
@@ -928,7 +930,7 @@ mod tests {
     }
 
     #[test]
-    fn seed004_a_panicking_handler_leaves_the_window_consistent() {
+    fn linkedlist_single_a_panicking_handler_leaves_the_window_consistent() {
         let log = Rc::new(RefCell::new(Vec::new()));
         let mut w = probes(6, &log);
         let result = catch_unwind(AssertUnwindSafe(|| {
@@ -956,11 +958,11 @@ mod tests {
         assert_eq!(ids.len(), w.len());
     }
 
-    /// Seed 004's `40-invariants.t`, for our structure: the invariants hold after a new window,
+    /// `40-invariants.t` of the same example, for our structure: the invariants hold after a new window,
     /// records, a partial expire, a full expire, a refill, 50 record-and-expire cycles, a capped
     /// record and an expire on an empty window.
     #[test]
-    fn seed004_invariants_after_every_kind_of_step() {
+    fn linkedlist_single_invariants_after_every_kind_of_step() {
         let mut w = EventWindow::with_max_len(Duration::from_secs(10), 100).unwrap();
         assert_invariants(&w);
         for s in 0..20 {

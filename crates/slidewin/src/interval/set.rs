@@ -507,7 +507,8 @@ mod tests {
 
     #[test]
     fn fb_merge_intervals_any_order() {
-        // The seed's test: mergeIntervals([5,8), [0,2), [2,4), [7,9)) == [0,4), [5,9).
+        // The test of `mergeIntervals` in the Facebook `TimeInterval` rewrite: [5,8), [0,2),
+        // [2,4), [7,9) merge into [0,4), [5,9).
         assert_eq!(
             set(&[(5, 8), (0, 2), (2, 4), (7, 9)]),
             set(&[(0, 4), (5, 9)])

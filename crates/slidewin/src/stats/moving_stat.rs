@@ -44,7 +44,7 @@ use crate::time::{Clock, Moment, duration_nanos};
 /// use std::time::Duration;
 /// use slidewin::{Moment, MovingStat};
 ///
-/// // 30 events 100 ms apart, in a stat of 60 s in buckets of 1 s (the seed's first test).
+/// // 30 events 100 ms apart, in a stat of 60 s in buckets of 1 s.
 /// let mut stat = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
 /// for i in 0..30 {
 ///     stat.add(Moment::from_millis(i * 100), 1.0)?;

@@ -356,8 +356,8 @@ impl WindowMetrics {
     /// Finds the bucket for `t` and runs `write` on it: the bucket of `t` if it is still in the
     /// window on the ring's timeline, else the newest; a slot holding an older epoch is
     /// claimed first; a slot already moved past `t`'s epoch takes the write in its fresher one.
-    // Always: inlined, `add`'s event and amount are constants for the slot's add (measured,
-    // 0.8 ns of a 6 ns record when left to the compiler, which then calls it).
+    // Always: inlined, `add`'s event and amount are constants for the slot's add; left to
+    // itself the compiler calls it.
     #[inline(always)]
     fn record(&self, t: Moment, write: impl Fn(&Slot, u64) -> Result<(), u64>) {
         let mut epoch = self.divisor.divide(t.as_nanos());
