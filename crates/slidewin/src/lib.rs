@@ -93,17 +93,17 @@
 //! ```
 //! use std::time::Duration;
 //! use slidewin::time::ManualClock;
-//! use slidewin::{Clock, EventWindow, Moment};
+//! use slidewin::{EventWindow, Moment};
 //!
 //! let clock = ManualClock::new(Moment::ZERO);
 //! let mut logins = EventWindow::new(Duration::from_secs(10))?;
 //! for user in ["ann", "bob", "ann"] {
-//!     logins.record(clock.now(), user);
+//!     logins.record_now(&clock, user);
 //!     clock.advance(Duration::from_secs(4));
 //! }
 //! // Now 12 s: the login at 0 s has left (0, 4 and 8 s were recorded).
 //! let mut gone = Vec::new();
-//! logins.expire(clock.now(), |(t, user)| gone.push(format!("{user} at {t}")));
+//! logins.expire_now(&clock, |(t, user)| gone.push(format!("{user} at {t}")));
 //! assert_eq!(gone, ["ann at 0ns"]);
 //! assert_eq!(logins.len(), 2);
 //! # Ok::<(), slidewin::ConfigError>(())
