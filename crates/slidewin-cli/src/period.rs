@@ -8,7 +8,8 @@ use jiff::civil::{Date, DateTime, Time};
 use jiff::fmt::temporal::Pieces;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ZonedDateTime};
-use slidewin::{MonthEnd, Period};
+use slidewin::Period;
+use slidewin::period::MonthEnd;
 
 use crate::json;
 

@@ -29,7 +29,7 @@ fn stderr(o: &Output) -> String {
 }
 
 #[test]
-fn the_seed_example_in_text_and_json() {
+fn the_fb_timeinterval_example_in_text_and_json() {
     let o = slidewin(&["period", "2000-05-15", "2026-10-28"], None);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "26 years 5 months 13 days\n");

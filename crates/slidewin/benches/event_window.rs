@@ -1,5 +1,5 @@
-//! Seed 004's time workloads: `EventWindow` against the seed's array and list algorithms, in
-//! the same run. `cargo bench -p slidewin --bench event_window`.
+//! The time workloads of Perl's `LinkedList::Single` sliding-window example: `EventWindow`
+//! against the example's array and list algorithms, in the same run. `cargo bench -p slidewin --bench event_window`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use slidewin::EventWindow;
@@ -14,10 +14,10 @@ fn steady_workloads(c: &mut Criterion) {
         group.bench_function("slidewin", |b| {
             b.iter(|| steady::<EventWindow<u64>>(100_000, every))
         });
-        group.bench_function("seed_vec_drain", |b| {
+        group.bench_function("array_vec_drain", |b| {
             b.iter(|| steady::<VecWindow>(100_000, every))
         });
-        group.bench_function("seed_linked_list", |b| {
+        group.bench_function("list_linked_list", |b| {
             b.iter(|| steady::<ListWindow>(100_000, every))
         });
         group.finish();
@@ -30,10 +30,10 @@ fn burst_workload(c: &mut Criterion) {
     group.bench_function("slidewin", |b| {
         b.iter(|| burst::<EventWindow<u64>>(200_000, 10).len())
     });
-    group.bench_function("seed_vec_drain", |b| {
+    group.bench_function("array_vec_drain", |b| {
         b.iter(|| burst::<VecWindow>(200_000, 10).len())
     });
-    group.bench_function("seed_linked_list", |b| {
+    group.bench_function("list_linked_list", |b| {
         b.iter(|| burst::<ListWindow>(200_000, 10).len())
     });
     group.finish();

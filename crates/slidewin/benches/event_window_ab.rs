@@ -1,4 +1,4 @@
-//! Seed 004's workloads again, interleaved: each round runs every workload on every
+//! The workloads of Perl's `LinkedList::Single` sliding-window example again, interleaved: each round runs every workload on every
 //! implementation a few times in a row (the first runs bring the allocator to that
 //! implementation's steady state, the last is timed), and the best time of each over all rounds is kept. On a
 //! shared machine whose speed drifts over seconds, this keeps the ratios steady where
@@ -37,8 +37,8 @@ fn main() {
     ];
     let contenders = [
         ("slidewin", implementations::<EventWindow<u64>>()),
-        ("seed_vec_drain", implementations::<VecWindow>()),
-        ("seed_linked_list", implementations::<ListWindow>()),
+        ("array_vec_drain", implementations::<VecWindow>()),
+        ("list_linked_list", implementations::<ListWindow>()),
     ];
     let mut best = [[Duration::MAX; 3]; 3];
     for _ in 0..ROUNDS {
@@ -53,7 +53,7 @@ fn main() {
             }
         }
     }
-    println!("| workload | slidewin | seed_vec_drain | seed_linked_list | vs vec | vs list |");
+    println!("| workload | slidewin | array_vec_drain | list_linked_list | vs vec | vs list |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (w, name) in names.iter().enumerate() {
         let [ours, vec, list] = [best[0][w], best[1][w], best[2][w]];

@@ -1,4 +1,5 @@
-//! Bytes held by each window after seed 004's burst (200,000 events expired down to 10), and
+//! Bytes held by each window after the burst of Perl's `LinkedList::Single` sliding-window
+//! example (200,000 events expired down to 10), and
 //! while it holds a steady 1,000 events, measured with a counting global allocator.
 //! `cargo bench -p slidewin --bench event_window_memory`.
 
@@ -37,6 +38,6 @@ fn main() {
     println!("| window           | bytes held after the burst | bytes held with 1,000 live |");
     println!("|------------------|---------------------------:|----------------------------:|");
     row::<EventWindow<u64>>("slidewin");
-    row::<VecWindow>("seed_vec_drain");
-    row::<ListWindow>("seed_linked_list");
+    row::<VecWindow>("array_vec_drain");
+    row::<ListWindow>("list_linked_list");
 }

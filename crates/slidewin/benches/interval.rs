@@ -11,7 +11,9 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use jiff::civil::{Date, date};
 use jiff::tz::TimeZone;
 use jiff::{Span, Unit, ZonedDateTime};
-use slidewin::{Interval, IntervalSet, MonthEnd, Period};
+use slidewin::interval::IntervalSet;
+use slidewin::period::MonthEnd;
+use slidewin::{Interval, Period};
 
 /// xorshift64: the same "random" workload on every run.
 struct Rng(u64);
@@ -47,7 +49,8 @@ fn to_intervals(pairs: &[(i64, i64)]) -> Vec<Interval<i64>> {
         .collect()
 }
 
-/// The baseline merge: sort the pairs by start, then one scan (seed 000's `mergeIntervals`).
+/// The baseline merge: sort the pairs by start, then one scan (`mergeIntervals` of the
+/// article that rewrites Facebook's `TimeInterval`).
 fn sort_and_scan(mut pairs: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
     pairs.retain(|&(s, e)| s < e);
     pairs.sort_unstable_by_key(|&(s, _)| s);

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use slidewin::MetricEvent;
+use slidewin::stats::MetricEvent;
 use stats_workloads::{
     STEP, filled, moving_naive, moving_ours, mutex_default, on_threads, record_mutex, record_ours,
     record_ours_sentinel_clock, record_sentinel, sentinel_default, sentinel_node, sentinel_qps,
@@ -91,12 +91,12 @@ fn record(c: &mut Criterion) {
 }
 
 fn read(c: &mut Criterion) {
-    for samples in [2, 60] {
-        let mut group = c.benchmark_group(format!("stats/read_qps/{samples}_buckets"));
+    for buckets in [2, 60] {
+        let mut group = c.benchmark_group(format!("stats/read_qps/{buckets}_buckets"));
         group
             .warm_up_time(Duration::from_secs(1))
             .measurement_time(Duration::from_secs(3));
-        let (ours, mutex, now) = filled(samples);
+        let (ours, mutex, now) = filled(buckets);
         group.bench_function("slidewin", |b| {
             b.iter(|| black_box(ours.rate(black_box(now), MetricEvent::Pass)))
         });
@@ -106,7 +106,7 @@ fn read(c: &mut Criterion) {
         group.bench_function("mutex", |b| {
             b.iter(|| black_box(mutex.rate(black_box(now), MetricEvent::Pass)))
         });
-        if samples == 2 {
+        if buckets == 2 {
             let node = sentinel_node();
             group.bench_function("sentinel_core", |b| {
                 b.iter(|| black_box(sentinel_qps(&*node)))

@@ -9,7 +9,7 @@ mod stats_workloads;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use slidewin::MetricEvent;
+use slidewin::stats::MetricEvent;
 use stats_workloads::{
     MOVING_EVENTS, STEP, filled, moving_naive, moving_ours, mutex_default, on_threads,
     record_mutex, record_ours, record_ours_sentinel_clock, record_sentinel, sentinel_default,

@@ -1,7 +1,7 @@
-//! "Joined 3 years 2 months ago": seed 000's use of calendar periods, for a few users who
-//! signed up in a few time zones. Each period is counted in the user's own zone (their
-//! calendar days and months), with months clamped at the month's end, in at most two units,
-//! in the user's language; Temporal's strict count is shown beside it.
+//! "Joined 3 years 2 months ago", the calendar period Facebook's `TimeInterval` is for, for a
+//! few users who signed up in a few time zones. Each period is counted in the user's own zone
+//! (their calendar days and months), with months clamped at the month's end, in at most two
+//! units, in the user's language; Temporal's strict count is shown beside it.
 //!
 //! Deterministic: "now" is fixed.
 //!
@@ -10,7 +10,8 @@
 //! ```
 
 use jiff::{Timestamp, ZonedDateTime};
-use slidewin::{Labels, MonthEnd, Period};
+use slidewin::Period;
+use slidewin::period::{Labels, MonthEnd};
 
 const VIETNAMESE: Labels<'static> = Labels::new([
     ("năm", "năm"),

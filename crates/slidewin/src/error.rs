@@ -35,36 +35,36 @@ pub enum ConfigError {
     ZeroMaxKeys,
     /// A bucket length was zero.
     ZeroBucket,
-    /// A bucket was longer than the window it divides.
-    BucketLongerThanWindow {
+    /// A bucket was longer than the span it divides.
+    BucketLongerThanSpan {
         /// The bucket length that was given.
         bucket: Duration,
-        /// The window that was given.
-        window: Duration,
+        /// The span that was given.
+        span: Duration,
     },
-    /// A window was not a whole number of buckets, so no set of buckets could cover exactly it.
-    WindowNotMultipleOfBucket {
-        /// The window that was given.
-        window: Duration,
+    /// A span was not a whole number of buckets, so no set of buckets could cover exactly it.
+    SpanNotMultipleOfBucket {
+        /// The span that was given.
+        span: Duration,
         /// The bucket length that was given.
         bucket: Duration,
     },
-    /// A number of buckets (samples) was zero.
-    ZeroSampleCount,
+    /// A number of buckets was zero.
+    ZeroBuckets,
     /// A number of buckets was above what a structure allocates up front.
-    TooManySamples {
+    TooManyBuckets {
         /// The number that was given.
-        sample_count: u32,
+        buckets: u32,
         /// The largest number accepted.
         max: u32,
     },
-    /// An interval did not split into `sample_count` buckets of a whole number of nanoseconds,
-    /// at least 2 long.
-    IntervalNotDivisible {
-        /// The interval that was given.
-        interval: Duration,
+    /// A span did not split into `buckets` buckets of a whole number of nanoseconds, at least
+    /// 2 long.
+    SpanNotDivisible {
+        /// The span that was given.
+        span: Duration,
         /// The number of buckets it was to be split into.
-        sample_count: u32,
+        buckets: u32,
     },
     /// A rate limit of zero: nothing could ever be admitted.
     ZeroLimit,
@@ -129,25 +129,22 @@ impl fmt::Display for ConfigError {
             ConfigError::ZeroBucket => {
                 f.write_str("the bucket length must be longer than zero, got 0ns")
             }
-            ConfigError::BucketLongerThanWindow { bucket, window } => write!(
+            ConfigError::BucketLongerThanSpan { bucket, span } => write!(
                 f,
-                "the bucket length {bucket:?} is longer than the window {window:?}"
+                "the bucket length {bucket:?} is longer than the span {span:?}"
             ),
-            ConfigError::WindowNotMultipleOfBucket { window, bucket } => write!(
+            ConfigError::SpanNotMultipleOfBucket { span, bucket } => write!(
                 f,
-                "the window {window:?} is not a whole number of buckets of {bucket:?}"
+                "the span {span:?} is not a whole number of buckets of {bucket:?}"
             ),
-            ConfigError::ZeroSampleCount => f.write_str("sample_count must be at least 1, got 0"),
-            ConfigError::TooManySamples { sample_count, max } => {
-                write!(f, "sample_count must be at most {max}, got {sample_count}")
+            ConfigError::ZeroBuckets => f.write_str("buckets must be at least 1, got 0"),
+            ConfigError::TooManyBuckets { buckets, max } => {
+                write!(f, "buckets must be at most {max}, got {buckets}")
             }
-            ConfigError::IntervalNotDivisible {
-                interval,
-                sample_count,
-            } => write!(
+            ConfigError::SpanNotDivisible { span, buckets } => write!(
                 f,
-                "the interval {interval:?} does not split into {sample_count} buckets of a whole \
-                 number of nanoseconds (at least 2ns each)"
+                "the span {span:?} does not split into {buckets} buckets of a whole number of \
+                 nanoseconds (at least 2ns each)"
             ),
             ConfigError::ZeroLimit => f.write_str("the limit must be at least 1, got 0"),
             ConfigError::ZeroBurst => f.write_str("the burst must be at least 1, got 0"),
@@ -192,38 +189,3 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// A time could not be placed on the [`Moment`](crate::Moment) timeline, which runs from its
-/// origin (the Unix epoch, for conversions) for 584 years.
-///
-/// # Example
-///
-/// ```
-/// use std::time::{Duration, UNIX_EPOCH};
-/// use slidewin::Moment;
-///
-/// let err = Moment::try_from(UNIX_EPOCH - Duration::from_secs(1)).unwrap_err();
-/// assert!(err.to_string().contains("before 1970"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TimeRangeError {
-    value: String,
-}
-
-impl TimeRangeError {
-    pub(crate) fn new(value: String) -> TimeRangeError {
-        TimeRangeError { value }
-    }
-}
-
-impl fmt::Display for TimeRangeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} is outside the Moment timeline (0 to u64::MAX nanoseconds from its origin)",
-            self.value
-        )
-    }
-}
-
-impl std::error::Error for TimeRangeError {}

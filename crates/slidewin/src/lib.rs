@@ -39,11 +39,12 @@
 //! | structure | for | figures | threads |
 //! |---|---|---|---|
 //! | [`MovingStat`] | any number: bytes, latencies, reconnects | sum, count, rate, min, max, mean | one owner (`&mut`) |
-//! | [`WindowMetrics`] | requests ([`MetricEvent`]s and response times) | counts and rates per event, RT avg/min/max, exception ratio, buckets | shared (`&self`), lock-free |
+//! | [`WindowMetrics`] | requests ([`MetricEvent`](stats::MetricEvent)s and response times) | counts and rates per event, RT avg/min/max, exception ratio, buckets | shared (`&self`), lock-free |
 //!
 //! ```
 //! use std::time::Duration;
-//! use slidewin::{MetricEvent, Moment, MovingStat, WindowMetrics};
+//! use slidewin::stats::MetricEvent;
+//! use slidewin::{Moment, MovingStat, WindowMetrics};
 //!
 //! let mut reconnects = MovingStat::new(Duration::from_secs(30), Duration::from_secs(1), Moment::ZERO)?;
 //! for i in 0..20 {
@@ -60,15 +61,19 @@
 //! # Intervals and calendar periods
 //!
 //! [`Interval`] is a half-open `[start, end)` over any ordered point (integers, [`Moment`],
-//! [`jiff::Timestamp`]): touching intervals abut but do not overlap, and [`Relation`] names
-//! one of Allen's 13 relations. [`IntervalSet`] merges intervals given in any order and
-//! answers union, intersection, difference and complement in linear merges. [`Period`]
-//! measures years, months, days (and time) between dates or datetimes on jiff's calendar,
-//! with an explicit [`MonthEnd`] convention, and writes itself in words ([`Labels`]).
+//! [`jiff::Timestamp`]): touching intervals abut but do not overlap, and
+//! [`Relation`](interval::Relation) names one of Allen's 13 relations.
+//! [`IntervalSet`](interval::IntervalSet) merges intervals given in any order and answers
+//! union, intersection, difference and complement in linear merges. [`Period`] measures years,
+//! months, days (and time) between dates or datetimes on jiff's calendar, with an explicit
+//! [`MonthEnd`](period::MonthEnd) convention, and writes itself in words
+//! ([`Labels`](period::Labels)).
 //!
 //! ```
 //! use jiff::civil::date;
-//! use slidewin::{Interval, IntervalSet, MonthEnd, Period};
+//! use slidewin::interval::IntervalSet;
+//! use slidewin::period::MonthEnd;
+//! use slidewin::{Interval, Period};
 //!
 //! let busy = IntervalSet::from_iter([Interval::new(9, 10)?, Interval::new(10, 11)?]);
 //! assert_eq!(busy.as_slice(), [Interval::new(9, 11)?]);
@@ -82,17 +87,18 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use slidewin::{Clock, EventWindow, ManualClock, Moment};
+//! use slidewin::time::ManualClock;
+//! use slidewin::{EventWindow, Moment};
 //!
 //! let clock = ManualClock::new(Moment::ZERO);
 //! let mut logins = EventWindow::new(Duration::from_secs(10))?;
 //! for user in ["ann", "bob", "ann"] {
-//!     logins.record(clock.now(), user);
+//!     logins.record_now(&clock, user);
 //!     clock.advance(Duration::from_secs(4));
 //! }
 //! // Now 12 s: the login at 0 s has left (0, 4 and 8 s were recorded).
 //! let mut gone = Vec::new();
-//! logins.expire(clock.now(), |(t, user)| gone.push(format!("{user} at {t}")));
+//! logins.expire_now(&clock, |(t, user)| gone.push(format!("{user} at {t}")));
 //! assert_eq!(gone, ["ann at 0ns"]);
 //! assert_eq!(logins.len(), 2);
 //! # Ok::<(), slidewin::ConfigError>(())
@@ -100,24 +106,21 @@
 
 mod divisor;
 mod error;
-mod event_window;
-mod interval;
+pub mod event_window;
+pub mod interval;
 pub mod limit;
-mod metrics;
-mod moving_stat;
+pub mod period;
 mod slide_vec;
+pub mod stats;
 pub mod time;
 
-pub use error::{ConfigError, TimeRangeError};
-pub use event_window::{EventWindow, Events};
-pub use interval::{
-    Difference, Gaps, Interval, IntervalError, IntervalSet, Labels, MonthEnd, Period, PeriodError,
-    Relation,
-};
+pub use error::ConfigError;
+pub use event_window::EventWindow;
+pub use interval::Interval;
 pub use limit::{Decision, Keyed, Limiter, Quota, SharedLimiter};
-pub use metrics::{MAX_SAMPLE_COUNT, MetricEvent, MetricStats, WindowMetrics};
-pub use moving_stat::{MovingStat, SampleError, Tally};
-pub use time::{Clock, ManualClock, Moment, MonotonicClock, SystemClock};
+pub use period::Period;
+pub use stats::{MovingStat, WindowMetrics};
+pub use time::{Clock, Moment};
 
 // The README's examples are tests too.
 #[doc = include_str!("../../../README.md")]

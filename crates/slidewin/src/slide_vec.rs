@@ -1,10 +1,9 @@
 //! [`SlideVec`]: a `Vec` that also gives up its front in O(1), for windows.
 //!
-//! `VecDeque` was measured first: its index wrapping on every push and every drained element
-//! left `EventWindow` 1.2 to 1.4 times slower than seed 004's plain `Vec` on the seed's
-//! expire-every-100-events workload. Here the events stay contiguous: taking from the front
-//! moves a `head` index past them (as perl's `shift` does), and the buffer is compacted once as
-//! many slots are dead as are live, so each event is copied at most once more.
+//! The events stay contiguous, so that no push or hand-over wraps an index as a `VecDeque`'s
+//! do: taking from the front moves a `head` index past them (as perl's `shift` does), and the
+//! buffer is compacted once as many slots are dead as are live, so each event is copied at
+//! most once more.
 //!
 //! The one `unsafe` idea: slots are `ManuallyDrop`, so a slot behind `head` whose value has been
 //! taken is never dropped again. Everything else is ordinary `Vec` code on the wrappers.
@@ -177,8 +176,8 @@ impl<T> SlideVec<T> {
         if self.buf.capacity() > MIN_CAPACITY && live <= self.buf.capacity() / 4 {
             // A new buffer and a free of the old one rather than `Vec::shrink_to`: glibc
             // shrinks a large block in place with `mremap`, handing its pages to the kernel, so
-            // the next burst faults every page in again (measured: half the time of the burst
-            // workload). A freed block the allocator reuses.
+            // the next burst would fault every page in again. A freed block the allocator
+            // reuses.
             let mut smaller = Vec::with_capacity((2 * live).max(MIN_CAPACITY));
             smaller.extend(self.buf.drain(self.head..));
             self.buf = smaller; // the old buffer holds only dead slots: dropping it drops nothing

@@ -1,15 +1,65 @@
 //! The timeline: [`Moment`], and the clocks that supply it.
 //!
-//! Every structure in this crate takes time as a parameter (`record(t, x)`, `expire(now, f)`),
-//! so tests and replays choose it. A [`Clock`] supplies it at the convenience level.
+//! Every structure of slidewin takes the time as a parameter at its lowest level
+//! (`record(t, payload)`, `expire(now, handler)`, `check(now, cost)`), so that tests and
+//! replays choose it; a [`Clock`] supplies it where you want "now".
+//!
+//! | type | pick it for |
+//! |---|---|
+//! | [`Moment`] | a point on a clock's timeline: whole nanoseconds (a `u64`) since its origin |
+//! | [`Clock`] | anything that reads the time; the `_now` methods take a `&impl Clock` |
+//! | [`MonotonicClock`] | windows and limits inside one process: it never goes back |
+//! | [`SystemClock`] | Unix time, where moments must mean the same in other processes |
+//! | [`ManualClock`] | tests and replays: it moves only when told to |
+//! | [`TimeRangeError`] | a `Duration`, `SystemTime` or `jiff::Timestamp` off the timeline |
+//!
+//! # Explicit time, or a clock
+//!
+//! A method whose name has no suffix takes the time as a parameter (`check(now, cost)`,
+//! `record(t, payload)`, `stats(now)`). The same name ending in `_now` reads the time from a
+//! clock instead: a `&impl Clock` you pass in memory (`check_now(&clock, cost)`), the Redis
+//! server's `TIME` on Redis (`check_now(&rules, key, cost)`). Every method that takes a time
+//! has its `_now` twin. In memory an explicit time is on the clock's own timeline (any
+//! origin); on Redis it is on the Unix timeline (a `Moment` since 1970-01-01 UTC, taken at its
+//! microsecond), because the server's clock is.
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidewin::time::{Clock, ManualClock, Moment};
+//! use slidewin::EventWindow;
+//!
+//! let clock = ManualClock::new(Moment::from_secs(100));
+//! let mut logins = EventWindow::new(Duration::from_secs(10))?;
+//! logins.record(Moment::from_secs(95), "ann"); // an explicit time
+//! logins.record_now(&clock, "bob"); // the clock's: 100 s
+//! clock.advance(Duration::from_secs(6));
+//! assert_eq!(logins.count_in_now(&clock), 1); // (96 s, 106 s] holds bob only
+//! assert_eq!(logins.count_in(clock.now()), 1); // the same, read by hand
+//! # Ok::<(), slidewin::ConfigError>(())
+//! ```
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidewin::time::{Clock, ManualClock, Moment};
+//!
+//! let clock = ManualClock::new(Moment::from_secs(100));
+//! let deadline = clock.now() + Duration::from_secs(30);
+//! clock.advance(Duration::from_secs(45));
+//! assert_eq!(clock.now() - deadline, Duration::from_secs(15));
+//!
+//! // Unix time converts both ways, through `SystemTime` or `jiff::Timestamp`.
+//! let ts: jiff::Timestamp = "2026-11-30T00:00:00Z".parse()?;
+//! assert_eq!(Moment::try_from(ts)?, Moment::from_secs(1_795_996_800));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use crate::error::TimeRangeError;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 const NANOS_PER_MILLI: u64 = 1_000_000;
@@ -318,6 +368,41 @@ impl From<Moment> for jiff::Timestamp {
     }
 }
 
+/// A time could not be placed on the [`Moment`] timeline, which runs from its origin (the Unix
+/// epoch, for conversions) for 584 years.
+///
+/// # Example
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use slidewin::Moment;
+///
+/// let err = Moment::try_from(UNIX_EPOCH - Duration::from_secs(1)).unwrap_err();
+/// assert!(err.to_string().contains("before 1970"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimeRangeError {
+    value: String,
+}
+
+impl TimeRangeError {
+    pub(crate) fn new(value: String) -> TimeRangeError {
+        TimeRangeError { value }
+    }
+}
+
+impl fmt::Display for TimeRangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} is outside the Moment timeline (0 to u64::MAX nanoseconds from its origin)",
+            self.value
+        )
+    }
+}
+
+impl std::error::Error for TimeRangeError {}
+
 /// A source of [`Moment`]s.
 ///
 /// Structures take time explicitly at their lowest level; a `Clock` supplies it where a
@@ -327,7 +412,8 @@ impl From<Moment> for jiff::Timestamp {
 /// # Example
 ///
 /// ```
-/// use slidewin::{Clock, ManualClock, Moment};
+/// use slidewin::time::ManualClock;
+/// use slidewin::{Clock, Moment};
 ///
 /// fn stamp(clock: &impl Clock) -> Moment {
 ///     clock.now()
@@ -368,7 +454,8 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 /// # Example
 ///
 /// ```
-/// use slidewin::{Clock, MonotonicClock};
+/// use slidewin::time::MonotonicClock;
+/// use slidewin::Clock;
 ///
 /// let clock = MonotonicClock;
 /// let a = clock.now();
@@ -395,7 +482,8 @@ impl Clock for MonotonicClock {
 /// # Example
 ///
 /// ```
-/// use slidewin::{Clock, Moment, SystemClock};
+/// use slidewin::time::SystemClock;
+/// use slidewin::{Clock, Moment};
 ///
 /// let now = SystemClock.now();
 /// assert!(now > Moment::from_secs(1_600_000_000)); // after September 2020
@@ -418,7 +506,8 @@ impl Clock for SystemClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{Clock, ManualClock, Moment};
+/// use slidewin::time::ManualClock;
+/// use slidewin::{Clock, Moment};
 ///
 /// let clock = ManualClock::new(Moment::ZERO);
 /// let shared = clock.clone();
@@ -436,7 +525,8 @@ impl ManualClock {
     /// A clock reading `start`.
     ///
     /// ```
-    /// use slidewin::{Clock, ManualClock, Moment};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment};
     /// assert_eq!(ManualClock::new(Moment::from_secs(3)).now(), Moment::from_secs(3));
     /// ```
     #[must_use]
@@ -449,7 +539,8 @@ impl ManualClock {
     /// Moves the clock to `t`, forwards or backwards.
     ///
     /// ```
-    /// use slidewin::{Clock, ManualClock, Moment};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment};
     /// let clock = ManualClock::default();
     /// clock.set(Moment::from_millis(250));
     /// assert_eq!(clock.now(), Moment::from_millis(250));
@@ -466,7 +557,8 @@ impl ManualClock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{ManualClock, Moment};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::Moment;
     /// let clock = ManualClock::default();
     /// assert_eq!(clock.advance(Duration::from_secs(2)), Moment::from_secs(2));
     /// ```
@@ -480,7 +572,8 @@ impl ManualClock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, Moment};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment};
     /// let clock = ManualClock::new(Moment::MAX);
     /// assert_eq!(clock.checked_advance(Duration::from_nanos(1)), None);
     /// assert_eq!(clock.now(), Moment::MAX);

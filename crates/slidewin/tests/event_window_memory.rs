@@ -1,5 +1,6 @@
-//! Seed 004's memory requirement, measured: after a burst of 200,000 events expires down to 10,
-//! the window holds at most 4 KiB (the seed's array kept 1.75 MB).
+//! The memory requirement of Perl's `LinkedList::Single` sliding-window example, measured: after
+//! a burst of 200,000 events expires down to 10, the window holds at most 4 KiB (the example's
+//! perl array kept 1.75 MB).
 
 #[path = "../benches/support/counting_alloc.rs"]
 mod counting_alloc;
@@ -13,7 +14,7 @@ use slidewin::{EventWindow, Moment};
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 #[test]
-fn seed004_burst_memory_comes_back() {
+fn linkedlist_single_burst_memory_comes_back() {
     let (mut window, at_peak) = held_after(|| {
         let mut window = EventWindow::new(Duration::from_nanos(1_000)).unwrap();
         for i in 0..200_000u64 {

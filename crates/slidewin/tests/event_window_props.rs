@@ -1,7 +1,7 @@
 //! `EventWindow` against a plain `Vec` reference over random sequences of records (in order,
 //! late, equal times), expires (forward, backward, at the boundary), bursts and huge jumps:
-//! the same contents, counts and handler calls after every step. Seed 004's `20-vs-array.t`,
-//! randomized.
+//! the same contents, counts and handler calls after every step: `20-vs-array.t` of Perl's
+//! `LinkedList::Single` sliding-window example, randomized.
 
 use std::time::Duration;
 

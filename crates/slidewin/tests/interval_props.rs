@@ -2,7 +2,8 @@
 //! as bitsets (bit `p` is set when `p` is inside).
 
 use proptest::prelude::*;
-use slidewin::{Interval, IntervalSet, Relation};
+use slidewin::Interval;
+use slidewin::interval::{IntervalSet, Relation};
 
 const POINTS: u8 = 20;
 

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use loom::sync::Arc;
 use loom::thread;
-use slidewin::{MetricEvent, Moment, WindowMetrics};
+use slidewin::stats::MetricEvent;
+use slidewin::{Moment, WindowMetrics};
 
 const PASS: MetricEvent = MetricEvent::Pass;
 

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use slidewin::{MetricEvent, Moment, WindowMetrics};
+use slidewin::stats::MetricEvent;
+use slidewin::{Moment, WindowMetrics};
 
 const THREADS: u64 = 4;
 const PASS: MetricEvent = MetricEvent::Pass;

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use slidewin::{ConfigError, MetricEvent, Moment, WindowMetrics};
+use slidewin::stats::MetricEvent;
+use slidewin::{ConfigError, Moment, WindowMetrics};
 
 fn ms(m: u64) -> Moment {
     Moment::from_millis(m)
@@ -16,9 +17,9 @@ fn sentinel_default() -> WindowMetrics {
 
 const PASS: MetricEvent = MetricEvent::Pass;
 
-/// A bucket covers `[start, start + len)` and is valid while `now < start + interval`. Sentinel
-/// deprecated a bucket only when `now - start > interval`, so exactly on a boundary it summed
-/// `sample_count + 1` buckets (PR #3480).
+/// A bucket covers `[start, start + len)` and is valid while `now < start + span`. Sentinel
+/// deprecated a bucket only when `now - start > interval` (its name for the span), so exactly on
+/// a boundary it summed `sampleCount + 1` buckets (PR #3480).
 #[test]
 fn sentinel_pr3480_bucket_boundary() {
     let m = sentinel_default();
@@ -32,7 +33,7 @@ fn sentinel_pr3480_bucket_boundary() {
     assert_eq!(m.buckets(ms(1_000)).len(), 1);
 }
 
-/// With `sample_count = 1`, Sentinel's `getPreviousWindow` found the current bucket (the ring
+/// With one bucket (`sampleCount = 1`), Sentinel's `getPreviousWindow` found the current bucket (the ring
 /// has one slot) and returned it as the previous one (#3309). Here the previous bucket is the
 /// one before the current, or nothing once its slot has been taken.
 #[test]
@@ -386,26 +387,26 @@ fn min_and_max_rt_past_78_hours_read_saturated_not_smaller() {
 
 #[test]
 fn bad_configurations_are_errors_naming_the_value() {
-    let new = |interval: Duration, n: u32| WindowMetrics::new(interval, n, Moment::ZERO);
+    let new = |span: Duration, n: u32| WindowMetrics::new(span, n, Moment::ZERO);
     assert_eq!(new(Duration::ZERO, 2).unwrap_err(), ConfigError::ZeroSpan);
     assert_eq!(
         new(Duration::from_secs(1), 0).unwrap_err().to_string(),
-        "sample_count must be at least 1, got 0"
+        "buckets must be at least 1, got 0"
     );
     assert_eq!(
         new(Duration::from_secs(1), 70_000).unwrap_err().to_string(),
-        "sample_count must be at most 65536, got 70000"
+        "buckets must be at most 65536, got 70000"
     );
     assert_eq!(
         new(Duration::from_nanos(1_000), 3).unwrap_err(),
-        ConfigError::IntervalNotDivisible {
-            interval: Duration::from_nanos(1_000),
-            sample_count: 3
+        ConfigError::SpanNotDivisible {
+            span: Duration::from_nanos(1_000),
+            buckets: 3
         }
     );
     assert!(matches!(
         new(Duration::from_nanos(2), 2).unwrap_err(),
-        ConfigError::IntervalNotDivisible { .. }
+        ConfigError::SpanNotDivisible { .. }
     ));
     assert!(matches!(
         new(Duration::MAX, 2).unwrap_err(),
@@ -413,10 +414,10 @@ fn bad_configurations_are_errors_naming_the_value() {
     ));
     let m = new(Duration::from_secs(60), 60).unwrap();
     assert_eq!(
-        (m.interval(), m.bucket(), m.sample_count()),
+        (m.span(), m.bucket(), m.bucket_count()),
         (Duration::from_secs(60), Duration::from_secs(1), 60)
     );
-    assert!(format!("{m:?}").contains("interval: 60s"));
+    assert!(format!("{m:?}").contains("span: 60s, buckets: 60"));
 }
 
 #[test]

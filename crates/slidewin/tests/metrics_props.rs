@@ -2,7 +2,7 @@
 //! of events, response times and reads, in order, late, far too late and after jumps:
 //!
 //! * the window's figures are exactly those of the events whose bucket is one of the
-//!   `sample_count` buckets ending at `now`'s (with the rule for late events below);
+//!   `buckets` buckets ending at `now`'s (with the rule for late events below);
 //! * so they are never above the exact window `(now - interval, now]`, and below it by at most
 //!   the events of one bucket;
 //! * the buckets, the current and the previous bucket are those the list says.
@@ -14,7 +14,8 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use slidewin::{MetricEvent, MetricStats, Moment, WindowMetrics};
+use slidewin::stats::{MetricEvent, MetricStats};
+use slidewin::{Moment, WindowMetrics};
 
 #[derive(Clone, Debug)]
 enum Op {

@@ -1,9 +1,12 @@
-//! `MovingStat` at its edges, the seed's two tests as written, and a regression test for each
-//! of the three bugs of Facebook's version (seed 000).
+//! `MovingStat` at its edges, the two tests of the article that reads Facebook's `MovingStat`
+//! ("Học từ Facebook #69") as written, and a regression test for each of the three bugs of
+//! Facebook's version.
 
 use std::time::Duration;
 
-use slidewin::{Clock, ConfigError, ManualClock, Moment, MovingStat, SampleError};
+use slidewin::stats::SampleError;
+use slidewin::time::ManualClock;
+use slidewin::{Clock, ConfigError, Moment, MovingStat};
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -13,13 +16,13 @@ fn ms(m: u64) -> Moment {
     Moment::from_millis(m)
 }
 
-fn stat(window: u64, bucket: u64) -> MovingStat {
-    MovingStat::new(secs(window), secs(bucket), Moment::ZERO).unwrap()
+fn stat(span: u64, bucket: u64) -> MovingStat {
+    MovingStat::new(secs(span), secs(bucket), Moment::ZERO).unwrap()
 }
 
-/// The seed's first test: 30 events 100 ms apart read as sum 30 at 10/s; 61 s later, all zero.
+/// The article's first test: 30 events 100 ms apart read as sum 30 at 10/s; 61 s later, all zero.
 #[test]
-fn seed_test_rate_over_elapsed_time_then_zero_after_silence() {
+fn fb_article_rate_over_elapsed_time_then_zero_after_silence() {
     let clock = ManualClock::new(Moment::ZERO);
     let mut s = MovingStat::new(secs(60), secs(1), clock.now()).unwrap();
     for _ in 0..30 {
@@ -33,9 +36,9 @@ fn seed_test_rate_over_elapsed_time_then_zero_after_silence() {
     assert_eq!((t.sum(), t.count(), t.buckets()), (0.0, 0, 0));
 }
 
-/// The seed's second test: 5 at 0 s and 7 at 5 s, window 10 s, read at 11.5 s: sum 7.
+/// The article's second test: 5 at 0 s and 7 at 5 s, span 10 s, read at 11.5 s: sum 7.
 #[test]
-fn seed_test_only_expired_buckets_leave() {
+fn fb_article_only_expired_buckets_leave() {
     let mut s = stat(10, 1);
     s.add(Moment::ZERO, 5.0).unwrap();
     s.add(Moment::from_secs(5), 7.0).unwrap();
@@ -315,19 +318,19 @@ fn bad_configurations_are_errors_naming_the_value() {
     let err = MovingStat::new(secs(1), secs(2), Moment::ZERO).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the bucket length 2s is longer than the window 1s"
+        "the bucket length 2s is longer than the span 1s"
     );
     let err = MovingStat::new(secs(10), Duration::from_millis(3_000), Moment::ZERO).unwrap_err();
     assert_eq!(
         err,
-        ConfigError::WindowNotMultipleOfBucket {
-            window: secs(10),
+        ConfigError::SpanNotMultipleOfBucket {
+            span: secs(10),
             bucket: secs(3)
         }
     );
     let err = MovingStat::new(Duration::MAX, secs(1), Moment::ZERO).unwrap_err();
     assert!(matches!(err, ConfigError::SpanTooLong { .. }), "{err}");
-    // A bucket as long as the window is fine: one bucket, counted while any instant is inside.
+    // A bucket as long as the span is fine: one bucket, counted while any instant is inside.
     assert!(MovingStat::new(secs(1), secs(1), Moment::ZERO).is_ok());
 }
 
@@ -336,7 +339,7 @@ fn debug_shows_the_configuration() {
     let s = stat(10, 1);
     let debug = format!("{s:?}");
     assert!(
-        debug.contains("window: 10s") && debug.contains("bucket: 1s"),
+        debug.contains("span: 10s") && debug.contains("bucket: 1s"),
         "{debug}"
     );
 }

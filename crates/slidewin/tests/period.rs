@@ -1,9 +1,11 @@
-//! Period: seed 000's examples and bugs as regressions, the two month-end conventions,
+//! Period: the examples and bugs of Facebook's `TimeInterval` (as the article "Học từ Facebook
+//! #69" reads it) as regressions, the two month-end conventions,
 //! daylight-saving changes, negative periods, humanized text.
 
 use jiff::civil::{Date, date};
 use jiff::{Span, ZonedDateTime};
-use slidewin::{Labels, MonthEnd, Period, PeriodError};
+use slidewin::Period;
+use slidewin::period::{Labels, MonthEnd, PeriodError};
 
 fn dates(a: Date, b: Date, m: MonthEnd) -> (i64, i64, i64) {
     let p = Period::between_dates(a, b, m).unwrap();
@@ -14,34 +16,34 @@ fn zoned(s: &str) -> ZonedDateTime {
     s.parse().unwrap()
 }
 
-/// Days from one date to another: what seed 000's naive count starts from.
+/// Days from one date to another: what the article's `naivePeriod` starts from.
 fn days_between(a: Date, b: Date) -> i64 {
     i64::from(a.until(b).unwrap().get_days())
 }
 
 #[test]
-fn fb_seed_2000_05_15_to_2026_10_28_is_26y_5m_13d() {
+fn fb_timeinterval_2000_05_15_to_2026_10_28_is_26y_5m_13d() {
     let (a, b) = (date(2000, 5, 15), date(2026, 10, 28));
     for m in [MonthEnd::Clamp, MonthEnd::Strict] {
         assert_eq!(dates(a, b, m), (26, 5, 13));
     }
-    // The bug the seed warns about: 30-day months give 26 years 10 months 2 days.
+    // The bug the article warns about: 30-day months give 26 years 10 months 2 days.
     let days = days_between(a, b);
     let months = days / 30;
     assert_eq!((months / 12, months % 12, days - months * 30), (26, 10, 2));
 }
 
 #[test]
-fn fb_seed_2026_01_31_to_2026_03_01_is_1m_1d() {
+fn fb_timeinterval_2026_01_31_to_2026_03_01_is_1m_1d() {
     let (a, b) = (date(2026, 1, 31), date(2026, 3, 1));
     assert_eq!(dates(a, b, MonthEnd::Clamp), (0, 1, 1));
     assert_eq!(dates(a, b, MonthEnd::Strict), (0, 1, 1));
-    // The seed's naivePeriod gives 29 days.
+    // The article's `naivePeriod` gives 29 days.
     assert_eq!(days_between(a, b), 29);
 }
 
 #[test]
-fn fb_seed_leap_day_2024_02_29_to_2025_02_28_is_one_year_under_clamp() {
+fn fb_timeinterval_leap_day_2024_02_29_to_2025_02_28_is_one_year_under_clamp() {
     let (a, b) = (date(2024, 2, 29), date(2025, 2, 28));
     assert_eq!(dates(a, b, MonthEnd::Clamp), (1, 0, 0));
     assert_eq!(dates(a, b, MonthEnd::Strict), (0, 11, 30));
@@ -51,7 +53,7 @@ fn fb_seed_leap_day_2024_02_29_to_2025_02_28_is_one_year_under_clamp() {
 }
 
 #[test]
-fn fb_seed_months_are_added_from_the_start_never_month_by_month() {
+fn fb_timeinterval_months_are_added_from_the_start_never_month_by_month() {
     let jan31 = date(2026, 1, 31);
     let one = Span::new().months(1);
     let stepwise = jan31.checked_add(one).unwrap().checked_add(one).unwrap();

@@ -5,7 +5,8 @@ use jiff::civil::{Date, DateTime, date};
 use jiff::tz::TimeZone;
 use jiff::{Span, Unit, ZonedDateTime};
 use proptest::prelude::*;
-use slidewin::{MonthEnd, Period};
+use slidewin::Period;
+use slidewin::period::MonthEnd;
 
 /// A date from 1900 to about 2100 (so every day of month 1..=31 comes up).
 fn any_date() -> impl Strategy<Value = Date> {

@@ -9,13 +9,14 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use slidewin::{MetricEvent, Moment};
+use slidewin::Moment;
+use slidewin::stats::MetricEvent;
 
 /// A ring of buckets behind a mutex, with `WindowMetrics`'s rules for counts: aligned buckets,
-/// the `sample_count` buckets ending at `now`'s valid, late events counted in the newest.
+/// the `buckets` buckets ending at `now`'s valid, late events counted in the newest.
 pub struct MutexMetrics {
     bucket: u64,
-    samples: u64,
+    buckets: u64,
     start: u64,
     ring: Mutex<Ring>,
 }
@@ -27,27 +28,27 @@ struct Ring {
 }
 
 impl MutexMetrics {
-    pub fn new(interval: Duration, sample_count: u64, start: Moment) -> MutexMetrics {
-        let bucket = u64::try_from(interval.as_nanos()).unwrap() / sample_count;
+    pub fn new(span: Duration, buckets: u64, start: Moment) -> MutexMetrics {
+        let bucket = u64::try_from(span.as_nanos()).unwrap() / buckets;
         MutexMetrics {
             bucket,
-            samples: sample_count,
+            buckets,
             start: start.as_nanos(),
             ring: Mutex::new(Ring {
                 newest: start.as_nanos() / bucket,
-                slots: vec![(0, [0; 4]); usize::try_from(sample_count).unwrap()],
+                slots: vec![(0, [0; 4]); usize::try_from(buckets).unwrap()],
             }),
         }
     }
 
     fn index(&self, epoch: u64) -> usize {
-        usize::try_from(epoch % self.samples).unwrap()
+        usize::try_from(epoch % self.buckets).unwrap()
     }
 
     pub fn add(&self, t: Moment, event: MetricEvent, n: u64) {
         let mut epoch = t.as_nanos() / self.bucket;
         let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        if epoch + self.samples <= ring.newest {
+        if epoch + self.buckets <= ring.newest {
             epoch = ring.newest;
         }
         ring.newest = ring.newest.max(epoch);
@@ -62,7 +63,7 @@ impl MutexMetrics {
     pub fn rate(&self, now: Moment, event: MetricEvent) -> f64 {
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         let top = (now.as_nanos() / self.bucket).max(ring.newest);
-        let bottom = top.saturating_sub(self.samples - 1);
+        let bottom = top.saturating_sub(self.buckets - 1);
         let sum: u64 = ring
             .slots
             .iter()
@@ -77,7 +78,7 @@ impl MutexMetrics {
 
 /// Every event kept in a deque, expired from the front; `tally` scans what is left.
 pub struct NaiveStat {
-    window: u64,
+    span: u64,
     start: u64,
     events: VecDeque<(u64, f64)>,
 }
@@ -93,9 +94,9 @@ pub struct Figures {
 }
 
 impl NaiveStat {
-    pub fn new(window: Duration, start: Moment) -> NaiveStat {
+    pub fn new(span: Duration, start: Moment) -> NaiveStat {
         NaiveStat {
-            window: u64::try_from(window.as_nanos()).unwrap(),
+            span: u64::try_from(span.as_nanos()).unwrap(),
             start: start.as_nanos(),
             events: VecDeque::new(),
         }
@@ -107,7 +108,7 @@ impl NaiveStat {
     }
 
     fn expire(&mut self, now: u64) {
-        if let Some(cutoff) = now.checked_sub(self.window) {
+        if let Some(cutoff) = now.checked_sub(self.span) {
             while self.events.front().is_some_and(|&(t, _)| t <= cutoff) {
                 self.events.pop_front();
             }
@@ -129,7 +130,7 @@ impl NaiveStat {
             figures.min = Some(figures.min.map_or(x, |m: f64| m.min(x)));
             figures.max = Some(figures.max.map_or(x, |m: f64| m.max(x)));
         }
-        let from = now.as_nanos().saturating_sub(self.window).max(self.start);
+        let from = now.as_nanos().saturating_sub(self.span).max(self.start);
         let covered = now.as_nanos().saturating_sub(from).max(1);
         figures.rate = figures.sum * 1e9 / covered as f64;
         figures

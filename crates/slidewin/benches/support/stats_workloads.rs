@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sentinel_core::base::{MetricEvent as SentinelEvent, ReadStat, ResourceType, WriteStat};
-use slidewin::{Clock, MetricEvent, Moment, MovingStat, WindowMetrics};
+use slidewin::stats::MetricEvent;
+use slidewin::{Clock, Moment, MovingStat, WindowMetrics};
 
 #[path = "stats_baselines.rs"]
 mod stats_baselines;
@@ -82,13 +83,13 @@ pub fn sentinel_qps(node: &impl ReadStat) -> f64 {
     node.qps(SentinelEvent::Pass)
 }
 
-/// A ring of `samples` buckets over `samples` seconds with every bucket recorded in, and the
+/// A ring of `buckets` buckets over `buckets` seconds with every bucket recorded in, and the
 /// time to read it at (mid-bucket).
-pub fn filled(samples: u32) -> (WindowMetrics, MutexMetrics, Moment) {
-    let interval = Duration::from_secs(u64::from(samples));
-    let ours = WindowMetrics::new(interval, samples, Moment::ZERO).unwrap();
-    let mutex = MutexMetrics::new(interval, u64::from(samples), Moment::ZERO);
-    for ms in 0..u64::from(samples) * 1_000 {
+pub fn filled(buckets: u32) -> (WindowMetrics, MutexMetrics, Moment) {
+    let span = Duration::from_secs(u64::from(buckets));
+    let ours = WindowMetrics::new(span, buckets, Moment::ZERO).unwrap();
+    let mutex = MutexMetrics::new(span, u64::from(buckets), Moment::ZERO);
+    for ms in 0..u64::from(buckets) * 1_000 {
         let t = Moment::from_millis(ms);
         ours.add(t, MetricEvent::Pass, 1);
         mutex.add(t, MetricEvent::Pass, 1);
@@ -96,7 +97,7 @@ pub fn filled(samples: u32) -> (WindowMetrics, MutexMetrics, Moment) {
     (
         ours,
         mutex,
-        Moment::from_millis(u64::from(samples) * 1_000 - 500),
+        Moment::from_millis(u64::from(buckets) * 1_000 - 500),
     )
 }
 

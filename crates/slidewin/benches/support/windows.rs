@@ -1,5 +1,5 @@
-//! Seed 004's workloads, and the two in-repo baselines they are measured against: the seed's
-//! array algorithm (a `Vec`, a scan from the front and a `drain`) and its list algorithm
+//! The workloads of Perl's `LinkedList::Single` sliding-window example, and the two in-repo
+//! baselines they are measured against: the example's array algorithm (a `Vec`, a scan from the front and a `drain`) and its list algorithm
 //! (`std::collections::LinkedList`, cut where the first live event begins).
 
 // Shared by several bench and test crates, each of which uses a part.
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use slidewin::{EventWindow, Moment};
 
-/// The window of seed 004's workloads: 1,000 time units (nanoseconds here).
+/// The span of the example's workloads: 1,000 time units (nanoseconds here).
 pub const SPAN: u64 = 1_000;
 
 /// What the workloads need of a window: time in whole units, a `u64` payload.
@@ -42,7 +42,7 @@ impl Window for EventWindow<u64> {
     }
 }
 
-/// Seed 004's array version: push at the end; count the expired prefix from the front, take it
+/// The example's array version: push at the end; count the expired prefix from the front, take it
 /// off with one `drain` (perl's `splice`), hand each to the handler.
 pub struct VecWindow {
     span: u64,
@@ -80,7 +80,7 @@ impl Window for VecWindow {
     }
 }
 
-/// Seed 004's list version: return early when the first event is live; otherwise find the
+/// The example's list version: return early when the first event is live; otherwise find the
 /// first live node, cut the list there, keep the live part and consume the dead one.
 pub struct ListWindow {
     span: u64,

@@ -1,4 +1,5 @@
-//! A login throttle on an exact sliding window (seed 004): a user is refused after 3 failed
+//! A login throttle on an exact sliding window (the job of Perl's `LinkedList::Single`
+//! sliding-window example): a user is refused after 3 failed
 //! attempts in the last 10 seconds, and the program says when old attempts are forgotten.
 //!
 //! ```text

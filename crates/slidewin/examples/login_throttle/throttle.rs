@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::time::Duration;
 
-use slidewin::{Clock, EventWindow, Moment, MonotonicClock};
+use slidewin::time::MonotonicClock;
+use slidewin::{Clock, EventWindow, Moment};
 
 /// The one user with a password; every other login fails.
 const USER: &str = "alice";

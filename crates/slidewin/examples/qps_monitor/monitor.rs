@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use slidewin::{MetricEvent, Moment, WindowMetrics};
+use slidewin::stats::MetricEvent;
+use slidewin::{Moment, WindowMetrics};
 
 /// One simulated request: arrives at `at`, is let through or blocked, and if let through
 /// completes `rt` later, with or without an exception.

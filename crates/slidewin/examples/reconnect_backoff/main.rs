@@ -1,5 +1,6 @@
-//! The reconnect self-throttle of seed 000: a client counts its connection's closes in a
-//! `MovingStat` of 30 s, and when they come at 1 per second or more it stops retrying for 30 s.
+//! The reconnect self-throttle of Facebook's chat client (its `ChannelManager`): a client
+//! counts its connection's closes in a `MovingStat` of 30 s, and when they come at 1 per second
+//! or more it stops retrying for 30 s.
 //! Driven by a simulated server that drops every connection between 2 s and 60 s.
 //! Deterministic: the time is simulated.
 //!

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use slidewin::{Moment, MovingStat};
 
-/// Closes per second at or above which the client backs off (the seed's
+/// Closes per second at or above which the client backs off (Facebook's
 /// `MAX_CHANNEL_STATES_PER_SEC`).
 pub(crate) const THRESHOLD: f64 = 1.0;
 /// The window the closes are counted over, and how long a back-off lasts.

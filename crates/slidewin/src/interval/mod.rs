@@ -1,17 +1,38 @@
-//! Half-open intervals, sets of them, and calendar periods (seed 000's `TimeInterval`).
+//! Half-open intervals `[start, end)` over any ordered point, and sets of them.
 //!
-//! [`Interval`] is `[start, end)` over any ordered, copyable point type; [`Relation`] names how
-//! two intervals sit (Allen's 13 relations); [`IntervalSet`] keeps a union of intervals merged
-//! and sorted. [`Period`] measures the calendar distance between two dates or datetimes on
-//! [`jiff`], with an explicit [`MonthEnd`] convention.
+//! Everything follows one rule, from Facebook's `TimeInterval`: two intervals are compared by
+//! `max(starts)` against `min(ends)`. So touching intervals (`[9, 10)` and `[10, 11)`) *abut*
+//! but do not *overlap*, and still union into one piece. For calendar distances (years,
+//! months, days between two dates) see [`period`](crate::period).
+//!
+//! | type | pick it for |
+//! |---|---|
+//! | [`Interval`] | one interval over integers, [`Moment`], [`jiff::Timestamp`], dates: contains, overlaps, intersect, union, gap, length |
+//! | [`Relation`] | how two intervals sit: one of Allen's 13 relations |
+//! | [`IntervalSet`] | a union of intervals given in any order, merged; union, intersection, difference, complement in linear merges |
+//! | [`Gaps`] | the gaps between a set's pieces |
+//! | [`Difference`] | a point type whose intervals have a length |
+//! | [`IntervalError`] | a start after its end, naming both |
+//!
+//! # Example
+//!
+//! ```
+//! use slidewin::Interval;
+//! use slidewin::interval::{IntervalSet, Relation};
+//!
+//! let busy: IntervalSet<i32> = [(13, 14), (9, 10), (10, 11)]
+//!     .into_iter()
+//!     .map(|(s, e)| Interval::new(s, e))
+//!     .collect::<Result<_, _>>()?;
+//! assert_eq!(busy.to_string(), "{[9, 11), [13, 14)}");
+//! assert_eq!(busy.complement(Interval::new(8, 18)?).to_string(), "{[8, 9), [11, 13), [14, 18)}");
+//! assert_eq!(Interval::new(9, 10)?.relation(&Interval::new(10, 11)?), Relation::Meets);
+//! # Ok::<(), slidewin::interval::IntervalError<i32>>(())
+//! ```
 
-mod humanize;
-mod period;
 mod relation;
 mod set;
 
-pub use humanize::Labels;
-pub use period::{MonthEnd, Period, PeriodError};
 pub use relation::Relation;
 pub use set::{Gaps, IntervalSet};
 
@@ -27,14 +48,15 @@ use crate::time::Moment;
 /// place, so it can touch, start or end another interval. Any ordered, copyable type works as
 /// the point type: integers, [`Moment`], [`jiff::Timestamp`], [`jiff::civil::Date`].
 ///
-/// Comparisons follow seed 000: everything is decided by `max(starts)` against `min(ends)`.
+/// Comparisons follow Facebook's `TimeInterval`: everything is decided by `max(starts)` against `min(ends)`.
 /// Touching intervals (`[9, 10)` and `[10, 11)`) *abut* but do not *overlap*, and still
 /// [`union`](Interval::union) into one piece.
 ///
 /// # Example
 ///
 /// ```
-/// use slidewin::{Interval, Relation};
+/// use slidewin::interval::Relation;
+/// use slidewin::Interval;
 ///
 /// let nine = Interval::new(9, 10)?;
 /// let ten = Interval::new(10, 11)?;
@@ -43,7 +65,7 @@ use crate::time::Moment;
 /// assert_eq!(nine.union(&ten), Some(Interval::new(9, 11)?));
 /// assert_eq!(nine.relation(&ten), Relation::Meets);
 /// assert_eq!(nine.length(), 1);
-/// # Ok::<(), slidewin::IntervalError<i32>>(())
+/// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Interval<T> {
@@ -60,7 +82,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// assert!(Interval::new(3, 3)?.is_empty());
     /// let err = Interval::new(5, 2).unwrap_err();
     /// assert_eq!(err.to_string(), "interval start 5 is after its end 2");
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     pub fn new(start: T, end: T) -> Result<Interval<T>, IntervalError<T>> {
         if start > end {
@@ -90,7 +112,7 @@ impl<T: Ord + Copy> Interval<T> {
     ///
     /// ```
     /// assert_eq!(slidewin::Interval::new(1, 4)?.start(), 1);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn start(&self) -> T {
@@ -101,7 +123,7 @@ impl<T: Ord + Copy> Interval<T> {
     ///
     /// ```
     /// assert_eq!(slidewin::Interval::new(1, 4)?.end(), 4);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn end(&self) -> T {
@@ -113,7 +135,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// ```
     /// let iv = slidewin::Interval::new(1, 4)?;
     /// assert!(iv.contains(1) && iv.contains(3) && !iv.contains(4) && !iv.contains(0));
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn contains(&self, t: T) -> bool {
@@ -128,7 +150,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// let day = Interval::new(0, 24)?;
     /// assert!(day.encloses(&Interval::new(9, 17)?));
     /// assert!(!day.encloses(&Interval::new(20, 26)?));
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn encloses(&self, other: &Interval<T>) -> bool {
@@ -141,7 +163,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// use slidewin::Interval;
     /// assert!(Interval::new(2, 2)?.is_empty());
     /// assert!(!Interval::new(2, 3)?.is_empty());
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -157,7 +179,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// assert!(Interval::new(5, 9)?.abuts(&a));
     /// assert!(!a.abuts(&Interval::new(4, 9)?)); // they overlap
     /// assert!(!a.abuts(&Interval::new(6, 9)?)); // a gap between
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn abuts(&self, other: &Interval<T>) -> bool {
@@ -172,7 +194,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// let a = Interval::new(0, 5)?;
     /// assert!(a.overlaps(&Interval::new(4, 9)?));
     /// assert!(!a.overlaps(&Interval::new(5, 9)?));
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn overlaps(&self, other: &Interval<T>) -> bool {
@@ -188,7 +210,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// assert_eq!(a.intersect(&Interval::new(3, 9)?), Some(Interval::new(3, 5)?));
     /// assert_eq!(a.intersect(&Interval::new(5, 9)?), Some(Interval::empty(5)));
     /// assert_eq!(a.intersect(&Interval::new(6, 9)?), None);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn intersect(&self, other: &Interval<T>) -> Option<Interval<T>> {
@@ -205,7 +227,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// assert_eq!(a.gap(&Interval::new(15, 20)?), Some(Interval::new(10, 15)?));
     /// assert_eq!(Interval::new(15, 20)?.gap(&a), Some(Interval::new(10, 15)?));
     /// assert_eq!(a.gap(&Interval::new(10, 20)?), None);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn gap(&self, other: &Interval<T>) -> Option<Interval<T>> {
@@ -220,7 +242,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// use slidewin::Interval;
     /// let hull = Interval::new(0, 2)?.hull(&Interval::new(7, 9)?);
     /// assert_eq!(hull, Interval::new(0, 9)?);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn hull(&self, other: &Interval<T>) -> Interval<T> {
@@ -238,7 +260,7 @@ impl<T: Ord + Copy> Interval<T> {
     /// let a = Interval::new(9, 10)?;
     /// assert_eq!(a.union(&Interval::new(10, 11)?), Some(Interval::new(9, 11)?));
     /// assert_eq!(a.union(&Interval::new(12, 13)?), None);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn union(&self, other: &Interval<T>) -> Option<Interval<T>> {
@@ -250,12 +272,13 @@ impl<T: Ord + Copy> Interval<T> {
     /// See [`Relation`] for how empty intervals are classified.
     ///
     /// ```
-    /// use slidewin::{Interval, Relation};
+    /// use slidewin::interval::Relation;
+    /// use slidewin::Interval;
     /// let day = Interval::new(0, 24)?;
     /// let work = Interval::new(9, 17)?;
     /// assert_eq!(work.relation(&day), Relation::During);
     /// assert_eq!(day.relation(&work), Relation::Contains);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn relation(&self, other: &Interval<T>) -> Relation {
@@ -361,7 +384,7 @@ impl<T: fmt::Debug + fmt::Display> std::error::Error for IntervalError<T> {}
 /// # Example
 ///
 /// ```
-/// use slidewin::Difference;
+/// use slidewin::interval::Difference;
 /// assert_eq!(i32::difference(-3, 4), 7u32);
 /// assert_eq!(u8::add_lengths(200, 100), 255); // saturates
 /// ```

@@ -45,7 +45,8 @@ use std::fmt;
 /// # Example
 ///
 /// ```
-/// use slidewin::{Interval, Relation};
+/// use slidewin::interval::Relation;
+/// use slidewin::Interval;
 ///
 /// let meeting = Interval::new(9, 10)?;
 /// let lunch = Interval::new(12, 13)?;
@@ -53,7 +54,7 @@ use std::fmt;
 /// assert_eq!(lunch.relation(&meeting), Relation::PrecededBy);
 /// assert_eq!(Relation::Precedes.inverse(), Relation::PrecededBy);
 /// assert_eq!(Interval::empty(5).relation(&Interval::new(5, 8)?), Relation::Meets);
-/// # Ok::<(), slidewin::IntervalError<i32>>(())
+/// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Relation {
@@ -90,7 +91,7 @@ impl Relation {
     /// All 13, in the order of the table above.
     ///
     /// ```
-    /// assert_eq!(slidewin::Relation::ALL.len(), 13);
+    /// assert_eq!(slidewin::interval::Relation::ALL.len(), 13);
     /// ```
     pub const ALL: [Relation; 13] = [
         Relation::Precedes,
@@ -112,7 +113,7 @@ impl Relation {
     /// `a.relation(&b)`.
     ///
     /// ```
-    /// use slidewin::Relation;
+    /// use slidewin::interval::Relation;
     /// assert_eq!(Relation::During.inverse(), Relation::Contains);
     /// assert_eq!(Relation::Equals.inverse(), Relation::Equals);
     /// for r in Relation::ALL {

@@ -6,9 +6,9 @@ use super::{Difference, Interval};
 
 /// A set of points stored as sorted, disjoint, non-touching, non-empty intervals.
 ///
-/// Build it from any intervals in any order: overlapping and touching ones merge (seed 000's
-/// `mergeIntervals`: sort by start, then one scan), and empty intervals, which hold no point,
-/// are dropped. Building from `n` intervals is `O(n log n)`; [`union`](IntervalSet::union),
+/// Build it from any intervals in any order: overlapping and touching ones merge (sort by
+/// start, then one scan), and empty intervals, which hold no point, are dropped. Building from
+/// `n` intervals is `O(n log n)`; [`union`](IntervalSet::union),
 /// [`intersection`](IntervalSet::intersection) and [`difference`](IntervalSet::difference) are
 /// linear merges of the two sorted lists; [`contains`](IntervalSet::contains) is a binary
 /// search.
@@ -16,7 +16,8 @@ use super::{Difference, Interval};
 /// # Example
 ///
 /// ```
-/// use slidewin::{Interval, IntervalSet};
+/// use slidewin::interval::IntervalSet;
+/// use slidewin::Interval;
 ///
 /// let busy: IntervalSet<i32> = [(5, 8), (0, 2), (2, 4), (7, 9)]
 ///     .into_iter()
@@ -46,7 +47,7 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// The empty set.
     ///
     /// ```
-    /// assert!(slidewin::IntervalSet::<i32>::new().is_empty());
+    /// assert!(slidewin::interval::IntervalSet::<i32>::new().is_empty());
     /// ```
     #[must_use]
     pub fn new() -> IntervalSet<T> {
@@ -63,10 +64,11 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// The number of disjoint pieces.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let set = IntervalSet::from_iter([Interval::new(0, 2)?, Interval::new(1, 3)?]);
     /// assert_eq!(set.len(), 1);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
@@ -76,7 +78,8 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// Whether the set holds no point.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// assert!(IntervalSet::from_iter([Interval::empty(3)]).is_empty());
     /// ```
     #[must_use]
@@ -87,10 +90,11 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// The pieces, in order.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let set = IntervalSet::from_iter([Interval::new(4, 6)?, Interval::new(0, 1)?]);
     /// assert_eq!(set.as_slice(), [Interval::new(0, 1)?, Interval::new(4, 6)?]);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn as_slice(&self) -> &[Interval<T>] {
@@ -100,10 +104,11 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// The pieces, in order.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let set = IntervalSet::from_iter([Interval::new(4, 6)?, Interval::new(0, 1)?]);
     /// assert_eq!(set.iter().next(), Some(&Interval::new(0, 1)?));
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     pub fn iter(&self) -> std::slice::Iter<'_, Interval<T>> {
         self.pieces.iter()
@@ -112,10 +117,11 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// The smallest interval covering the whole set, or `None` when it is empty.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let set = IntervalSet::from_iter([Interval::new(4, 6)?, Interval::new(0, 1)?]);
     /// assert_eq!(set.hull(), Some(Interval::new(0, 6)?));
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn hull(&self) -> Option<Interval<T>> {
@@ -132,11 +138,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// Whether `t` is inside one of the pieces. `O(log n)`.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let set = IntervalSet::from_iter([Interval::new(0, 2)?, Interval::new(5, 7)?]);
     /// assert!(set.contains(1) && set.contains(5));
     /// assert!(!set.contains(2) && !set.contains(7) && !set.contains(-1));
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn contains(&self, t: T) -> bool {
@@ -148,11 +155,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// point is inside a piece or at a piece's end). `O(log n)`.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let set = IntervalSet::from_iter([Interval::new(0, 4)?, Interval::new(5, 7)?]);
     /// assert!(set.covers(&Interval::new(1, 4)?));
     /// assert!(!set.covers(&Interval::new(3, 6)?)); // 4 is missing
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn covers(&self, interval: &Interval<T>) -> bool {
@@ -164,11 +172,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// `O(log n)` to find the place, plus the shift of the pieces after it.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let mut set = IntervalSet::from_iter([Interval::new(0, 2)?, Interval::new(5, 7)?]);
     /// set.insert(Interval::new(2, 5)?);
     /// assert_eq!(set.as_slice(), [Interval::new(0, 7)?]);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     pub fn insert(&mut self, interval: Interval<T>) {
         if interval.is_empty() {
@@ -191,11 +200,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// Takes every point of `interval` out, splitting a piece when `interval` is inside it.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let mut set = IntervalSet::from_iter([Interval::new(0, 10)?]);
     /// set.remove(Interval::new(3, 5)?);
     /// assert_eq!(set.as_slice(), [Interval::new(0, 3)?, Interval::new(5, 10)?]);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     pub fn remove(&mut self, interval: Interval<T>) {
         if interval.is_empty() {
@@ -218,11 +228,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// Every point in either set. A linear merge: `O(n + m)`.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let a = IntervalSet::from_iter([Interval::new(0, 2)?, Interval::new(6, 8)?]);
     /// let b = IntervalSet::from_iter([Interval::new(2, 3)?]);
     /// assert_eq!(a.union(&b).to_string(), "{[0, 3), [6, 8)}");
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn union(&self, other: &IntervalSet<T>) -> IntervalSet<T> {
@@ -246,11 +257,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// Every point in both sets. A linear merge: `O(n + m)`.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let a = IntervalSet::from_iter([Interval::new(0, 5)?, Interval::new(6, 9)?]);
     /// let b = IntervalSet::from_iter([Interval::new(3, 7)?]);
     /// assert_eq!(a.intersection(&b).to_string(), "{[3, 5), [6, 7)}");
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn intersection(&self, other: &IntervalSet<T>) -> IntervalSet<T> {
@@ -276,11 +288,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// Every point in `self` and not in `other`. A linear merge: `O(n + m)`.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let a = IntervalSet::from_iter([Interval::new(0, 10)?]);
     /// let b = IntervalSet::from_iter([Interval::new(2, 3)?, Interval::new(8, 12)?]);
     /// assert_eq!(a.difference(&b).to_string(), "{[0, 2), [3, 8)}");
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn difference(&self, other: &IntervalSet<T>) -> IntervalSet<T> {
@@ -313,11 +326,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// Every point of `within` that is not in the set. `O(n)`.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let busy = IntervalSet::from_iter([Interval::new(9, 10)?, Interval::new(13, 14)?]);
     /// let free = busy.complement(Interval::new(8, 18)?);
     /// assert_eq!(free.to_string(), "{[8, 9), [10, 13), [14, 18)}");
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     #[must_use]
     pub fn complement(&self, within: Interval<T>) -> IntervalSet<T> {
@@ -327,11 +341,12 @@ impl<T: Ord + Copy> IntervalSet<T> {
     /// The gaps between consecutive pieces, in order.
     ///
     /// ```
-    /// use slidewin::{Interval, IntervalSet};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::Interval;
     /// let set = IntervalSet::from_iter([Interval::new(0, 2)?, Interval::new(5, 6)?, Interval::new(9, 10)?]);
     /// let gaps: Vec<_> = set.gaps().collect();
     /// assert_eq!(gaps, [Interval::new(2, 5)?, Interval::new(6, 9)?]);
-    /// # Ok::<(), slidewin::IntervalError<i32>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
     /// ```
     pub fn gaps(&self) -> Gaps<'_, T> {
         Gaps {
@@ -343,12 +358,13 @@ impl<T: Ord + Copy> IntervalSet<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Interval, IntervalSet, Moment};
+    /// use slidewin::interval::IntervalSet;
+    /// use slidewin::{Interval, Moment};
     ///
     /// let s = Moment::from_secs;
     /// let set = IntervalSet::from_iter([Interval::new(s(0), s(2))?, Interval::new(s(1), s(3))?, Interval::new(s(10), s(11))?]);
     /// assert_eq!(set.total_length(), Duration::from_secs(4));
-    /// # Ok::<(), slidewin::IntervalError<Moment>>(())
+    /// # Ok::<(), slidewin::interval::IntervalError<Moment>>(())
     /// ```
     #[must_use]
     pub fn total_length(&self) -> T::Length
@@ -454,10 +470,11 @@ impl<T: fmt::Display> fmt::Display for IntervalSet<T> {
 /// The gaps between consecutive pieces of an [`IntervalSet`], from [`IntervalSet::gaps`].
 ///
 /// ```
-/// use slidewin::{Interval, IntervalSet};
+/// use slidewin::interval::IntervalSet;
+/// use slidewin::Interval;
 /// let set = IntervalSet::from_iter([Interval::new(0, 1)?, Interval::new(3, 4)?]);
 /// assert_eq!(set.gaps().count(), 1);
-/// # Ok::<(), slidewin::IntervalError<i32>>(())
+/// # Ok::<(), slidewin::interval::IntervalError<i32>>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct Gaps<'a, T> {
@@ -490,7 +507,8 @@ mod tests {
 
     #[test]
     fn fb_merge_intervals_any_order() {
-        // The seed's test: mergeIntervals([5,8), [0,2), [2,4), [7,9)) == [0,4), [5,9).
+        // The test of `mergeIntervals` in the Facebook `TimeInterval` rewrite: [5,8), [0,2),
+        // [2,4), [7,9) merge into [0,4), [5,9).
         assert_eq!(
             set(&[(5, 8), (0, 2), (2, 4), (7, 9)]),
             set(&[(0, 4), (5, 9)])

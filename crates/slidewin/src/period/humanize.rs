@@ -12,7 +12,8 @@ use std::fmt::Write as _;
 ///
 /// ```
 /// use jiff::civil::date;
-/// use slidewin::{Labels, MonthEnd, Period};
+/// use slidewin::period::{Labels, MonthEnd};
+/// use slidewin::Period;
 ///
 /// let french = Labels::new([
 ///     ("an", "ans"),
@@ -25,7 +26,7 @@ use std::fmt::Write as _;
 /// let p = Period::between_dates(date(2024, 1, 1), date(2025, 2, 2), MonthEnd::Clamp)?;
 /// assert_eq!(p.humanize_with(&french, 3), "1 an 1 mois 1 jour");
 /// assert_eq!(p.humanize_with(&Labels::ENGLISH, 3), "1 year 1 month 1 day");
-/// # Ok::<(), slidewin::PeriodError>(())
+/// # Ok::<(), slidewin::period::PeriodError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Labels<'a> {
@@ -36,7 +37,7 @@ impl Labels<'static> {
     /// English: `"1 year"`, `"2 years"`, … `"1 second"`.
     ///
     /// ```
-    /// assert_eq!(slidewin::Labels::ENGLISH.name(2, 3), "days");
+    /// assert_eq!(slidewin::period::Labels::ENGLISH.name(2, 3), "days");
     /// ```
     pub const ENGLISH: Labels<'static> = Labels::new([
         ("year", "years"),
@@ -53,7 +54,7 @@ impl<'a> Labels<'a> {
     /// that order.
     ///
     /// ```
-    /// use slidewin::Labels;
+    /// use slidewin::period::Labels;
     /// let short = Labels::new([("y", "y"), ("mo", "mo"), ("d", "d"), ("h", "h"), ("min", "min"), ("s", "s")]);
     /// assert_eq!(short.name(1, 1), "mo");
     /// ```
@@ -67,7 +68,7 @@ impl<'a> Labels<'a> {
     /// plural too. A `unit` past 5 reads as seconds.
     ///
     /// ```
-    /// use slidewin::Labels;
+    /// use slidewin::period::Labels;
     /// assert_eq!(Labels::ENGLISH.name(0, 1), "year");
     /// assert_eq!(Labels::ENGLISH.name(0, 0), "years");
     /// ```

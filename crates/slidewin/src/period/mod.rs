@@ -1,11 +1,44 @@
-//! `Period`: the calendar distance between two dates or datetimes, on jiff.
+//! Calendar periods: years, months, days (and time) between two dates or datetimes, on jiff.
+//!
+//! A [`Period`] counts months in the calendar, never as 30 days, and days as the calendar's
+//! days, so a day across a daylight-saving change is one day. Where the start's day of month
+//! is missing from the end's month (the 31st, February 29), [`MonthEnd`] says how to count:
+//! `Clamp` (the default: what people mean by "a month after January 31") or `Strict` (jiff's
+//! and Temporal's). For elapsed time on a timeline, use an [`Interval`](crate::Interval) of
+//! [`Moment`](crate::Moment)s or [`jiff::Timestamp`]s instead.
+//!
+//! | type | pick it for |
+//! |---|---|
+//! | [`Period`] | the distance, its fields, and its text (`"26 years 5 months 13 days"`) |
+//! | [`MonthEnd`] | the month-end convention: `Clamp` or `Strict` |
+//! | [`Labels`] | the unit names of the text, for another language |
+//! | [`PeriodError`] | two time zones, or a date out of jiff's range |
+//!
+//! # Example
+//!
+//! ```
+//! use jiff::civil::date;
+//! use slidewin::Period;
+//! use slidewin::period::MonthEnd;
+//!
+//! let p = Period::between_dates(date(2000, 5, 15), date(2026, 10, 28), MonthEnd::Clamp)?;
+//! assert_eq!(p.to_string(), "26 years 5 months 13 days"); // 30-day months say 26y 10m 2d
+//! assert_eq!(p.humanize(2), "26 years 5 months");
+//!
+//! let (leap, after) = (date(2024, 2, 29), date(2025, 2, 28));
+//! assert_eq!(Period::between_dates(leap, after, MonthEnd::Clamp)?.to_string(), "1 year");
+//! assert_eq!(Period::between_dates(leap, after, MonthEnd::Strict)?.to_string(), "11 months 30 days");
+//! # Ok::<(), slidewin::period::PeriodError>(())
+//! ```
+
+mod humanize;
+
+pub use humanize::Labels;
 
 use std::fmt;
 
 use jiff::civil::{Date, DateTime};
 use jiff::{Span, Unit, ZonedDateTime};
-
-use super::humanize::Labels;
 
 /// How a month is counted when the start's day of month does not exist in the end's month
 /// (the 31st against a 30-day month, February 29 against a common year).
@@ -25,7 +58,8 @@ use super::humanize::Labels;
 ///
 /// ```
 /// use jiff::civil::date;
-/// use slidewin::{MonthEnd, Period};
+/// use slidewin::period::MonthEnd;
+/// use slidewin::Period;
 ///
 /// let (leap, after) = (date(2024, 2, 29), date(2025, 2, 28));
 /// assert_eq!(Period::between_dates(leap, after, MonthEnd::Clamp)?.to_string(), "1 year");
@@ -33,7 +67,7 @@ use super::humanize::Labels;
 ///     Period::between_dates(leap, after, MonthEnd::Strict)?.to_string(),
 ///     "11 months 30 days",
 /// );
-/// # Ok::<(), slidewin::PeriodError>(())
+/// # Ok::<(), slidewin::period::PeriodError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MonthEnd {
@@ -78,7 +112,8 @@ pub enum MonthEnd {
 ///
 /// ```
 /// use jiff::civil::date;
-/// use slidewin::{MonthEnd, Period};
+/// use slidewin::period::MonthEnd;
+/// use slidewin::Period;
 ///
 /// let p = Period::between_dates(date(2000, 5, 15), date(2026, 10, 28), MonthEnd::Clamp)?;
 /// assert_eq!((p.years(), p.months(), p.days()), (26, 5, 13));
@@ -88,7 +123,7 @@ pub enum MonthEnd {
 /// let back = Period::between_dates(date(2026, 10, 28), date(2000, 5, 15), MonthEnd::Clamp)?;
 /// assert_eq!(back, -p);
 /// assert_eq!(back.to_string(), "-26 years 5 months 13 days");
-/// # Ok::<(), slidewin::PeriodError>(())
+/// # Ok::<(), slidewin::period::PeriodError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Period {
@@ -108,11 +143,12 @@ impl Period {
     ///
     /// ```
     /// use jiff::civil::date;
-    /// use slidewin::{MonthEnd, Period};
+    /// use slidewin::period::MonthEnd;
+    /// use slidewin::Period;
     ///
     /// let p = Period::between_dates(date(2026, 1, 31), date(2026, 3, 1), MonthEnd::Clamp)?;
     /// assert_eq!(p.to_string(), "1 month 1 day");
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     ///
     /// # Errors
@@ -131,13 +167,14 @@ impl Period {
     ///
     /// ```
     /// use jiff::civil::date;
-    /// use slidewin::{MonthEnd, Period};
+    /// use slidewin::period::MonthEnd;
+    /// use slidewin::Period;
     ///
     /// let start = date(2026, 1, 31).at(22, 0, 0, 0);
     /// let end = date(2026, 3, 1).at(6, 30, 0, 0);
     /// let p = Period::between_datetimes(start, end, MonthEnd::Clamp)?;
     /// assert_eq!(p.to_string(), "1 month 8 hours 30 minutes");
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     ///
     /// # Errors
@@ -155,7 +192,8 @@ impl Period {
     /// that zone's calendar days, so a day across a daylight-saving change counts as one day.
     ///
     /// ```
-    /// use slidewin::{MonthEnd, Period};
+    /// use slidewin::period::MonthEnd;
+    /// use slidewin::Period;
     ///
     /// // New York springs forward on 2024-03-10: this day is 23 hours long.
     /// let start: jiff::ZonedDateTime = "2024-03-09T21:00[America/New_York]".parse()?;
@@ -193,10 +231,10 @@ impl Period {
     /// Whole years.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_dates(date(2024, 2, 29), date(2025, 2, 28), MonthEnd::Clamp)?;
     /// assert_eq!(p.years(), 1);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn years(&self) -> i64 {
@@ -206,10 +244,10 @@ impl Period {
     /// Whole months after the years, -11 to 11.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_dates(date(2024, 2, 29), date(2025, 2, 28), MonthEnd::Strict)?;
     /// assert_eq!(p.months(), 11);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn months(&self) -> i64 {
@@ -219,10 +257,10 @@ impl Period {
     /// Calendar days after the months.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_dates(date(2024, 2, 29), date(2025, 2, 28), MonthEnd::Strict)?;
     /// assert_eq!(p.days(), 30);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn days(&self) -> i64 {
@@ -233,10 +271,10 @@ impl Period {
     /// daylight-saving change makes 25 hours long.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 0, 0), date(2026, 1, 1).at(5, 0, 0, 0), MonthEnd::Clamp)?;
     /// assert_eq!(p.hours(), 5);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn hours(&self) -> i64 {
@@ -246,10 +284,10 @@ impl Period {
     /// Minutes after the hours.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 0, 0), date(2026, 1, 1).at(0, 7, 0, 0), MonthEnd::Clamp)?;
     /// assert_eq!(p.minutes(), 7);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn minutes(&self) -> i64 {
@@ -259,10 +297,10 @@ impl Period {
     /// Seconds after the minutes.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 0, 0), date(2026, 1, 1).at(0, 0, 9, 0), MonthEnd::Clamp)?;
     /// assert_eq!(p.seconds(), 9);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn seconds(&self) -> i64 {
@@ -273,10 +311,10 @@ impl Period {
     /// them as the seconds' decimal fraction.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_datetimes(date(2026, 1, 1).at(0, 0, 0, 0), date(2026, 1, 1).at(0, 0, 0, 500), MonthEnd::Clamp)?;
     /// assert_eq!(p.nanoseconds(), 500);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn nanoseconds(&self) -> i64 {
@@ -286,10 +324,10 @@ impl Period {
     /// `years * 12 + months`: the months added to the start in one step.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_dates(date(2000, 5, 15), date(2026, 10, 28), MonthEnd::Clamp)?;
     /// assert_eq!(p.total_months(), 26 * 12 + 5);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn total_months(&self) -> i64 {
@@ -299,9 +337,9 @@ impl Period {
     /// Whether every field is zero.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// assert!(Period::between_dates(date(2026, 1, 1), date(2026, 1, 1), MonthEnd::Clamp)?.is_zero());
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn is_zero(&self) -> bool {
@@ -311,9 +349,9 @@ impl Period {
     /// Whether the period runs backwards (`end` was before `start`).
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// assert!(Period::between_dates(date(2026, 1, 2), date(2026, 1, 1), MonthEnd::Clamp)?.is_negative());
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn is_negative(&self) -> bool {
@@ -326,11 +364,11 @@ impl Period {
     /// [`MonthEnd::Clamp`] as well, since jiff also adds months first, clamping the day.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let (a, b) = (date(2024, 2, 29), date(2025, 2, 28));
     /// let p = Period::between_dates(a, b, MonthEnd::Clamp)?;
     /// assert_eq!(a.checked_add(p.to_span()).unwrap(), b);
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn to_span(&self) -> Span {
@@ -350,7 +388,7 @@ impl Period {
     /// See [`humanize_with`](Period::humanize_with).
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::MonthEnd; use slidewin::Period;
     /// let p = Period::between_dates(date(2023, 1, 10), date(2026, 3, 25), MonthEnd::Clamp)?;
     /// assert_eq!(p.humanize(2), "3 years 2 months");
     /// assert_eq!(p.humanize(1), "3 years");
@@ -359,7 +397,7 @@ impl Period {
     /// let t = date(2026, 1, 1).at(10, 0, 0, 0);
     /// let p = Period::between_datetimes(t, date(2026, 1, 1).at(9, 59, 59, 500_000_000), MonthEnd::Clamp)?;
     /// assert_eq!(p.humanize(2), "-0.5 seconds");
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn humanize(&self, units: usize) -> String {
@@ -382,7 +420,7 @@ impl Period {
     /// When the seconds fall outside the window the fraction goes with them.
     ///
     /// ```
-    /// # use jiff::civil::date; use slidewin::{Labels, MonthEnd, Period};
+    /// # use jiff::civil::date; use slidewin::period::{Labels, MonthEnd}; use slidewin::Period;
     /// let vietnamese = Labels::new([
     ///     ("năm", "năm"),
     ///     ("tháng", "tháng"),
@@ -393,7 +431,7 @@ impl Period {
     /// ]);
     /// let p = Period::between_dates(date(2023, 1, 10), date(2026, 3, 25), MonthEnd::Clamp)?;
     /// assert_eq!(p.humanize_with(&vietnamese, 2), "3 năm 2 tháng");
-    /// # Ok::<(), slidewin::PeriodError>(())
+    /// # Ok::<(), slidewin::period::PeriodError>(())
     /// ```
     #[must_use]
     pub fn humanize_with(&self, labels: &Labels<'_>, units: usize) -> String {
@@ -492,7 +530,8 @@ impl fmt::Display for Period {
 /// # Example
 ///
 /// ```
-/// use slidewin::{MonthEnd, Period, PeriodError};
+/// use slidewin::period::{MonthEnd, PeriodError};
+/// use slidewin::Period;
 ///
 /// let ny: jiff::ZonedDateTime = "2024-03-09T21:00[America/New_York]".parse()?;
 /// let paris: jiff::ZonedDateTime = "2024-03-10T21:00[Europe/Paris]".parse()?;

@@ -1,5 +1,5 @@
 //! [`MovingStat`]: sum, count, rate, min, max and mean over a sliding window, folded into
-//! buckets (seed 000, Facebook's `MovingStat` with its three bugs fixed).
+//! buckets (Facebook's `MovingStat`, with its three bugs fixed).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -8,19 +8,19 @@ use std::time::Duration;
 use crate::error::ConfigError;
 use crate::time::{Clock, Moment, duration_nanos};
 
-/// Statistics of the samples of the last `window`, folded into buckets of `bucket` length:
-/// sum, count, rate, min, max and mean, in memory bounded by `window / bucket + 1` buckets
+/// Statistics of the samples of the last `span`, folded into buckets of `bucket` length:
+/// sum, count, rate, min, max and mean, in memory bounded by `span / bucket + 1` buckets
 /// however many samples arrive.
 ///
 /// Buckets are aligned on the timeline (`[k * bucket, (k + 1) * bucket)`). A sample at `t`
-/// is inside the window at `now` when `now - window < t <= now`; a bucket is counted while any
+/// is inside the window at `now` when `now - span < t <= now`; a bucket is counted while any
 /// instant of it is inside, so a figure includes at most one bucket's worth of samples that
 /// have already left (the oldest bucket, partly outside), and never misses one that is inside.
 ///
 /// What Facebook's version got wrong, and this one does not (each has a regression test):
 ///
 /// * it never dropped its last bucket, so after any silence its figures stayed stale; here
-///   every bucket leaves, and after `window` of silence every figure is zero;
+///   every bucket leaves, and after `span` of silence every figure is zero;
 /// * it dropped a bucket when its **start** passed the cutoff, losing samples still inside the
 ///   window; here a bucket leaves when its **end** does;
 /// * it divided the rate by the whole window even just after it was created (30 events in the
@@ -44,7 +44,7 @@ use crate::time::{Clock, Moment, duration_nanos};
 /// use std::time::Duration;
 /// use slidewin::{Moment, MovingStat};
 ///
-/// // 30 events 100 ms apart, in a stat of 60 s in buckets of 1 s (the seed's first test).
+/// // 30 events 100 ms apart, in a stat of 60 s in buckets of 1 s.
 /// let mut stat = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
 /// for i in 0..30 {
 ///     stat.add(Moment::from_millis(i * 100), 1.0)?;
@@ -61,10 +61,10 @@ use crate::time::{Clock, Moment, duration_nanos};
 #[derive(Clone)]
 pub struct MovingStat {
     /// In nanoseconds; a whole number of buckets, never zero.
-    window: u64,
+    span: u64,
     /// In nanoseconds; never zero.
     bucket: u64,
-    /// `window / bucket + 1`: the most buckets that can hold samples inside the window.
+    /// `span / bucket + 1`: the most buckets that can hold samples inside the window.
     max_buckets: usize,
     /// Rates count time from here.
     start: Moment,
@@ -119,15 +119,15 @@ impl Bucket {
 }
 
 impl MovingStat {
-    /// An empty stat over the last `window`, in buckets of `bucket` length, whose rates count
+    /// An empty stat over the last `span`, in buckets of `bucket` length, whose rates count
     /// time from `start` (usually the time it is created).
     ///
     /// # Errors
     ///
-    /// [`ConfigError::ZeroSpan`] for a zero window, [`ConfigError::ZeroBucket`] for a zero
-    /// bucket, [`ConfigError::BucketLongerThanWindow`],
-    /// [`ConfigError::WindowNotMultipleOfBucket`], and [`ConfigError::SpanTooLong`] for a
-    /// window past 584 years.
+    /// [`ConfigError::ZeroSpan`] for a zero span, [`ConfigError::ZeroBucket`] for a zero
+    /// bucket, [`ConfigError::BucketLongerThanSpan`],
+    /// [`ConfigError::SpanNotMultipleOfBucket`], and [`ConfigError::SpanTooLong`] for a span
+    /// past 584 years.
     ///
     /// # Example
     ///
@@ -136,41 +136,36 @@ impl MovingStat {
     /// use slidewin::{ConfigError, Moment, MovingStat};
     ///
     /// let stat = MovingStat::new(Duration::from_secs(30), Duration::from_secs(1), Moment::ZERO)?;
-    /// assert_eq!(stat.window(), Duration::from_secs(30));
+    /// assert_eq!(stat.span(), Duration::from_secs(30));
     ///
     /// let err = MovingStat::new(Duration::from_secs(10), Duration::from_secs(3), Moment::ZERO);
     /// assert_eq!(
     ///     err.unwrap_err().to_string(),
-    ///     "the window 10s is not a whole number of buckets of 3s"
+    ///     "the span 10s is not a whole number of buckets of 3s"
     /// );
     /// # Ok::<(), ConfigError>(())
     /// ```
-    pub fn new(
-        window: Duration,
-        bucket: Duration,
-        start: Moment,
-    ) -> Result<MovingStat, ConfigError> {
-        let window_nanos =
-            duration_nanos(window).ok_or(ConfigError::SpanTooLong { span: window })?;
-        if window_nanos == 0 {
+    pub fn new(span: Duration, bucket: Duration, start: Moment) -> Result<MovingStat, ConfigError> {
+        let span_nanos = duration_nanos(span).ok_or(ConfigError::SpanTooLong { span })?;
+        if span_nanos == 0 {
             return Err(ConfigError::ZeroSpan);
         }
-        // A bucket no longer than a window that fits has a length that fits too.
+        // A bucket no longer than a span that fits has a length that fits too.
         let bucket_nanos = duration_nanos(bucket).unwrap_or(u64::MAX);
         if bucket_nanos == 0 {
             return Err(ConfigError::ZeroBucket);
         }
-        if bucket_nanos > window_nanos {
-            return Err(ConfigError::BucketLongerThanWindow { bucket, window });
+        if bucket_nanos > span_nanos {
+            return Err(ConfigError::BucketLongerThanSpan { bucket, span });
         }
-        if window_nanos % bucket_nanos != 0 {
-            return Err(ConfigError::WindowNotMultipleOfBucket { window, bucket });
+        if span_nanos % bucket_nanos != 0 {
+            return Err(ConfigError::SpanNotMultipleOfBucket { span, bucket });
         }
-        let max_buckets = usize::try_from(window_nanos / bucket_nanos)
+        let max_buckets = usize::try_from(span_nanos / bucket_nanos)
             .unwrap_or(usize::MAX)
             .saturating_add(1);
         Ok(MovingStat {
-            window: window_nanos,
+            span: span_nanos,
             bucket: bucket_nanos,
             max_buckets,
             start,
@@ -179,18 +174,18 @@ impl MovingStat {
         })
     }
 
-    /// The window.
+    /// The span of the window.
     ///
     /// ```
     /// use std::time::Duration;
     /// use slidewin::{Moment, MovingStat};
     /// let stat = MovingStat::new(Duration::from_secs(60), Duration::from_secs(1), Moment::ZERO)?;
-    /// assert_eq!(stat.window(), Duration::from_secs(60));
+    /// assert_eq!(stat.span(), Duration::from_secs(60));
     /// # Ok::<(), slidewin::ConfigError>(())
     /// ```
     #[must_use]
-    pub fn window(&self) -> Duration {
-        Duration::from_nanos(self.window)
+    pub fn span(&self) -> Duration {
+        Duration::from_nanos(self.span)
     }
 
     /// The length of a bucket.
@@ -207,7 +202,7 @@ impl MovingStat {
         Duration::from_nanos(self.bucket)
     }
 
-    /// How many buckets are held: at most `window / bucket + 1`. Buckets that have left the
+    /// How many buckets are held: at most `span / bucket + 1`. Buckets that have left the
     /// window are dropped by the next [`add`](MovingStat::add).
     ///
     /// ```
@@ -217,7 +212,7 @@ impl MovingStat {
     /// for s in 0..10 {
     ///     stat.add(Moment::from_secs(s), 1.0)?;
     /// }
-    /// // [7 s, 8 s) is held too: it has instants inside (7 s, 9 s], at most window / bucket + 1.
+    /// // [7 s, 8 s) is held too: it has instants inside (7 s, 9 s], at most span / bucket + 1.
     /// assert_eq!(stat.len(), 3);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -257,7 +252,8 @@ impl MovingStat {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Moment, MovingStat, SampleError};
+    /// use slidewin::stats::SampleError;
+    /// use slidewin::{Moment, MovingStat};
     ///
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
     /// stat.add(Moment::from_secs(0), 5.0)?;
@@ -308,7 +304,8 @@ impl MovingStat {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, Moment, MovingStat};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment, MovingStat};
     /// let clock = ManualClock::new(Moment::from_secs(5));
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), clock.now())?;
     /// stat.add_now(&clock, 2.0)?;
@@ -320,7 +317,7 @@ impl MovingStat {
         self.add(clock.now(), x)
     }
 
-    /// The figures at `now`: every bucket with an instant inside `(now - window, now]`. O(number
+    /// The figures at `now`: every bucket with an instant inside `(now - span, now]`. O(number
     /// of buckets held). Reads nothing newer than `now`, and reads at the latest time added if
     /// `now` is earlier.
     ///
@@ -359,7 +356,7 @@ impl MovingStat {
         // The counted buckets cover from the first that can hold a sample inside the window
         // (or from `start`) to `now`; at least one bucket, so that one early sample is not a
         // rate of billions per second.
-        let first = match now.as_nanos().checked_sub(self.window) {
+        let first = match now.as_nanos().checked_sub(self.span) {
             Some(cutoff) => (cutoff + 1) / self.bucket * self.bucket,
             None => 0,
         };
@@ -372,7 +369,8 @@ impl MovingStat {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, Moment, MovingStat};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment, MovingStat};
     /// let clock = ManualClock::new(Moment::ZERO);
     /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), clock.now())?;
     /// stat.add_now(&clock, 1.0)?;
@@ -400,12 +398,12 @@ impl MovingStat {
         self.buckets.clear();
     }
 
-    /// Whether `t` is inside the window at `now`: `now - window < t <= now`.
+    /// Whether `t` is inside the window at `now`: `now - span < t <= now`.
     fn inside(&self, t: Moment, now: Moment) -> bool {
         t <= now
             && now
                 .as_nanos()
-                .checked_sub(self.window)
+                .checked_sub(self.span)
                 .is_none_or(|cutoff| t.as_nanos() > cutoff)
     }
 
@@ -417,7 +415,7 @@ impl MovingStat {
         first <= now.as_nanos()
             && now
                 .as_nanos()
-                .checked_sub(self.window)
+                .checked_sub(self.span)
                 .is_none_or(|cutoff| last > cutoff)
     }
 
@@ -433,7 +431,7 @@ impl MovingStat {
 
     fn push(&mut self, bucket: Bucket) {
         // Grow by doubling, but never past the most buckets that can be live, so that memory
-        // stays within `window / bucket + 1` buckets.
+        // stays within `span / bucket + 1` buckets.
         if self.buckets.len() == self.buckets.capacity() {
             let len = self.buckets.len();
             let target = len
@@ -466,7 +464,7 @@ impl MovingStat {
 impl fmt::Debug for MovingStat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MovingStat")
-            .field("window", &self.window())
+            .field("span", &self.span())
             .field("bucket", &self.bucket())
             .field("start", &self.start)
             .field("newest", &self.newest)
@@ -587,7 +585,8 @@ impl Tally {
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{Moment, MovingStat, SampleError};
+/// use slidewin::stats::SampleError;
+/// use slidewin::{Moment, MovingStat};
 ///
 /// let mut stat = MovingStat::new(Duration::from_secs(10), Duration::from_secs(1), Moment::ZERO)?;
 /// let err = stat.add(Moment::ZERO, f64::NEG_INFINITY).unwrap_err();

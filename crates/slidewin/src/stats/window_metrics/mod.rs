@@ -1,5 +1,5 @@
 //! [`WindowMetrics`]: request metrics over a sliding window, shared by threads without a lock
-//! (seed 002, Sentinel's `LeapArray` done right).
+//! (Sentinel's `LeapArray` done right).
 
 mod slot;
 
@@ -16,16 +16,12 @@ use crate::error::ConfigError;
 use crate::time::{Clock, Moment, duration_nanos};
 use slot::{RT_COUNT, RT_SUM, Slot, SlotRead};
 
-/// The largest `sample_count` [`WindowMetrics::new`] accepts: the ring is allocated up front,
-/// 128 bytes a bucket.
-pub const MAX_SAMPLE_COUNT: u32 = 1 << 16;
-
 /// What happened to a request, as [`WindowMetrics`] counts it.
 ///
 /// # Example
 ///
 /// ```
-/// use slidewin::MetricEvent;
+/// use slidewin::stats::MetricEvent;
 /// assert_eq!(MetricEvent::ALL.len(), 4);
 /// assert_eq!(MetricEvent::Block.to_string(), "block");
 /// ```
@@ -66,21 +62,21 @@ impl fmt::Display for MetricEvent {
     }
 }
 
-/// Request metrics over a sliding window, shared by threads: a ring of `sample_count` buckets
-/// over `interval`, each counting [`MetricEvent`]s and response times (sum, min, max).
+/// Request metrics over a sliding window, shared by threads: a ring of `buckets` buckets over
+/// `span`, each counting [`MetricEvent`]s and response times (sum, min, max).
 ///
 /// `Send + Sync`, with no lock: recording an event is one division, two loads and one atomic
 /// add; a bucket is recycled for a new time with a compare-and-swap and never by zeroing, so
 /// an event is counted in exactly the bucket of its time, or in a fresher one, and never
-/// erased while its bucket is current (see ARCHITECTURE.md). Reads are O(`sample_count`).
+/// erased while its bucket is current (see ARCHITECTURE.md). Reads are O(`buckets`).
 ///
-/// Buckets are aligned on the timeline (`[k * len, (k + 1) * len)`, `len = interval /
-/// sample_count`). At `now`, the window is the bucket holding `now` and the `sample_count - 1`
-/// before it: a bucket is valid while `now < start + interval`, the half-open rule of Sentinel
-/// PR #3480. The oldest part of `(now - interval, now]` (less than a bucket) is thus not
+/// Buckets are aligned on the timeline (`[k * len, (k + 1) * len)`, `len = span / buckets`).
+/// At `now`, the window is the bucket holding `now` and the `buckets - 1` before it: a bucket
+/// is valid while `now < start + span`, the half-open rule of Sentinel PR #3480. The oldest
+/// part of `(now - span, now]` (less than a bucket) is thus not
 /// counted: reads are within one bucket of the exact window, and rates divide by the time the
 /// valid buckets cover (from the oldest one's start, or from `start`, to `now`; at least one
-/// bucket), not by the whole interval, so they do not under-read just after a boundary.
+/// bucket), not by the whole span, so they do not under-read just after a boundary.
 ///
 /// Time is a parameter. The ring keeps a timeline of its own that never goes back (the newest
 /// bucket recorded): an event older than the window on it is counted in the newest bucket, and
@@ -96,7 +92,8 @@ impl fmt::Display for MetricEvent {
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{MetricEvent, Moment, WindowMetrics};
+/// use slidewin::stats::MetricEvent;
+/// use slidewin::{Moment, WindowMetrics};
 ///
 /// // Sentinel's default: two buckets of 500 ms.
 /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
@@ -120,8 +117,8 @@ pub struct WindowMetrics {
     /// Divides by `bucket` without a division instruction (see `Divisor`).
     divisor: Divisor,
     /// The number of valid buckets (the window).
-    samples: u64,
-    /// The ring has a power of two of slots (at least `samples`), found by a mask.
+    bucket_count: u64,
+    /// The ring has a power of two of slots (at least `bucket_count`), found by a mask.
     mask: u64,
     /// Rates count time from here.
     start: Moment,
@@ -131,15 +128,28 @@ pub struct WindowMetrics {
 }
 
 impl WindowMetrics {
-    /// An empty ring of `sample_count` buckets over `interval`, whose rates count time from
-    /// `start` (usually the time it is created).
+    /// The most buckets [`new`](WindowMetrics::new) accepts: the ring is allocated up front,
+    /// 128 bytes a bucket.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let too_many = WindowMetrics::MAX_BUCKETS + 1;
+    /// let err = WindowMetrics::new(Duration::from_secs(60), too_many, Moment::ZERO).unwrap_err();
+    /// assert_eq!(err.to_string(), "buckets must be at most 65536, got 65537");
+    /// ```
+    pub const MAX_BUCKETS: u32 = 1 << 16;
+
+    /// An empty ring of `buckets` buckets over `span`, whose rates count time from `start`
+    /// (usually the time it is created).
     ///
     /// # Errors
     ///
-    /// [`ConfigError::ZeroSpan`] for a zero interval, [`ConfigError::SpanTooLong`] past 584
-    /// years, [`ConfigError::ZeroSampleCount`], [`ConfigError::TooManySamples`] past
-    /// [`MAX_SAMPLE_COUNT`], and [`ConfigError::IntervalNotDivisible`] unless `interval`
-    /// splits into `sample_count` buckets of a whole number of nanoseconds, at least 2 each.
+    /// [`ConfigError::ZeroSpan`] for a zero span, [`ConfigError::SpanTooLong`] past 584 years,
+    /// [`ConfigError::ZeroBuckets`], [`ConfigError::TooManyBuckets`] past
+    /// [`MAX_BUCKETS`](WindowMetrics::MAX_BUCKETS), and [`ConfigError::SpanNotDivisible`]
+    /// unless `span` splits into `buckets` buckets of a whole number of nanoseconds, at least 2
+    /// each.
     ///
     /// # Example
     ///
@@ -153,48 +163,39 @@ impl WindowMetrics {
     /// let err = WindowMetrics::new(Duration::from_nanos(100), 3, Moment::ZERO).unwrap_err();
     /// assert_eq!(
     ///     err.to_string(),
-    ///     "the interval 100ns does not split into 3 buckets of a whole number of nanoseconds \
+    ///     "the span 100ns does not split into 3 buckets of a whole number of nanoseconds \
     ///      (at least 2ns each)"
     /// );
     /// # Ok::<(), ConfigError>(())
     /// ```
-    pub fn new(
-        interval: Duration,
-        sample_count: u32,
-        start: Moment,
-    ) -> Result<WindowMetrics, ConfigError> {
-        let nanos = duration_nanos(interval).ok_or(ConfigError::SpanTooLong { span: interval })?;
+    pub fn new(span: Duration, buckets: u32, start: Moment) -> Result<WindowMetrics, ConfigError> {
+        let nanos = duration_nanos(span).ok_or(ConfigError::SpanTooLong { span })?;
         if nanos == 0 {
             return Err(ConfigError::ZeroSpan);
         }
-        if sample_count == 0 {
-            return Err(ConfigError::ZeroSampleCount);
+        if buckets == 0 {
+            return Err(ConfigError::ZeroBuckets);
         }
-        if sample_count > MAX_SAMPLE_COUNT {
-            return Err(ConfigError::TooManySamples {
-                sample_count,
-                max: MAX_SAMPLE_COUNT,
+        if buckets > WindowMetrics::MAX_BUCKETS {
+            return Err(ConfigError::TooManyBuckets {
+                buckets,
+                max: WindowMetrics::MAX_BUCKETS,
             });
         }
-        let samples = u64::from(sample_count);
-        let bucket = nanos / samples;
+        let bucket_count = u64::from(buckets);
+        let bucket = nanos / bucket_count;
         // Two nanoseconds at least: the stamp keeps the epoch in 63 bits (and a division by
         // 1 needs no divisor).
         let divisor = match Divisor::new(bucket) {
-            Some(divisor) if nanos % samples == 0 => divisor,
-            _ => {
-                return Err(ConfigError::IntervalNotDivisible {
-                    interval,
-                    sample_count,
-                });
-            }
+            Some(divisor) if nanos % bucket_count == 0 => divisor,
+            _ => return Err(ConfigError::SpanNotDivisible { span, buckets }),
         };
-        let slots = samples.next_power_of_two();
+        let slots = bucket_count.next_power_of_two();
         let newest = start.as_nanos() / bucket;
         Ok(WindowMetrics {
             bucket,
             divisor,
-            samples,
+            bucket_count,
             mask: slots - 1,
             start,
             newest: AtomicU64::new(newest),
@@ -203,21 +204,21 @@ impl WindowMetrics {
         })
     }
 
-    /// The length of the window.
+    /// The span of the window.
     ///
     /// ```
     /// use std::time::Duration;
     /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(10), 20, Moment::ZERO)?;
-    /// assert_eq!(metrics.interval(), Duration::from_secs(10));
+    /// assert_eq!(metrics.span(), Duration::from_secs(10));
     /// # Ok::<(), slidewin::ConfigError>(())
     /// ```
     #[must_use]
-    pub fn interval(&self) -> Duration {
-        Duration::from_nanos(self.bucket * self.samples)
+    pub fn span(&self) -> Duration {
+        Duration::from_nanos(self.bucket * self.bucket_count)
     }
 
-    /// The length of a bucket: `interval / sample_count`.
+    /// The length of a bucket: `span / buckets`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -237,13 +238,13 @@ impl WindowMetrics {
     /// use std::time::Duration;
     /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
-    /// assert_eq!(metrics.sample_count(), 2);
+    /// assert_eq!(metrics.bucket_count(), 2);
     /// # Ok::<(), slidewin::ConfigError>(())
     /// ```
     #[must_use]
-    pub fn sample_count(&self) -> u32 {
+    pub fn bucket_count(&self) -> u32 {
         // `new` accepted it as a u32.
-        u32::try_from(self.samples).unwrap_or(u32::MAX)
+        u32::try_from(self.bucket_count).unwrap_or(u32::MAX)
     }
 
     /// Counts `n` events at `t`.
@@ -258,7 +259,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     ///
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(100), MetricEvent::Pass, 3);
@@ -320,7 +322,9 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment, WindowMetrics};
     /// let clock = ManualClock::new(Moment::from_secs(9));
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, clock.now())?;
     /// metrics.add_now(&clock, MetricEvent::Success, 1);
@@ -336,7 +340,8 @@ impl WindowMetrics {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock, Moment, WindowMetrics};
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Clock, Moment, WindowMetrics};
     /// let clock = ManualClock::new(Moment::ZERO);
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, clock.now())?;
     /// metrics.add_rt_now(&clock, Duration::from_millis(7));
@@ -351,14 +356,14 @@ impl WindowMetrics {
     /// Finds the bucket for `t` and runs `write` on it: the bucket of `t` if it is still in the
     /// window on the ring's timeline, else the newest; a slot holding an older epoch is
     /// claimed first; a slot already moved past `t`'s epoch takes the write in its fresher one.
-    // Always: inlined, `add`'s event and amount are constants for the slot's add (measured,
-    // 0.8 ns of a 6 ns record when left to the compiler, which then calls it).
+    // Always: inlined, `add`'s event and amount are constants for the slot's add; left to
+    // itself the compiler calls it.
     #[inline(always)]
     fn record(&self, t: Moment, write: impl Fn(&Slot, u64) -> Result<(), u64>) {
         let mut epoch = self.divisor.divide(t.as_nanos());
         loop {
             let newest = self.newest.load(Ordering::Relaxed);
-            if epoch + self.samples <= newest {
+            if epoch + self.bucket_count <= newest {
                 // Older than the window: counted now, as the type's docs say.
                 epoch = newest;
             }
@@ -403,13 +408,14 @@ impl WindowMetrics {
     }
 
     /// The figures of the window at `now`: the valid buckets summed, and the time they cover.
-    /// O(`sample_count`).
+    /// O(`buckets`).
     ///
     /// # Example
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     ///
     /// let metrics = WindowMetrics::new(Duration::from_secs(10), 10, Moment::ZERO)?;
     /// for s in 0..20 {
@@ -426,7 +432,7 @@ impl WindowMetrics {
     #[must_use]
     pub fn stats(&self, now: Moment) -> MetricStats {
         let (top, now) = self.read_at(now);
-        let bottom = top.saturating_sub(self.samples - 1);
+        let bottom = top.saturating_sub(self.bucket_count - 1);
         let from = self.start.max(Moment::from_nanos(bottom * self.bucket));
         let covered = (now - from).max(Duration::from_nanos(self.bucket));
         let mut stats = MetricStats::empty(from, covered);
@@ -439,12 +445,32 @@ impl WindowMetrics {
         stats
     }
 
+    /// [`stats`](WindowMetrics::stats) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::ZERO);
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Pass, 2);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(metrics.stats_now(&clock).count(MetricEvent::Pass), 0);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn stats_now(&self, clock: &impl Clock) -> MetricStats {
+        self.stats(clock.now())
+    }
+
     /// How many `event`s in the window at `now`: [`stats`](WindowMetrics::stats)`(now).count(event)`,
     /// reading only that counter.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(100), MetricEvent::Block, 2);
     /// metrics.add(Moment::from_millis(700), MetricEvent::Block, 3);
@@ -457,12 +483,33 @@ impl WindowMetrics {
         self.window_count(now, event).0
     }
 
+    /// [`sum`](WindowMetrics::sum) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::from_millis(100));
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Block, 2);
+    /// assert_eq!(metrics.sum_now(&clock, MetricEvent::Block), 2);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(metrics.sum_now(&clock, MetricEvent::Block), 0);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn sum_now(&self, clock: &impl Clock, event: MetricEvent) -> u64 {
+        self.sum(clock.now(), event)
+    }
+
     /// `event`s per second in the window at `now`, over the time the window covers:
     /// [`stats`](WindowMetrics::stats)`(now).rate(event)`, reading only that counter.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// for ms in (0..1_000).step_by(10) {
     ///     metrics.add(Moment::from_millis(ms), MetricEvent::Pass, 1);
@@ -481,9 +528,27 @@ impl WindowMetrics {
         count / covered.as_secs_f64()
     }
 
+    /// [`rate`](WindowMetrics::rate) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::from_millis(250));
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Pass, 50);
+    /// assert_eq!(metrics.rate_now(&clock, MetricEvent::Pass), 100.0); // 50 over one bucket, 500 ms
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn rate_now(&self, clock: &impl Clock, event: MetricEvent) -> f64 {
+        self.rate(clock.now(), event)
+    }
+
     fn window_count(&self, now: Moment, event: MetricEvent) -> (u64, Duration) {
         let (top, now) = self.read_at(now);
-        let bottom = top.saturating_sub(self.samples - 1);
+        let bottom = top.saturating_sub(self.bucket_count - 1);
         let from = self.start.max(Moment::from_nanos(bottom * self.bucket));
         let covered = (now - from).max(Duration::from_nanos(self.bucket));
         let mut count = 0_u64;
@@ -496,28 +561,12 @@ impl WindowMetrics {
         (count, covered)
     }
 
-    /// [`stats`](WindowMetrics::stats) at `clock.now()`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use slidewin::{ManualClock, MetricEvent, Moment, WindowMetrics};
-    /// let clock = ManualClock::new(Moment::ZERO);
-    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
-    /// metrics.add_now(&clock, MetricEvent::Pass, 2);
-    /// clock.advance(Duration::from_secs(1));
-    /// assert_eq!(metrics.stats_now(&clock).count(MetricEvent::Pass), 0);
-    /// # Ok::<(), slidewin::ConfigError>(())
-    /// ```
-    #[must_use]
-    pub fn stats_now(&self, clock: &impl Clock) -> MetricStats {
-        self.stats(clock.now())
-    }
-
     /// The bucket holding `now` (or the newest recorded, if later), if it has been recorded in.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(700), MetricEvent::Pass, 4);
     /// let bucket = metrics.current_bucket(Moment::from_millis(900)).unwrap();
@@ -532,13 +581,33 @@ impl WindowMetrics {
         self.bucket_stats(top)
     }
 
-    /// The bucket before the one holding `now`, if the ring still holds it. With one sample it
+    /// [`current_bucket`](WindowMetrics::current_bucket) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::from_millis(700));
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Pass, 4);
+    /// let bucket = metrics.current_bucket_now(&clock).unwrap();
+    /// assert_eq!((bucket.start(), bucket.count(MetricEvent::Pass)), (Moment::from_millis(500), 4));
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn current_bucket_now(&self, clock: &impl Clock) -> Option<MetricStats> {
+        self.current_bucket(clock.now())
+    }
+
+    /// The bucket before the one holding `now`, if the ring still holds it. With one bucket it
     /// is outside the window, and it is gone as soon as the current bucket is recorded in
     /// (never the current bucket passed off as the previous one: Sentinel #3309).
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(300), MetricEvent::Pass, 6);
     /// let previous = metrics.previous_bucket(Moment::from_millis(800)).unwrap();
@@ -552,12 +621,33 @@ impl WindowMetrics {
         self.bucket_stats(top.checked_sub(1)?)
     }
 
+    /// [`previous_bucket`](WindowMetrics::previous_bucket) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::from_millis(300));
+    /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
+    /// metrics.add_now(&clock, MetricEvent::Pass, 6);
+    /// clock.set(Moment::from_millis(800));
+    /// let previous = metrics.previous_bucket_now(&clock).unwrap();
+    /// assert_eq!(previous.count(MetricEvent::Pass), 6);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn previous_bucket_now(&self, clock: &impl Clock) -> Option<MetricStats> {
+        self.previous_bucket(clock.now())
+    }
+
     /// Every valid bucket at `now` that has been recorded in, oldest first: the snapshot the
     /// window's figures are summed from.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(3), 3, Moment::ZERO)?;
     /// for s in [0, 2, 3] {
     ///     metrics.add(Moment::from_secs(s), MetricEvent::Pass, s + 1);
@@ -571,10 +661,33 @@ impl WindowMetrics {
     #[must_use]
     pub fn buckets(&self, now: Moment) -> Vec<MetricStats> {
         let (top, _) = self.read_at(now);
-        let bottom = top.saturating_sub(self.samples - 1);
+        let bottom = top.saturating_sub(self.bucket_count - 1);
         (bottom..=top)
             .filter_map(|e| self.bucket_stats(e))
             .collect()
+    }
+
+    /// [`buckets`](WindowMetrics::buckets) at `clock.now()`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::time::ManualClock;
+    /// use slidewin::{Moment, WindowMetrics};
+    /// let clock = ManualClock::new(Moment::ZERO);
+    /// let metrics = WindowMetrics::new(Duration::from_secs(3), 3, Moment::ZERO)?;
+    /// for n in 1..=4 {
+    ///     metrics.add_now(&clock, MetricEvent::Pass, n);
+    ///     clock.advance(Duration::from_secs(1));
+    /// }
+    /// // At 4 s the window holds [2 s, 3 s) and [3 s, 4 s); [4 s, 5 s) has no event yet.
+    /// let counts: Vec<u64> = metrics.buckets_now(&clock).iter().map(|b| b.count(MetricEvent::Pass)).collect();
+    /// assert_eq!(counts, [3, 4]);
+    /// # Ok::<(), slidewin::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn buckets_now(&self, clock: &impl Clock) -> Vec<MetricStats> {
+        self.buckets(clock.now())
     }
 
     fn bucket_stats(&self, epoch: u64) -> Option<MetricStats> {
@@ -591,8 +704,8 @@ impl WindowMetrics {
 impl fmt::Debug for WindowMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WindowMetrics")
-            .field("interval", &self.interval())
-            .field("sample_count", &self.samples)
+            .field("span", &self.span())
+            .field("buckets", &self.bucket_count)
             .field("start", &self.start)
             .field(
                 "newest_bucket",
@@ -614,7 +727,8 @@ impl fmt::Debug for WindowMetrics {
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin::{MetricEvent, Moment, WindowMetrics};
+/// use slidewin::stats::MetricEvent;
+/// use slidewin::{Moment, WindowMetrics};
 ///
 /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
 /// metrics.add(Moment::from_millis(100), MetricEvent::Success, 3);
@@ -670,7 +784,8 @@ impl MetricStats {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::from_millis(200))?;
     /// metrics.add(Moment::from_millis(300), MetricEvent::Pass, 1);
     /// assert_eq!(metrics.stats(Moment::from_millis(300)).start(), Moment::from_millis(200));
@@ -701,7 +816,8 @@ impl MetricStats {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(100), MetricEvent::Block, 1 << 62);
     /// metrics.add(Moment::from_millis(600), MetricEvent::Block, 1 << 62);
@@ -722,7 +838,8 @@ impl MetricStats {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// metrics.add(Moment::from_millis(100), MetricEvent::Pass, 50);
     /// assert_eq!(metrics.stats(Moment::from_millis(500)).rate(MetricEvent::Pass), 100.0);
@@ -838,7 +955,8 @@ impl MetricStats {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{MetricEvent, Moment, WindowMetrics};
+    /// use slidewin::stats::MetricEvent;
+    /// use slidewin::{Moment, WindowMetrics};
     /// let metrics = WindowMetrics::new(Duration::from_secs(1), 2, Moment::ZERO)?;
     /// assert_eq!(metrics.stats(Moment::ZERO).exception_ratio(), None);
     /// metrics.add(Moment::ZERO, MetricEvent::Success, 3);
