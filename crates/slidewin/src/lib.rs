@@ -1,8 +1,26 @@
 //! Sliding time windows: count and measure what happened in the last N seconds, exactly.
 //!
-//! The core crate is pure and synchronous: no I/O, no threads, no async. Every structure takes
-//! the time as a parameter at its lowest level, so tests and replays choose it, and a [`Clock`]
-//! supplies it at the convenience level.
+//! The core crate is pure and synchronous: no I/O, no threads, no async. The everyday types
+//! are at the root; the rest live in a module named after what they are about:
+//!
+//! | module | what is in it | start with |
+//! |---|---|---|
+//! | [`time`] | the timeline and the clocks | [`Moment`], [`Clock`], [`ManualClock`](time::ManualClock) for tests |
+//! | [`event_window`] | an exact log of the events in a window | [`EventWindow`] |
+//! | [`limit`] | rate limits: quotas, four algorithms, rule sets, holders | [`Limiter`], [`SharedLimiter`], [`Keyed`] |
+//! | [`stats`] | bucketed statistics over a window | [`MovingStat`], [`WindowMetrics`] |
+//! | [`interval`] | half-open intervals and sets of them | [`Interval`] |
+//! | [`period`] | calendar periods between dates, on jiff | [`Period`] |
+//!
+//! Bad configuration is a [`ConfigError`] that names the value, never a panic.
+//!
+//! # Time is a parameter
+//!
+//! A method whose name has no suffix takes the time as a parameter (`check(now, cost)`,
+//! `record(t, payload)`, `stats(now)`), so tests and replays choose it. The same name ending in
+//! `_now` reads it from a [`Clock`] instead (`check_now(&clock, cost)`); a structure with a
+//! lock reads the clock while holding it. `slidewin-redis` says the same, with the Redis
+//! server's clock for `_now` and the Unix timeline for an explicit time. See [`time`].
 //!
 //! # The window convention
 //!

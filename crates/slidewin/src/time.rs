@@ -18,8 +18,9 @@
 //! A method whose name has no suffix takes the time as a parameter (`check(now, cost)`,
 //! `record(t, payload)`, `stats(now)`). The same name ending in `_now` reads the time from a
 //! clock instead: a `&impl Clock` you pass in memory (`check_now(&clock, cost)`), the Redis
-//! server's `TIME` on Redis (`check_now(&rules, key, cost)`). Every method that takes a time
-//! has its `_now` twin. In memory an explicit time is on the clock's own timeline (any
+//! server's `TIME` on Redis (`check_now(&rules, key, cost)`). Every method that takes the
+//! current time has its `_now` twin; a time that is not "now" (where a window's statistics
+//! start counting, an interval's ends, the time a `ManualClock` is set to) has none. In memory an explicit time is on the clock's own timeline (any
 //! origin); on Redis it is on the Unix timeline (a `Moment` since 1970-01-01 UTC, taken at its
 //! microsecond), because the server's clock is.
 //!
