@@ -98,6 +98,7 @@
 //! # Ok::<(), slidewin::ConfigError>(())
 //! ```
 
+pub mod debounce;
 mod divisor;
 mod error;
 mod event_window;
