@@ -4,8 +4,12 @@
 //!
 //! A search box fires a request per keystroke, a scroll handler runs every frame, an editor
 //! saves a draft per key: only the last, the first, or one per interval is wanted. The
-//! shapers sit in front of the runtime and decide which calls may enter it (seed 003): a call
-//! merged away never takes a slot and never appears in [`Runtime::inspect`].
+//! shapers sit in front of the runtime and decide which calls may enter it: a call merged
+//! away never takes a slot and never appears in [`Runtime::inspect`].
+//!
+//! `Debouncer` and `Throttler` are one type, [`Shaper`], made from [`DebounceOptions`] or
+//! [`ThrottleOptions`]. Each key is a [`slidewin::debounce::Debounced`], the pure state
+//! machine, driven by tokio's clock; use that directly to debounce by hand, without tokio.
 //!
 //! Every call gets its own answer, a [`Pending`]: `Ok(output)` if its future was the one run,
 //! `Err(`[`Cancelled`]`)` if it was superseded. Only the chosen call's future is ever polled.
@@ -44,7 +48,7 @@
 //!         _ => {}
 //!     }
 //! }
-//! assert_eq!(armed_replaced, (1, 4)); // seed 003, §5
+//! assert_eq!(armed_replaced, (1, 4)); // merged calls leave only these traces
 //! # Ok(()) }
 //! ```
 //!
@@ -53,8 +57,6 @@
 //! See `ARCHITECTURE.md` in the repository for the state machine, the choices made where
 //! lodash is silent or buggy, and how keys are freed.
 
-mod bucket;
-mod debouncer;
 mod delay;
 mod error;
 mod event;
@@ -62,17 +64,17 @@ mod latest;
 mod pending;
 mod runtime;
 mod sequence_guard;
-mod throttler;
+mod shaper;
 
-pub use debouncer::{DebounceOptions, Debouncer};
 pub use delay::delay;
 pub use error::{Cancelled, ConfigError};
-pub use event::{Edge, Event, Outcome, Subscription, TaskId};
+pub use event::{Event, Outcome, Subscription, TaskId};
 pub use latest::Latest;
 pub use pending::Pending;
 pub use runtime::{DEFAULT_EVENT_CAPACITY, Runtime, Stats, Task};
 pub use sequence_guard::{SequenceGuard, Ticket};
-pub use throttler::{ThrottleOptions, Throttler};
+pub use shaper::{Debouncer, Shaper, Throttler};
+pub use slidewin::debounce::{DebounceOptions, Edge, ThrottleOptions};
 
 // The README's example is a test too.
 #[doc = include_str!("../README.md")]
