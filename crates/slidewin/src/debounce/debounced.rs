@@ -282,7 +282,7 @@ impl<C> Debounced<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::ManualClock;
+    /// use slidewin::time::ManualClock;
     /// use slidewin::debounce::{Admit, Debounce, DebounceOptions, Debounced};
     ///
     /// let d = Debounce::new(DebounceOptions::new(Duration::from_millis(60)))?;
@@ -371,7 +371,8 @@ impl<C> Debounced<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::{Clock, ManualClock};
+    /// use slidewin::Clock;
+    /// use slidewin::time::ManualClock;
     /// use slidewin::debounce::{Debounce, DebounceOptions, Debounced};
     ///
     /// let d = Debounce::new(DebounceOptions::new(Duration::from_millis(60)))?;
@@ -431,7 +432,7 @@ impl<C> Debounced<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::ManualClock;
+    /// use slidewin::time::ManualClock;
     /// use slidewin::debounce::{Debounce, DebounceOptions, Debounced};
     ///
     /// let d = Debounce::new(DebounceOptions::new(Duration::from_secs(60)))?;
@@ -546,7 +547,7 @@ impl<C> Debounced<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin::ManualClock;
+    /// use slidewin::time::ManualClock;
     /// use slidewin::debounce::{Debounce, DebounceOptions, Debounced};
     ///
     /// let d = Debounce::new(DebounceOptions::new(Duration::from_millis(60)))?;
