@@ -15,6 +15,11 @@
 //! `Err(`[`Cancelled`]`)` if it was superseded. Only the chosen call's future is ever polled.
 //! Time is tokio's, so tests run under `tokio::time::pause()` and are exact to the millisecond.
 //!
+//! For slidewin's rate limiters, [`UntilReady::until_ready`] (on a
+//! [`SharedLimiter`](slidewin::SharedLimiter)) and [`UntilKeyReady::until_key_ready`] (on a
+//! [`Keyed`](slidewin::Keyed) limiter) wait on tokio's clock until a cost is admitted, reading
+//! the time from a [`TokioClock`].
+//!
 //! # Example
 //!
 //! ```
@@ -57,6 +62,7 @@
 //! See `ARCHITECTURE.md` in the repository for the state machine, the choices made where
 //! lodash is silent or buggy, and how keys are freed.
 
+mod clock;
 mod delay;
 mod error;
 mod event;
@@ -65,7 +71,9 @@ mod pending;
 mod runtime;
 mod sequence_guard;
 mod shaper;
+mod until_ready;
 
+pub use clock::TokioClock;
 pub use delay::delay;
 pub use error::{Cancelled, ConfigError};
 pub use event::{Event, Outcome, Subscription, TaskId};
@@ -75,6 +83,7 @@ pub use runtime::{DEFAULT_EVENT_CAPACITY, Runtime, Stats, Task};
 pub use sequence_guard::{SequenceGuard, Ticket};
 pub use shaper::{Debouncer, Shaper, Throttler};
 pub use slidewin::debounce::{DebounceOptions, Edge, ThrottleOptions};
+pub use until_ready::{UntilKeyReady, UntilReady};
 
 // The README's example is a test too.
 #[doc = include_str!("../README.md")]

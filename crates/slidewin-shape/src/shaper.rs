@@ -10,14 +10,15 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use slidewin::Moment;
 use slidewin::debounce::{
     Admit, Debounce, DebounceOptions, Debounced, Edge, Sink, ThrottleOptions,
 };
+use slidewin::{Clock, Moment};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use crate::clock::TokioClock;
 use crate::error::ConfigError;
 use crate::event::Event;
 use crate::pending::Pending;
@@ -162,8 +163,8 @@ struct Call<T> {
 struct Shared<K, T> {
     runtime: Runtime,
     debounce: Debounce,
-    /// Moment zero of this shaper's timeline: tokio's clock when it was made.
-    origin: Instant,
+    /// This shaper's timeline: from tokio's clock when it was made.
+    clock: TokioClock,
     /// Made with the `Debug` bound known, so that `Drop` can label keys too.
     label_of: fn(&K) -> Arc<str>,
     state: Mutex<State<K, T>>,
@@ -398,15 +399,15 @@ where
         options: impl Into<DebounceOptions>,
     ) -> Result<Shaper<K, T, O>, ConfigError> {
         let debounce = Debounce::new(options)?;
-        let origin = {
+        let clock = {
             let _tokio = runtime.handle().enter();
-            Instant::now()
+            TokioClock::new()
         };
         Ok(Shaper {
             shared: Arc::new(Shared {
                 runtime: runtime.clone(),
                 debounce,
-                origin,
+                clock,
                 label_of: |key| format!("{key:?}").into(),
                 state: Mutex::new(State {
                     slots: HashMap::new(),
@@ -732,8 +733,7 @@ where
     /// paused clock is seen from any thread).
     fn now(&self) -> Moment {
         let _tokio = self.runtime.handle().enter();
-        let elapsed = Instant::now().saturating_duration_since(self.origin);
-        Moment::from_nanos(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+        self.clock.now()
     }
 
     fn effects<'a>(
@@ -842,10 +842,9 @@ where
         };
         // Far past the end of tokio's timer (about two years), sleep in steps and look again.
         let step = Duration::from_secs(60 * 60 * 24 * 365);
-        let wake = Duration::from_nanos(wake.as_nanos());
         let at = strong
-            .origin
-            .checked_add(wake)
+            .clock
+            .instant(wake)
             .unwrap_or_else(|| Instant::now() + step);
         drop(strong);
         tokio::time::sleep_until(at).await;
