@@ -1,4 +1,4 @@
-//! A search box (seed 003, §4): a request per keystroke is what the box asks for; the screen
+//! A search box: a request per keystroke is what the box asks for; the screen
 //! must only ever show the answer for what is typed. Three layers do it:
 //!
 //! 1. a [`Debouncer`] merges keystrokes less than 300 ms apart, so only the last is sent;

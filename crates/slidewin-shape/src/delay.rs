@@ -14,7 +14,7 @@ use crate::runtime::Runtime;
 
 /// Runs `future` on `runtime` once `duration` has passed, unless `token` is cancelled first;
 /// then the answer is [`Cancelled`](crate::Cancelled), the future is dropped unpolled, and the
-/// runtime never sees a task (seed 003, §3).
+/// runtime never sees a task.
 ///
 /// The delay starts when `delay` is called (tokio's clock), not when the [`Pending`] is first
 /// polled, and the run happens whether or not the `Pending` is awaited. A token cancelled

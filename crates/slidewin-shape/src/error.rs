@@ -2,10 +2,9 @@
 //! [`ConfigError`] for a value refused at construction, which names the value.
 
 use std::fmt;
-use std::time::Duration;
 
 /// The call will never give a result: it was replaced by a newer call in its window, cancelled
-/// by [`cancel`](crate::Debouncer::cancel), by a [`CancellationToken`](tokio_util::sync::CancellationToken)
+/// by [`cancel`](crate::Shaper::cancel), by a [`CancellationToken`](tokio_util::sync::CancellationToken)
 /// or by a newer call of a [`Latest`](crate::Latest), or its shaper or runtime was dropped.
 ///
 /// A call that ends in `Cancelled` was never polled, or (for a task that was aborted while it
@@ -43,8 +42,9 @@ impl std::error::Error for Cancelled {}
 
 /// A shaper or runtime was configured with a value it cannot work with.
 ///
-/// Returned at construction, before anything is built. Values are never clamped: lodash
-/// silently raises a `maxWait` below `wait` to `wait`; we refuse it.
+/// Returned at construction, before anything is built. A shaper's options are checked by
+/// [`slidewin::debounce::Debounce::new`], whose error comes wrapped in
+/// [`Options`](ConfigError::Options) (and converts into this type with `?`).
 ///
 /// # Example
 ///
@@ -57,32 +57,20 @@ impl std::error::Error for Cancelled {}
 /// let rt = Runtime::new(4)?;
 /// let opts = DebounceOptions::new(Duration::from_millis(60)).max_wait(Duration::from_millis(30));
 /// let err = Debouncer::<&str, ()>::with_options(&rt, opts).unwrap_err();
-/// assert_eq!(err, ConfigError::MaxWaitShorterThanWait {
+/// assert_eq!(err, ConfigError::Options(slidewin::ConfigError::MaxWaitShorterThanWait {
 ///     max_wait: Duration::from_millis(30),
 ///     wait: Duration::from_millis(60),
-/// });
+/// }));
 /// assert_eq!(err.to_string(), "max_wait must be at least wait: got max_wait 30ms and wait 60ms");
+/// assert_eq!(Runtime::new(0).unwrap_err(), ConfigError::ZeroConcurrency);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// A shaper's wait was zero: there would be no window to merge calls in.
-    ZeroWait,
-    /// A wait or max wait does not fit the timeline (longer than 584 years).
-    WaitTooLong {
-        /// The duration that was given.
-        wait: Duration,
-    },
-    /// `max_wait` was shorter than `wait` (lodash would silently raise it to `wait`).
-    MaxWaitShorterThanWait {
-        /// The max wait that was given.
-        max_wait: Duration,
-        /// The wait that was given.
-        wait: Duration,
-    },
-    /// `leading` and `trailing` were both false: no call would ever run.
-    NoEdge,
+    /// A shaper's options were refused: a zero wait, a wait too long, a `max_wait` shorter
+    /// than the wait, or neither edge on. Its message is the inner error's.
+    Options(slidewin::ConfigError),
     /// A runtime's concurrency was zero: no task could ever start.
     ZeroConcurrency,
     /// A runtime's concurrency was above what its semaphore can hold.
@@ -102,22 +90,23 @@ pub enum ConfigError {
     NoTokioRuntime,
 }
 
+/// The options' error, as [`ConfigError::Options`].
+///
+/// ```
+/// use slidewin_shape::ConfigError;
+/// let err = ConfigError::from(slidewin::ConfigError::NoEdge);
+/// assert_eq!(err, ConfigError::Options(slidewin::ConfigError::NoEdge));
+/// ```
+impl From<slidewin::ConfigError> for ConfigError {
+    fn from(err: slidewin::ConfigError) -> ConfigError {
+        ConfigError::Options(err)
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::ZeroWait => f.write_str("the wait must be longer than zero, got 0ns"),
-            ConfigError::WaitTooLong { wait } => write!(
-                f,
-                "the wait {wait:?} is longer than the longest supported wait \
-                 (u64::MAX nanoseconds, about 584 years)"
-            ),
-            ConfigError::MaxWaitShorterThanWait { max_wait, wait } => write!(
-                f,
-                "max_wait must be at least wait: got max_wait {max_wait:?} and wait {wait:?}"
-            ),
-            ConfigError::NoEdge => f.write_str(
-                "leading and trailing are both false: no call would ever run; set one of them",
-            ),
+            ConfigError::Options(err) => fmt::Display::fmt(err, f),
             ConfigError::ZeroConcurrency => {
                 f.write_str("the concurrency must be at least 1, got 0")
             }

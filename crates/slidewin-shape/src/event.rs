@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use slidewin::debounce::Edge;
 use tokio::sync::broadcast;
 
 /// A task's number in its [`Runtime`](crate::Runtime), from 1, in registration order.
@@ -43,37 +44,6 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// Why a shaper dispatched a call to its runtime (in [`Event::Fired`]).
-///
-/// ```
-/// use slidewin_shape::Edge;
-/// assert_eq!(Edge::Leading.to_string(), "leading");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Edge {
-    /// The call ran the moment it was made: its key was quiet and `leading` is set.
-    Leading,
-    /// The buffered call ran when its window closed (`trailing`).
-    Trailing,
-    /// The call ran the moment it was made because `max_wait` had passed since the key last
-    /// ran (lodash's "invocations in a tight loop"; it happens whatever `leading` says).
-    MaxWait,
-    /// The buffered call ran early, on [`flush`](crate::Debouncer::flush).
-    Flush,
-}
-
-impl fmt::Display for Edge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Edge::Leading => "leading",
-            Edge::Trailing => "trailing",
-            Edge::MaxWait => "max_wait",
-            Edge::Flush => "flush",
-        })
-    }
-}
-
 /// How a task ended (in [`Event::TaskFinished`]).
 ///
 /// ```
@@ -95,7 +65,7 @@ pub enum Outcome {
 ///
 /// Shaper events carry the key as a readable label (its `Debug` form), made once per key and
 /// only while someone is subscribed. A call merged away leaves no trace but `Armed` and
-/// `Replaced`: it never became a task, so it has no id (seed 003, §5). A run is visible twice:
+/// `Replaced`: it never became a task, so it has no id. A run is visible twice:
 /// as `Fired` (which call, which edge, which task) and as `TaskRegistered`.
 ///
 /// # Example
@@ -158,7 +128,7 @@ pub enum Event {
         id: TaskId,
     },
     /// A call ended `Cancelled` without being replaced: by
-    /// [`cancel`](crate::Debouncer::cancel), by dropping its shaper, or on arrival inside a
+    /// [`cancel`](crate::Shaper::cancel), by dropping its shaper, or on arrival inside a
     /// window when `trailing` is off (it could never run).
     Cancelled {
         /// The key's label.

@@ -17,7 +17,7 @@ use crate::runtime::{Runtime, Task};
 /// Aborting drops a future; it cannot take back work the future handed elsewhere (a request
 /// already sent, a thread already started) whose result may still arrive. For that, number the
 /// calls with a [`SequenceGuard`](crate::SequenceGuard) and keep only results newer than the
-/// newest accepted (seed 003, §4).
+/// newest accepted.
 ///
 /// A key is held only while its call is in flight.
 ///

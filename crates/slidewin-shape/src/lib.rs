@@ -4,12 +4,21 @@
 //!
 //! A search box fires a request per keystroke, a scroll handler runs every frame, an editor
 //! saves a draft per key: only the last, the first, or one per interval is wanted. The
-//! shapers sit in front of the runtime and decide which calls may enter it (seed 003): a call
-//! merged away never takes a slot and never appears in [`Runtime::inspect`].
+//! shapers sit in front of the runtime and decide which calls may enter it: a call merged
+//! away never takes a slot and never appears in [`Runtime::inspect`].
+//!
+//! `Debouncer` and `Throttler` are one type, [`Shaper`], made from [`DebounceOptions`] or
+//! [`ThrottleOptions`]. Each key is a [`slidewin::debounce::Debounced`], the pure state
+//! machine, driven by tokio's clock; use that directly to debounce by hand, without tokio.
 //!
 //! Every call gets its own answer, a [`Pending`]: `Ok(output)` if its future was the one run,
 //! `Err(`[`Cancelled`]`)` if it was superseded. Only the chosen call's future is ever polled.
 //! Time is tokio's, so tests run under `tokio::time::pause()` and are exact to the millisecond.
+//!
+//! For slidewin's rate limiters, [`UntilReady::until_ready`] (on a
+//! [`SharedLimiter`](slidewin::SharedLimiter)) and [`UntilKeyReady::until_key_ready`] (on a
+//! [`Keyed`](slidewin::Keyed) limiter) wait on tokio's clock until a cost is admitted, reading
+//! the time from a [`TokioClock`].
 //!
 //! # Example
 //!
@@ -44,7 +53,7 @@
 //!         _ => {}
 //!     }
 //! }
-//! assert_eq!(armed_replaced, (1, 4)); // seed 003, §5
+//! assert_eq!(armed_replaced, (1, 4)); // merged calls leave only these traces
 //! # Ok(()) }
 //! ```
 //!
@@ -53,8 +62,7 @@
 //! See `ARCHITECTURE.md` in the repository for the state machine, the choices made where
 //! lodash is silent or buggy, and how keys are freed.
 
-mod bucket;
-mod debouncer;
+mod clock;
 mod delay;
 mod error;
 mod event;
@@ -62,17 +70,20 @@ mod latest;
 mod pending;
 mod runtime;
 mod sequence_guard;
-mod throttler;
+mod shaper;
+mod until_ready;
 
-pub use debouncer::{DebounceOptions, Debouncer};
+pub use clock::TokioClock;
 pub use delay::delay;
 pub use error::{Cancelled, ConfigError};
-pub use event::{Edge, Event, Outcome, Subscription, TaskId};
+pub use event::{Event, Outcome, Subscription, TaskId};
 pub use latest::Latest;
 pub use pending::Pending;
 pub use runtime::{DEFAULT_EVENT_CAPACITY, Runtime, Stats, Task};
 pub use sequence_guard::{SequenceGuard, Ticket};
-pub use throttler::{ThrottleOptions, Throttler};
+pub use shaper::{Debouncer, Shaper, Throttler};
+pub use slidewin::debounce::{DebounceOptions, Edge, ThrottleOptions};
+pub use until_ready::{UntilKeyReady, UntilReady};
 
 // The README's example is a test too.
 #[doc = include_str!("../README.md")]

@@ -10,14 +10,14 @@ use tokio::sync::oneshot;
 use crate::error::Cancelled;
 use crate::runtime::Task;
 
-/// The answer to one call of a shaper ([`Debouncer::call`](crate::Debouncer::call),
-/// [`Throttler::call`](crate::Throttler::call), [`delay`](crate::delay())): resolves to
-/// `Ok(output)` if this call's future was the one run, or `Err(`[`Cancelled`]`)` if it never
-/// will be.
+/// The answer to one call of a shaper (a [`Debouncer`](crate::Debouncer) or
+/// [`Throttler`](crate::Throttler)'s [`call`](crate::Shaper::call), [`delay`](crate::delay())):
+/// resolves to `Ok(output)` if this call's future was the one run, or `Err(`[`Cancelled`]`)`
+/// if it never will be.
 ///
 /// The call is registered when it is made, not when the `Pending` is first polled, and it runs
 /// whether or not the `Pending` is awaited: dropping it only discards the answer (use
-/// [`cancel`](crate::Debouncer::cancel) to withdraw a call). If the run panics, awaiting the
+/// [`cancel`](crate::Shaper::cancel) to withdraw a call). If the run panics, awaiting the
 /// `Pending` resumes the panic.
 ///
 /// # Example

@@ -25,7 +25,7 @@ impl Ticket {
     }
 }
 
-/// The last line of defence against stale results (seed 003, §4): give each call a
+/// The last line of defence against stale results: give each call a
 /// [`Ticket`] when it is made, and when its result comes back, [`accept`](SequenceGuard::accept)
 /// it only if no later call's result has been accepted already.
 ///

@@ -1,6 +1,6 @@
-//! The Debouncer and Throttler under paused time, exact to the millisecond: seed 003's
-//! scenarios and facts, the per-key operations, the regressions named after lodash's bugs,
-//! and the answers each call gets.
+//! The Debouncer and Throttler under paused time, exact to the millisecond: the scenarios
+//! of debounce and throttle and the events they leave, the per-key operations, the
+//! regressions named after lodash's bugs, and the answers each call gets.
 
 mod support;
 
@@ -27,12 +27,12 @@ fn label(key: &str) -> Arc<str> {
     format!("{key:?}").into()
 }
 
-// ---- seed 003, §1 and §2: the scenarios, exact under paused time ----
+// ---- the scenarios, exact under paused time ----
 
 const FIVE_CALLS: [u64; 5] = [0, 10, 20, 30, 40];
 
 #[tokio::test(start_paused = true)]
-async fn seed_003_five_calls_60ms_trailing_only() {
+async fn five_calls_60ms_trailing_only() {
     let rt = Runtime::new(4).unwrap();
     let d = debouncer(&rt, DebounceOptions::new(ms(60)));
     let log = Log::new();
@@ -42,7 +42,7 @@ async fn seed_003_five_calls_60ms_trailing_only() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_003_five_calls_60ms_leading_only() {
+async fn five_calls_60ms_leading_only() {
     let rt = Runtime::new(4).unwrap();
     let d = debouncer(
         &rt,
@@ -55,7 +55,7 @@ async fn seed_003_five_calls_60ms_leading_only() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_003_five_calls_60ms_leading_and_trailing() {
+async fn five_calls_60ms_leading_and_trailing() {
     let rt = Runtime::new(4).unwrap();
     let d = debouncer(&rt, DebounceOptions::new(ms(60)).leading(true));
     let log = Log::new();
@@ -65,8 +65,8 @@ async fn seed_003_five_calls_60ms_leading_and_trailing() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_003_throttle_nine_calls_10ms_apart_40ms_runs_exactly_four() {
-    // The seed could only bound this between 3 and 9 runs on real time. Paused: the leading
+async fn throttle_nine_calls_10ms_apart_40ms_runs_exactly_four() {
+    // On real time this is only bounded (3 to 9 runs). Paused: the leading
     // call at 0; at 40 the window closes before the call made at 40, and runs the call of 30;
     // the call at 40 opens the next window, which closes at 80 with the call of 70; the call
     // at 80 opens the last, closed at 120.
@@ -80,10 +80,10 @@ async fn seed_003_throttle_nine_calls_10ms_apart_40ms_runs_exactly_four() {
     assert_eq!(rt.inspect().registered, 4);
 }
 
-// ---- seed 003, §5: the facts about events ----
+// ---- the events: what merged calls leave behind ----
 
 #[tokio::test(start_paused = true)]
-async fn seed_003_five_same_key_calls_register_one_task_one_armed_four_replaced() {
+async fn five_same_key_calls_register_one_task_one_armed_four_replaced() {
     let rt = Runtime::new(4).unwrap();
     let mut events = rt.subscribe();
     let d = debouncer(&rt, DebounceOptions::new(ms(60)));
@@ -123,7 +123,7 @@ async fn seed_003_five_same_key_calls_register_one_task_one_armed_four_replaced(
 
 #[tokio::test(start_paused = true)]
 async fn a_leading_run_is_visible_as_fired_and_is_not_armed() {
-    // The seed's runtime had no event for a leading-edge run; here it is `Fired`.
+    // A leading-edge run is not armed first: it is `Fired` at once.
     let rt = Runtime::new(4).unwrap();
     let mut events = rt.subscribe();
     let d = debouncer(&rt, DebounceOptions::new(ms(60)).leading(true));
@@ -486,7 +486,7 @@ async fn bad_options_are_errors_that_name_the_value() {
     let err = |opts| Debouncer::<u8, ()>::with_options(&rt, opts).unwrap_err();
     assert_eq!(
         err(DebounceOptions::new(Duration::ZERO)),
-        ConfigError::ZeroWait
+        ConfigError::Options(slidewin::ConfigError::ZeroWait)
     );
     assert_eq!(
         err(DebounceOptions::new(ms(60)).max_wait(ms(59))).to_string(),
@@ -494,12 +494,12 @@ async fn bad_options_are_errors_that_name_the_value() {
     );
     assert_eq!(
         err(DebounceOptions::new(ms(60)).leading(false).trailing(false)),
-        ConfigError::NoEdge
+        ConfigError::Options(slidewin::ConfigError::NoEdge)
     );
     let long = Duration::from_secs(u64::MAX);
     assert_eq!(
         err(DebounceOptions::new(long)),
-        ConfigError::WaitTooLong { wait: long }
+        ConfigError::Options(slidewin::ConfigError::WaitTooLong { wait: long })
     );
     assert!(
         err(DebounceOptions::new(long))
@@ -508,7 +508,7 @@ async fn bad_options_are_errors_that_name_the_value() {
     );
     assert_eq!(
         err(DebounceOptions::new(ms(1)).max_wait(long)),
-        ConfigError::WaitTooLong { wait: long }
+        ConfigError::Options(slidewin::ConfigError::WaitTooLong { wait: long })
     );
     // max_wait == wait is a throttle: fine.
     assert!(

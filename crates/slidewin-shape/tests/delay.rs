@@ -1,5 +1,5 @@
 //! `delay`: runs after exactly its duration, and a cancelled delay never runs and never
-//! registers a task (seed 003, §3).
+//! registers a task.
 
 mod support;
 
@@ -23,7 +23,7 @@ async fn runs_after_exactly_its_duration() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_003_cancelled_before_it_fires_never_runs_and_registers_no_task() {
+async fn cancelled_before_it_fires_never_runs_and_registers_no_task() {
     let rt = Runtime::new(1).unwrap();
     let mut events = rt.subscribe();
     let token = CancellationToken::new();

@@ -1,5 +1,5 @@
 //! `Latest` (restart coordination) and `SequenceGuard`: exact counts of what a newer call
-//! cancels, and stale results discarded for work that ignores cancellation (seed 003, §4).
+//! cancels, and stale results discarded for work that ignores cancellation.
 
 mod support;
 

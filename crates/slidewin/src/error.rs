@@ -113,6 +113,23 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A debounce's wait was zero: there would be no window to merge calls in.
+    ZeroWait,
+    /// A debounce's wait or max wait does not fit the timeline (longer than 584 years).
+    WaitTooLong {
+        /// The duration that was given.
+        wait: Duration,
+    },
+    /// A debounce's `max_wait` was shorter than its `wait` (lodash's `debounce` silently raises
+    /// it to `wait`).
+    MaxWaitShorterThanWait {
+        /// The max wait that was given.
+        max_wait: Duration,
+        /// The wait that was given.
+        wait: Duration,
+    },
+    /// A debounce's `leading` and `trailing` were both false: no call would ever run.
+    NoEdge,
 }
 
 impl fmt::Display for ConfigError {
@@ -184,6 +201,19 @@ impl fmt::Display for ConfigError {
                     name.escape_debug()
                 )
             }
+            ConfigError::ZeroWait => f.write_str("the wait must be longer than zero, got 0ns"),
+            ConfigError::WaitTooLong { wait } => write!(
+                f,
+                "the wait {wait:?} is longer than the longest supported wait \
+                 (u64::MAX nanoseconds, about 584 years)"
+            ),
+            ConfigError::MaxWaitShorterThanWait { max_wait, wait } => write!(
+                f,
+                "max_wait must be at least wait: got max_wait {max_wait:?} and wait {wait:?}"
+            ),
+            ConfigError::NoEdge => f.write_str(
+                "leading and trailing are both false: no call would ever run; set one of them",
+            ),
         }
     }
 }

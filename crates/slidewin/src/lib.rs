@@ -11,6 +11,7 @@
 //! | [`stats`] | bucketed statistics over a window | [`MovingStat`], [`WindowMetrics`] |
 //! | [`interval`] | half-open intervals and sets of them | [`Interval`] |
 //! | [`period`] | calendar periods between dates, on jiff | [`Period`] |
+//! | [`debounce`] | lodash's `debounce` and `throttle` for one key, driven by hand | [`Debounced`](debounce::Debounced) |
 //!
 //! Bad configuration is a [`ConfigError`] that names the value, never a panic.
 //!
@@ -122,6 +123,7 @@
 //! # Ok::<(), slidewin::ConfigError>(())
 //! ```
 
+pub mod debounce;
 mod divisor;
 mod error;
 pub mod event_window;

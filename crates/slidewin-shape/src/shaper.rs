@@ -1,202 +1,36 @@
-//! [`Debouncer`]: keyed debounce with lodash's timing, one answer per call.
+//! [`Shaper`]: keyed debounce and throttle with lodash's timing, one answer per call;
+//! [`Debouncer`] and [`Throttler`] are its two kinds.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use slidewin::Moment;
+use slidewin::debounce::{
+    Admit, Debounce, DebounceOptions, Debounced, Edge, Sink, ThrottleOptions,
+};
+use slidewin::{Clock, Moment};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::bucket::{Admit, Bucket, Sink, Timing};
+use crate::clock::TokioClock;
 use crate::error::ConfigError;
-use crate::event::{Edge, Event};
+use crate::event::Event;
 use crate::pending::Pending;
 use crate::runtime::{Runtime, Task};
 
-/// The options of a [`Debouncer`]: lodash's `wait`, `leading` (default false), `trailing`
-/// (default true) and `maxWait` (default none).
+/// Keyed debounce: for each key, the calls that come less than `wait` apart are merged and
+/// only one of them runs, at the times lodash's `debounce` would run it. A [`Shaper`] made
+/// from [`DebounceOptions`].
 ///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use slidewin_shape::DebounceOptions;
-///
-/// let opts = DebounceOptions::new(Duration::from_millis(300))
-///     .leading(true)
-///     .max_wait(Duration::from_secs(1));
-/// assert_eq!(opts.get_max_wait(), Some(Duration::from_secs(1)));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DebounceOptions {
-    wait: Duration,
-    leading: bool,
-    trailing: bool,
-    max_wait: Option<Duration>,
-}
-
-impl DebounceOptions {
-    /// A window of `wait`, trailing edge only, no max wait.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(300));
-    /// assert_eq!((opts.get_leading(), opts.get_trailing()), (false, true));
-    /// ```
-    #[must_use]
-    pub fn new(wait: Duration) -> DebounceOptions {
-        DebounceOptions {
-            wait,
-            leading: false,
-            trailing: true,
-            max_wait: None,
-        }
-    }
-
-    /// Whether a call on a quiet key runs at once.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(1)).leading(true);
-    /// assert!(opts.get_leading());
-    /// ```
-    #[must_use]
-    pub fn leading(mut self, leading: bool) -> DebounceOptions {
-        self.leading = leading;
-        self
-    }
-
-    /// Whether the last call of a window runs when the window closes. With `leading` on too, a
-    /// window's only call runs once, at the leading edge.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(1)).trailing(false);
-    /// assert!(!opts.get_trailing());
-    /// ```
-    #[must_use]
-    pub fn trailing(mut self, trailing: bool) -> DebounceOptions {
-        self.trailing = trailing;
-        self
-    }
-
-    /// The longest a key's calls may be put off while calls keep coming: a run is forced once
-    /// `max_wait` has passed since the key last ran. At least `wait`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(1))
-    ///     .max_wait(Duration::from_millis(5));
-    /// assert_eq!(opts.get_max_wait(), Some(Duration::from_millis(5)));
-    /// ```
-    #[must_use]
-    pub fn max_wait(mut self, max_wait: Duration) -> DebounceOptions {
-        self.max_wait = Some(max_wait);
-        self
-    }
-
-    /// The wait.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin_shape::DebounceOptions::new(Duration::from_millis(3));
-    /// assert_eq!(opts.get_wait(), Duration::from_millis(3));
-    /// ```
-    #[must_use]
-    pub fn get_wait(&self) -> Duration {
-        self.wait
-    }
-
-    /// Whether the leading edge runs.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert!(!slidewin_shape::DebounceOptions::new(Duration::from_millis(3)).get_leading());
-    /// ```
-    #[must_use]
-    pub fn get_leading(&self) -> bool {
-        self.leading
-    }
-
-    /// Whether the trailing edge runs.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert!(slidewin_shape::DebounceOptions::new(Duration::from_millis(3)).get_trailing());
-    /// ```
-    #[must_use]
-    pub fn get_trailing(&self) -> bool {
-        self.trailing
-    }
-
-    /// The max wait, if any.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert_eq!(slidewin_shape::DebounceOptions::new(Duration::from_millis(3)).get_max_wait(), None);
-    /// ```
-    #[must_use]
-    pub fn get_max_wait(&self) -> Option<Duration> {
-        self.max_wait
-    }
-
-    pub(crate) fn timing(&self) -> Result<Timing, ConfigError> {
-        let nanos = |wait: Duration| {
-            u64::try_from(wait.as_nanos()).map_err(|_| ConfigError::WaitTooLong { wait })
-        };
-        let wait = nanos(self.wait)?;
-        if wait == 0 {
-            return Err(ConfigError::ZeroWait);
-        }
-        let max_wait = match self.max_wait {
-            Some(max_wait) if max_wait < self.wait => {
-                return Err(ConfigError::MaxWaitShorterThanWait {
-                    max_wait,
-                    wait: self.wait,
-                });
-            }
-            Some(max_wait) => Some(nanos(max_wait)?),
-            None => None,
-        };
-        if !self.leading && !self.trailing {
-            return Err(ConfigError::NoEdge);
-        }
-        Ok(Timing {
-            wait,
-            max_wait,
-            leading: self.leading,
-            trailing: self.trailing,
-        })
-    }
-}
-
-/// Keyed debounce: for each key, the calls that come less than `wait` apart are merged and only
-/// one of them runs, at the times lodash's `debounce` would run it. Every call gets its own
-/// answer, a [`Pending`]: `Ok` with the output if its future was the one run, `Cancelled` if it
-/// was replaced (or cancelled). Only the chosen call's future is ever polled; the others are
-/// dropped unpolled.
-///
-/// The timing is lodash 4.17.21's, to the nanosecond, for each key (see `ARCHITECTURE.md`):
-/// with the default options a call runs once `wait` has passed without another call on its
+/// With the default options a call runs once `wait` has passed without another call on its
 /// key; `leading` runs a call on a quiet key at once; `max_wait` forces a run when calls never
-/// stop. A timer due at `t` is handled before a call made at `t`. Where lodash is buggy we
-/// are not: [`flush`](Debouncer::flush) leaves no timer behind (lodash PR #4656), and a
-/// runtime that was blocked past a deadline cannot wedge a key (lodash #6003): every
-/// operation first catches up on what was due.
-///
-/// Runs are dispatched to the [`Runtime`], so calls merged away never take a slot or appear in
-/// it; the shaper reports [`Event::Armed`], [`Event::Replaced`], [`Event::Fired`] and
-/// [`Event::Cancelled`] on the runtime's events. Keys are independent, and a key's state is
-/// freed as soon as it goes quiet.
-///
-/// Dropping the last clone of a `Debouncer` cancels its buffered calls; call
-/// [`flush_all`](Debouncer::flush_all) first to run them instead.
+/// stop.
 ///
 /// # Example
 ///
@@ -225,14 +59,95 @@ impl DebounceOptions {
 /// assert_eq!(rt.inspect().registered, 1);
 /// # Ok(()) }
 /// ```
-pub struct Debouncer<K, T> {
+pub type Debouncer<K, T> = Shaper<K, T, DebounceOptions>;
+
+/// Keyed throttle: for each key, at most one run per `wait` window that a call opened, at its
+/// leading edge and (if another call came in it) at its trailing edge, at the times lodash's
+/// `throttle` would run them. A [`Shaper`] made from [`ThrottleOptions`]: a debounce with
+/// `max_wait = wait` and both edges on by default, as lodash defines it.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin_shape::{Runtime, Throttler};
+/// use tokio::time::{Instant, sleep};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let rt = Runtime::new(4)?;
+/// let scroll = Throttler::new(&rt, Duration::from_millis(100))?;
+/// let start = Instant::now();
+/// let mut answers = Vec::new();
+/// for _ in 0..25 {
+///     // A frame every 10 ms for 250 ms.
+///     answers.push(scroll.call("list", async move { start.elapsed().as_millis() }));
+///     sleep(Duration::from_millis(10)).await;
+/// }
+/// sleep(Duration::from_millis(200)).await;
+/// let mut ran = Vec::new();
+/// for answer in answers {
+///     ran.extend(answer.await);
+/// }
+/// assert_eq!(ran, [0, 100, 200, 300]); // leading at 0, then one per window
+/// # Ok(()) }
+/// ```
+pub type Throttler<K, T> = Shaper<K, T, ThrottleOptions>;
+
+/// A keyed call shaper with lodash's timing: a [`Debouncer`] (`O` is [`DebounceOptions`]) or a
+/// [`Throttler`] (`O` is [`ThrottleOptions`]). Both kinds are this one type; `O` only chooses
+/// the constructors' defaults.
+///
+/// Every call gets its own answer, a [`Pending`]: `Ok` with the output if its future was the
+/// one run, `Cancelled` if it was replaced (or cancelled). Only the chosen call's future is
+/// ever polled; the others are dropped unpolled.
+///
+/// Each key is a [`slidewin::debounce::Debounced`], lodash 4.17.21's `debounce` to the
+/// nanosecond, on tokio's clock: a timer due at `t` is handled before a call made at `t`.
+/// Where lodash is buggy we are not: [`flush`](Shaper::flush) leaves no timer behind (lodash
+/// PR #4656), and a runtime that was blocked past a deadline cannot wedge a key (lodash
+/// #6003): every operation first catches up on what was due.
+///
+/// Runs are dispatched to the [`Runtime`], so calls merged away never take a slot or appear in
+/// it; the shaper reports [`Event::Armed`], [`Event::Replaced`], [`Event::Fired`] and
+/// [`Event::Cancelled`] on the runtime's events. Keys are independent, and a key's state is
+/// freed as soon as it goes quiet.
+///
+/// Dropping the last clone of a shaper cancels its buffered calls; call
+/// [`flush_all`](Shaper::flush_all) first to run them instead.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin_shape::{DebounceOptions, Debouncer, Runtime, Shaper, Throttler};
+///
+/// /// Saves a draft through either kind of shaper.
+/// fn save<O>(shaper: &Shaper<&'static str, u32, O>, draft: u32) {
+///     drop(shaper.call("draft", async move { draft }));
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let rt = Runtime::new(4)?;
+/// let debouncer = Debouncer::new(&rt, Duration::from_millis(300))?;
+/// let throttler = Throttler::new(&rt, Duration::from_millis(300))?;
+/// save(&debouncer, 1);
+/// save(&throttler, 1);
+/// assert!(debouncer.pending(&"draft")); // waits for the trailing edge
+/// assert!(!throttler.pending(&"draft")); // ran at the leading edge
+/// # Ok(()) }
+/// ```
+pub struct Shaper<K, T, O> {
     shared: Arc<Shared<K, T>>,
+    kind: PhantomData<fn() -> O>,
 }
 
-impl<K, T> Clone for Debouncer<K, T> {
+impl<K, T, O> Clone for Shaper<K, T, O> {
     fn clone(&self) -> Self {
-        Debouncer {
+        Shaper {
             shared: Arc::clone(&self.shared),
+            kind: PhantomData,
         }
     }
 }
@@ -247,9 +162,9 @@ struct Call<T> {
 
 struct Shared<K, T> {
     runtime: Runtime,
-    timing: Timing,
-    /// Moment zero of this shaper's timeline: tokio's clock when it was made.
-    origin: Instant,
+    debounce: Debounce,
+    /// This shaper's timeline: from tokio's clock when it was made.
+    clock: TokioClock,
     /// Made with the `Debug` bound known, so that `Drop` can label keys too.
     label_of: fn(&K) -> Arc<str>,
     state: Mutex<State<K, T>>,
@@ -261,17 +176,17 @@ struct State<K, T> {
 }
 
 struct Slot<T> {
-    bucket: Bucket<Call<T>>,
-    /// Tells this bucket from a later one of the same key, for its clock task.
+    state: Debounced<Call<T>>,
+    /// Tells this slot from a later one of the same key, for its clock task.
     generation: u64,
     label: Option<Arc<str>>,
     clock: Option<AbortHandle>,
-    /// When the clock task will next look at the bucket (zero until its first look).
+    /// When the clock task will next look at the state (zero until its first look).
     wake_at: Moment,
 }
 
 /// Values dropped only after the lock is released: a user's future may do anything in its
-/// `Drop`, even call this debouncer again.
+/// `Drop`, even call this shaper again.
 struct Garbage<T> {
     one: Option<Call<T>>,
     more: Vec<Call<T>>,
@@ -296,7 +211,7 @@ impl<T> Garbage<T> {
     }
 }
 
-/// The debouncer's side of a bucket's reports, for one key, under the lock.
+/// The shaper's side of a key's reports, under the lock.
 struct Effects<'a, K, T> {
     shared: &'a Shared<K, T>,
     key: &'a K,
@@ -330,13 +245,19 @@ where
         self.emit(|key| Event::Fired { key, edge, id });
         self.shared.runtime.spawn(id, future)
     }
+
+    /// A buffered call that will never run.
+    fn cancelled(&mut self, call: Call<T>) {
+        self.emit(|key| Event::Cancelled { key });
+        self.garbage.push(call);
+    }
 }
 
 impl<K, T> Sink<Call<T>> for Effects<'_, K, T>
 where
     T: Send + 'static,
 {
-    fn run(&mut self, edge: Edge, call: Call<T>) {
+    fn run(&mut self, edge: Edge, _at: Moment, call: Call<T>) {
         let task = self.fire(edge, call.future);
         // If the caller dropped its `Pending`, the task runs detached.
         let _ = call.reply.send(task);
@@ -350,14 +271,9 @@ where
         self.emit(|key| Event::Replaced { key });
         self.garbage.push(old);
     }
-
-    fn cancelled(&mut self, call: Call<T>) {
-        self.emit(|key| Event::Cancelled { key });
-        self.garbage.push(call);
-    }
 }
 
-impl<K, T> Debouncer<K, T>
+impl<K, T> Shaper<K, T, DebounceOptions>
 where
     K: Hash + Eq + Clone + fmt::Debug + Send + 'static,
     T: Send + 'static,
@@ -366,13 +282,13 @@ where
     ///
     /// # Errors
     ///
-    /// [`ConfigError::ZeroWait`], [`ConfigError::WaitTooLong`].
+    /// The options' [`ConfigError::Options`]: a zero wait, or one too long.
     ///
     /// # Example
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin_shape::{ConfigError, Debouncer, Runtime};
+    /// use slidewin_shape::{Debouncer, Runtime};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let rt = Runtime::new(4)?;
@@ -383,15 +299,14 @@ where
     /// # Ok(()) }
     /// ```
     pub fn new(runtime: &Runtime, wait: Duration) -> Result<Debouncer<K, T>, ConfigError> {
-        Debouncer::with_options(runtime, DebounceOptions::new(wait))
+        Shaper::build(runtime, DebounceOptions::new(wait))
     }
 
     /// A debouncer with the given options.
     ///
     /// # Errors
     ///
-    /// [`ConfigError::ZeroWait`], [`ConfigError::WaitTooLong`],
-    /// [`ConfigError::MaxWaitShorterThanWait`], [`ConfigError::NoEdge`].
+    /// The options' [`ConfigError::Options`] ([`Debounce::new`] says which).
     ///
     /// # Example
     ///
@@ -404,33 +319,120 @@ where
     /// let opts = DebounceOptions::new(Duration::from_millis(300)).leading(true).trailing(false);
     /// let d: Debouncer<u32, ()> = Debouncer::with_options(&rt, opts)?;
     /// let none = DebounceOptions::new(Duration::from_millis(300)).trailing(false);
-    /// assert_eq!(Debouncer::<u32, ()>::with_options(&rt, none).unwrap_err(), ConfigError::NoEdge);
+    /// assert_eq!(
+    ///     Debouncer::<u32, ()>::with_options(&rt, none).unwrap_err(),
+    ///     ConfigError::Options(slidewin::ConfigError::NoEdge)
+    /// );
     /// # Ok(()) }
     /// ```
     pub fn with_options(
         runtime: &Runtime,
         options: DebounceOptions,
     ) -> Result<Debouncer<K, T>, ConfigError> {
-        Ok(Debouncer::from_timing(runtime, options.timing()?))
+        Shaper::build(runtime, options)
+    }
+}
+
+impl<K, T> Shaper<K, T, ThrottleOptions>
+where
+    K: Hash + Eq + Clone + fmt::Debug + Send + 'static,
+    T: Send + 'static,
+{
+    /// A throttler with lodash's defaults: both edges.
+    ///
+    /// # Errors
+    ///
+    /// The options' [`ConfigError::Options`]: a zero wait, or one too long.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{ConfigError, Runtime, Throttler};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let t: Throttler<&str, ()> = Throttler::new(&rt, Duration::from_millis(100))?;
+    /// assert_eq!(
+    ///     Throttler::<&str, ()>::new(&rt, Duration::ZERO).unwrap_err(),
+    ///     ConfigError::Options(slidewin::ConfigError::ZeroWait)
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub fn new(runtime: &Runtime, wait: Duration) -> Result<Throttler<K, T>, ConfigError> {
+        Shaper::build(runtime, ThrottleOptions::new(wait))
     }
 
-    pub(crate) fn from_timing(runtime: &Runtime, timing: Timing) -> Debouncer<K, T> {
-        let origin = {
+    /// A throttler with the given options.
+    ///
+    /// # Errors
+    ///
+    /// The options' [`ConfigError::Options`] ([`Debounce::new`] says which).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{Runtime, ThrottleOptions, Throttler};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(4)?;
+    /// let opts = ThrottleOptions::new(Duration::from_millis(100)).trailing(false);
+    /// let t: Throttler<&str, ()> = Throttler::with_options(&rt, opts)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(
+        runtime: &Runtime,
+        options: ThrottleOptions,
+    ) -> Result<Throttler<K, T>, ConfigError> {
+        Shaper::build(runtime, options)
+    }
+}
+
+impl<K, T, O> Shaper<K, T, O>
+where
+    K: Hash + Eq + Clone + fmt::Debug + Send + 'static,
+    T: Send + 'static,
+{
+    fn build(
+        runtime: &Runtime,
+        options: impl Into<DebounceOptions>,
+    ) -> Result<Shaper<K, T, O>, ConfigError> {
+        let debounce = Debounce::new(options)?;
+        let clock = {
             let _tokio = runtime.handle().enter();
-            Instant::now()
+            TokioClock::new()
         };
-        Debouncer {
+        Ok(Shaper {
             shared: Arc::new(Shared {
                 runtime: runtime.clone(),
-                timing,
-                origin,
+                debounce,
+                clock,
                 label_of: |key| format!("{key:?}").into(),
                 state: Mutex::new(State {
                     slots: HashMap::new(),
                     next_generation: 0,
                 }),
             }),
-        }
+            kind: PhantomData,
+        })
+    }
+
+    /// The timing every key follows: the options, checked.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin_shape::{Runtime, Throttler};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::new(1)?;
+    /// let t = Throttler::<u8, ()>::new(&rt, Duration::from_millis(100))?;
+    /// assert_eq!(t.debounce().max_wait(), Some(Duration::from_millis(100)));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn debounce(&self) -> Debounce {
+        self.shared.debounce
     }
 
     /// Calls `future` on `key`: registered now, run (or not) when lodash's timing says, and
@@ -466,30 +468,19 @@ where
         let pending = {
             let mut state = shared.lock();
             let state = &mut *state;
-            let (slot, admit) = match state.slots.get_mut(&key) {
-                Some(slot) => {
-                    let mut fx = Effects {
-                        shared,
-                        key: &key,
-                        label: &mut slot.label,
-                        garbage: &mut garbage,
-                    };
-                    let admit = slot.bucket.call(now, &shared.timing, &mut fx);
-                    (slot, admit)
-                }
+            let slot = match state.slots.get_mut(&key) {
+                Some(slot) => slot,
                 None => {
-                    let (bucket, admit) = Bucket::start(now, &shared.timing);
                     let generation = state.next_generation;
                     state.next_generation += 1;
                     let clock = spawn_clock(&self.shared, &key, generation);
-                    let slot = state.slots.entry(key.clone()).or_insert(Slot {
-                        bucket,
+                    state.slots.entry(key.clone()).or_insert(Slot {
+                        state: Debounced::new(),
                         generation,
                         label: None,
                         clock: Some(clock),
                         wake_at: Moment::ZERO,
-                    });
-                    (slot, admit)
+                    })
                 }
             };
             let mut fx = Effects {
@@ -498,6 +489,7 @@ where
                 label: &mut slot.label,
                 garbage: &mut garbage,
             };
+            let admit = slot.state.call(&shared.debounce, now, &mut fx);
             let pending = match admit {
                 Admit::Run(edge) => Pending::running(fx.fire(edge, future)),
                 Admit::Buffer => {
@@ -506,7 +498,7 @@ where
                         future: Box::pin(future),
                         reply,
                     };
-                    slot.bucket.buffer(call, &mut fx);
+                    slot.state.buffer(call, &mut fx);
                     Pending::waiting(answer)
                 }
                 Admit::Refuse => {
@@ -544,8 +536,8 @@ where
     /// # Ok(()) }
     /// ```
     pub fn flush(&self, key: &K) -> bool {
-        let timing = self.shared.timing;
-        self.with_slot(key, |slot, now, fx| slot.bucket.flush(now, &timing, fx))
+        let debounce = self.shared.debounce;
+        self.with_slot(key, |slot, now, fx| slot.state.flush(&debounce, now, fx))
             .unwrap_or(false)
     }
 
@@ -576,17 +568,23 @@ where
             // Settle first: a run that was due before now has happened.
             if let Some(slot) = state.slots.get_mut(key) {
                 let mut fx = self.shared.effects(key, &mut slot.label, &mut garbage);
-                slot.bucket.settle(now, &self.shared.timing, &mut fx);
+                slot.state.settle(&self.shared.debounce, now, &mut fx);
             }
             match state.slots.remove(key) {
                 Some(mut slot) => {
                     if let Some(clock) = slot.clock.take() {
                         clock.abort();
                     }
-                    let mut fx = self.shared.effects(key, &mut slot.label, &mut garbage);
-                    let cancelled = slot.bucket.cancel(&mut fx);
+                    let cancelled = slot.state.cancel();
                     shrink(&mut state.slots);
-                    cancelled
+                    match cancelled {
+                        Some(call) => {
+                            let mut fx = self.shared.effects(key, &mut slot.label, &mut garbage);
+                            fx.cancelled(call);
+                            true
+                        }
+                        None => false,
+                    }
                 }
                 None => false,
             }
@@ -596,7 +594,7 @@ where
     }
 
     /// Whether `key` has a call buffered for its trailing edge: one that will run when its
-    /// window closes, or on [`flush`](Debouncer::flush).
+    /// window closes, or on [`flush`](Shaper::flush).
     ///
     /// (Lodash's `pending()` says whether its timer is armed, which it also is after a leading
     /// run with nothing buffered; this says whether a call is waiting.)
@@ -617,15 +615,15 @@ where
     /// # Ok(()) }
     /// ```
     pub fn pending(&self, key: &K) -> bool {
-        let timing = self.shared.timing;
+        let debounce = self.shared.debounce;
         self.with_slot(key, |slot, now, fx| {
-            slot.bucket.settle(now, &timing, fx);
-            slot.bucket.pending()
+            slot.state.settle(&debounce, now, fx);
+            slot.state.pending()
         })
         .unwrap_or(false)
     }
 
-    /// Runs every key's buffered call now (as [`flush`](Debouncer::flush) on each key): how
+    /// Runs every key's buffered call now (as [`flush`](Shaper::flush) on each key): how
     /// many ran.
     ///
     /// ```
@@ -649,7 +647,7 @@ where
         let mut ran = 0;
         for (key, slot) in &mut state_ref.slots {
             let mut fx = self.shared.effects(key, &mut slot.label, &mut garbage);
-            ran += usize::from(slot.bucket.flush(now, &self.shared.timing, &mut fx));
+            ran += usize::from(slot.state.flush(&self.shared.debounce, now, &mut fx));
             keep_clock(&self.shared, key, slot, &mut state_ref.next_generation);
         }
         drop(state);
@@ -681,7 +679,7 @@ where
         self.shared.lock().slots.len()
     }
 
-    /// Whether no key holds state ([`len`](Debouncer::len) is 0).
+    /// Whether no key holds state ([`len`](Shaper::len) is 0).
     ///
     /// ```
     /// use std::time::Duration;
@@ -735,8 +733,7 @@ where
     /// paused clock is seen from any thread).
     fn now(&self) -> Moment {
         let _tokio = self.runtime.handle().enter();
-        let elapsed = Instant::now().saturating_duration_since(self.origin);
-        Moment::from_nanos(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+        self.clock.now()
     }
 
     fn effects<'a>(
@@ -753,8 +750,8 @@ where
         }
     }
 
-    /// The clock task's turn: handles what is due for the bucket of `key` of this
-    /// `generation`, and frees it if it went quiet. When to come back, or `None` to stop.
+    /// The clock task's turn: handles what is due for the state of `key` of this
+    /// `generation`, and frees it if it went idle. When to come back, or `None` to stop.
     fn tick(&self, key: &K, generation: u64) -> Option<Moment> {
         let now = self.now();
         let mut garbage = Garbage::new();
@@ -765,13 +762,13 @@ where
                 return None;
             }
             let mut fx = self.effects(key, &mut slot.label, &mut garbage);
-            slot.bucket.settle(now, &self.timing, &mut fx);
-            if slot.bucket.is_quiet(now, &self.timing) {
+            slot.state.settle(&self.debounce, now, &mut fx);
+            if slot.state.is_idle(&self.debounce, now) {
                 state.slots.remove(key);
                 shrink(&mut state.slots);
                 None
             } else {
-                slot.wake_at = slot.bucket.next_wake(&self.timing);
+                slot.wake_at = slot.state.wake_at(&self.debounce);
                 Some(slot.wake_at)
             }
         };
@@ -802,8 +799,8 @@ where
         .abort_handle()
 }
 
-/// Makes sure the key's clock task looks at the bucket in time after an operation changed it.
-/// A bucket's next wake-up only moves later (new timers are due `wait` after a call, later than
+/// Makes sure the key's clock task looks at the state in time after an operation changed it.
+/// A state's next wake-up only moves later (new timers are due `wait` after a call, later than
 /// any timer already live), so this is a safeguard: if it ever moved earlier than the clock's
 /// sleep, a new clock task takes over (the old one sees a newer generation and stops).
 fn keep_clock<K, T>(
@@ -815,7 +812,7 @@ fn keep_clock<K, T>(
     K: Hash + Eq + Clone + Send + 'static,
     T: Send + 'static,
 {
-    if slot.bucket.next_wake(&shared.timing) >= slot.wake_at {
+    if slot.state.wake_at(&shared.debounce) >= slot.wake_at {
         return;
     }
     if let Some(clock) = slot.clock.take() {
@@ -827,9 +824,9 @@ fn keep_clock<K, T>(
     slot.wake_at = Moment::ZERO;
 }
 
-/// A key's timer: sleeps until the bucket next has something to do, handles it, and ends when
-/// the bucket is freed (or replaced, or the debouncer dropped). It never sleeps past what is
-/// due: the wake-up it computed only ever moves later (see `Bucket::next_wake`), and a call
+/// A key's timer: sleeps until the state next has something to do, handles it, and ends when
+/// the state is freed (or replaced, or the shaper dropped). It never sleeps past what is
+/// due: the wake-up it computed only ever moves later (see `Debounced::wake_at`), and a call
 /// that finds something overdue settles it itself.
 async fn clock<K, T>(shared: Weak<Shared<K, T>>, key: K, generation: u64)
 where
@@ -845,10 +842,9 @@ where
         };
         // Far past the end of tokio's timer (about two years), sleep in steps and look again.
         let step = Duration::from_secs(60 * 60 * 24 * 365);
-        let wake = Duration::from_nanos(wake.as_nanos());
         let at = strong
-            .origin
-            .checked_add(wake)
+            .clock
+            .instant(wake)
             .unwrap_or_else(|| Instant::now() + step);
         drop(strong);
         tokio::time::sleep_until(at).await;
@@ -862,7 +858,7 @@ impl<K, T> Drop for Shared<K, T> {
             if let Some(clock) = slot.clock.take() {
                 clock.abort();
             }
-            if slot.bucket.pending() {
+            if slot.state.pending() {
                 let events = self.runtime.events();
                 let label_of = self.label_of;
                 events.emit(|| Event::Cancelled {
@@ -874,10 +870,10 @@ impl<K, T> Drop for Shared<K, T> {
     }
 }
 
-impl<K, T> fmt::Debug for Debouncer<K, T> {
+impl<K, T, O> fmt::Debug for Shaper<K, T, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Debouncer")
-            .field("timing", &self.shared.timing)
+        f.debug_struct("Shaper")
+            .field("debounce", &self.shared.debounce)
             .finish_non_exhaustive()
     }
 }

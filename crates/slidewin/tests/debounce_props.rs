@@ -1,24 +1,22 @@
-//! `Debouncer` against lodash's `debounce`, transcribed literally into a small model below and
+//! `Debounced` against lodash's `debounce`, transcribed literally into a small model below and
 //! run on a perfect event loop: random options (throttle's among them), random calls on three
 //! keys at random times (many at the same millisecond and at window boundaries), `flush` and
-//! `cancel`. The same calls must run at the same milliseconds, every other call must end
-//! `Cancelled`, `pending` must agree after every step, and every key must be freed at the end.
+//! `cancel`. The same calls must run at the same milliseconds, every other call must be
+//! dropped exactly once, and `pending` and the timer must agree after every step.
 //!
-//! The model is lodash 4.17.21's code with two changes, which are the issue's: `flush` clears
-//! the timer (lodash PR #4656, never shipped, where 4.17.21 leaves it running), and timers fire
-//! on time (lodash #6003 is a timer late behind a blocked loop). On this event loop a timer due
-//! at `t` fires before a call made at `t`, and timers due together fire in the order they were
-//! started. Everything else is as lodash has it, including the tight-loop path clearing the
-//! pending timer before it starts a new one. So a key never has two timers live; the model
-//! asserts it, as the shapers keep a single timer per key.
+//! The model is lodash 4.17.21's code with two changes: `flush` clears the timer (lodash PR
+//! #4656, unreleased), and timers fire on time (lodash #6003 is a timer late behind a blocked
+//! loop). A timer due at `t` fires before a call made at `t`, and timers due together fire in
+//! the order they were started. Everything else is as lodash has it, including the tight-loop
+//! path clearing the pending timer before it starts a new one, so a key never has two timers
+//! live: the model asserts it.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use slidewin_shape::{DebounceOptions, Debouncer, Runtime};
-use tokio::time::{Instant, sleep, sleep_until};
+use slidewin::Moment;
+use slidewin::debounce::{Admit, Debounce, DebounceOptions, Debounced, Edge, Sink};
 
 /// Lodash's time stamps are `Date.now()`: far from zero, as here (its `lastInvokeTime` starts
 /// at 0, which must look long ago).
@@ -87,6 +85,14 @@ impl Model {
 
     fn clear_timeout(&mut self, id: u64) {
         self.timers.retain(|t| t.id != id);
+    }
+
+    /// The key's live timer, in ms from the start.
+    fn timer(&self, key: u8) -> Option<u64> {
+        self.timers
+            .iter()
+            .find(|t| t.key == key)
+            .map(|t| t.due - BASE)
     }
 
     /// Fires every timer due by `now`, earliest first, ties in the order started.
@@ -205,7 +211,7 @@ impl Model {
         }
     }
 
-    /// Lodash's `lastArgs`, where a buffered call can run (ours says `pending`).
+    /// Lodash's `lastArgs`, where a held call can run (ours says `pending`).
     fn pending(&mut self, key: u8) -> bool {
         self.o.trailing && self.state(key).last_args.is_some()
     }
@@ -247,7 +253,7 @@ fn ops(o: Options) -> impl Strategy<Value = Vec<Op>> {
     let w = o.wait;
     let m = o.max_wait.unwrap_or(w);
     // Streams of calls closer than `wait` (where max_wait and lodash's tight-loop path matter),
-    // ties, boundaries, and pauses long enough for keys to go quiet.
+    // ties, boundaries, and pauses long enough for keys to go idle.
     let gap = prop_oneof![
         3 => Just(0u64),
         8 => 1..=w.div_ceil(2),
@@ -273,87 +279,125 @@ fn ops(o: Options) -> impl Strategy<Value = Vec<Op>> {
     )
 }
 
-/// Runs the ops through a real `Debouncer` under paused time: the calls that ran (with the
-/// millisecond their future was first polled) and every call's outcome, checking `pending`
-/// against the model after each op.
-fn check(o: Options, ops: &[Op]) -> Result<(), TestCaseError> {
-    let tokio_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    tokio_rt.block_on(async {
-        let rt = Runtime::new(10_000).unwrap();
-        let mut opts = DebounceOptions::new(Duration::from_millis(o.wait))
-            .leading(o.leading)
-            .trailing(o.trailing);
-        if let Some(m) = o.max_wait {
-            opts = opts.max_wait(Duration::from_millis(m));
-        }
-        let d: Debouncer<u8, usize> = Debouncer::with_options(&rt, opts).unwrap();
-        let mut model = Model::new(o);
-        let polled = Arc::new(Mutex::new(Vec::new()));
-        let start = Instant::now();
-        let mut now = 0;
-        let mut answers = Vec::new();
-        for op in ops {
-            now += op.gap;
-            sleep_until(start + Duration::from_millis(now)).await;
-            model.run_until(BASE + now);
-            match op.kind {
-                Kind::Call => {
-                    let n = answers.len();
-                    let polled = Arc::clone(&polled);
-                    answers.push(d.call(op.key, async move {
-                        let at = u64::try_from(start.elapsed().as_millis()).unwrap();
-                        polled.lock().unwrap().push((at, n));
-                        n
-                    }));
-                    model.debounced(op.key, BASE + now, n);
-                }
-                Kind::Flush => {
-                    d.flush(&op.key);
-                    model.flush(op.key, BASE + now);
-                }
-                Kind::Cancel => {
-                    d.cancel(&op.key);
-                    model.cancel(op.key);
-                }
-            }
-            for key in 0..3 {
-                prop_assert_eq!(
-                    d.pending(&key),
-                    model.pending(key),
-                    "pending({}) after {:?} at {} ms",
-                    key,
-                    op,
-                    now
-                );
-            }
-        }
-        model.run_until(u64::MAX);
-        sleep(Duration::from_millis(
-            10 * (o.max_wait.unwrap_or(o.wait) + 1),
-        ))
-        .await;
+fn millis(t: Moment) -> u64 {
+    t.as_nanos() / 1_000_000
+}
 
-        let mut ran = polled.lock().unwrap().clone();
-        ran.sort_unstable();
-        let mut expected = model.runs.clone();
-        expected.sort_unstable();
-        prop_assert_eq!(&ran, &expected, "runs (ms, call)");
-        for (n, answer) in answers.into_iter().enumerate() {
-            let ran = expected.iter().any(|&(_, call)| call == n);
-            prop_assert_eq!(answer.await.is_ok(), ran, "answer of call {}", n);
+/// What the states report: the calls run (ms, call) and the calls dropped.
+#[derive(Default)]
+struct Outcomes {
+    runs: Vec<(u64, usize)>,
+    dropped: Vec<usize>,
+}
+
+impl Sink<usize> for Outcomes {
+    fn run(&mut self, edge: Edge, at: Moment, call: usize) {
+        assert!(matches!(edge, Edge::Trailing | Edge::Flush), "{edge}");
+        self.runs.push((millis(at), call));
+    }
+
+    fn replaced(&mut self, old: usize) {
+        self.dropped.push(old);
+    }
+}
+
+/// Runs the ops through one `Debounced` per key and through the model, comparing `pending`
+/// and the timer after each op, and the runs at the end.
+fn check(o: Options, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut opts = DebounceOptions::new(Duration::from_millis(o.wait))
+        .leading(o.leading)
+        .trailing(o.trailing);
+    if let Some(m) = o.max_wait {
+        opts = opts.max_wait(Duration::from_millis(m));
+    }
+    let d = Debounce::new(opts).unwrap();
+    let mut states: [Debounced<usize>; 3] = Default::default();
+    let mut model = Model::new(o);
+    let mut out = Outcomes::default();
+    let mut calls = 0;
+    let mut now = 0;
+    for op in ops {
+        now += op.gap;
+        let t = Moment::from_millis(now);
+        model.run_until(BASE + now);
+        for state in &mut states {
+            state.settle(&d, t, &mut out);
         }
-        prop_assert_eq!(d.len(), 0, "keys left after quiet");
-        prop_assert_eq!(rt.inspect().registered, expected.len() as u64);
-        Ok(())
-    })
+        let state = &mut states[usize::from(op.key)];
+        match op.kind {
+            Kind::Call => {
+                let n = calls;
+                calls += 1;
+                match state.call(&d, t, &mut out) {
+                    Admit::Run(edge) => {
+                        prop_assert!(matches!(edge, Edge::Leading | Edge::MaxWait));
+                        out.runs.push((now, n));
+                    }
+                    Admit::Buffer => state.buffer(n, &mut out),
+                    Admit::Refuse => out.dropped.push(n),
+                }
+                model.debounced(op.key, BASE + now, n);
+            }
+            Kind::Flush => {
+                state.flush(&d, t, &mut out);
+                model.flush(op.key, BASE + now);
+            }
+            Kind::Cancel => {
+                out.dropped.extend(state.cancel());
+                model.cancel(op.key);
+            }
+        }
+        for (key, state) in (0u8..).zip(&states) {
+            prop_assert_eq!(
+                state.pending(),
+                model.pending(key),
+                "pending({}) after {:?} at {} ms",
+                key,
+                op,
+                now
+            );
+            prop_assert_eq!(
+                state.timer().map(millis),
+                model.timer(key),
+                "timer({}) after {:?} at {} ms",
+                key,
+                op,
+                now
+            );
+            prop_assert!(state.wake_at(&d) >= t || state.is_idle(&d, t));
+            if state.is_idle(&d, t) {
+                // Idle is the same as new: the next call is answered alike.
+                let (mut idle, mut new) = (state.clone(), Debounced::new());
+                let next = Moment::from_millis(now + 1);
+                let ignore = &mut |_, _, _| {};
+                prop_assert_eq!(idle.call(&d, next, ignore), new.call(&d, next, ignore));
+                prop_assert_eq!(idle.timer(), new.timer());
+            }
+        }
+    }
+    model.run_until(u64::MAX);
+    for state in &mut states {
+        state.settle(&d, Moment::MAX, &mut out);
+        prop_assert!(!state.pending());
+    }
+
+    let mut ran = out.runs.clone();
+    ran.sort_unstable();
+    let mut expected = model.runs.clone();
+    expected.sort_unstable();
+    prop_assert_eq!(&ran, &expected, "runs (ms, call)");
+    let mut every: Vec<usize> = ran.iter().map(|&(_, n)| n).chain(out.dropped).collect();
+    every.sort_unstable();
+    prop_assert_eq!(
+        every,
+        (0..calls).collect::<Vec<_>>(),
+        "each call run or dropped once"
+    );
+    Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
 
     #[test]
     fn debounce_and_throttle_run_the_calls_lodash_runs(
@@ -390,7 +434,7 @@ fn streams() -> impl Strategy<Value = (Options, Vec<Op>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
 
     #[test]
     fn max_wait_streams_run_the_calls_lodash_runs((o, ops) in streams()) {
