@@ -3,15 +3,12 @@
 //! bytes than a new one (measured by a counting allocator). Alone in its binary, so that no
 //! other test's allocations are counted.
 
-#[path = "../../slidewin/benches/support/counting_alloc.rs"]
-mod counting_alloc;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use counting_alloc::{CountingAllocator, held};
 use slidewin_shape::{Debouncer, Runtime};
+use slidewin_test_support::counting_alloc::{CountingAllocator, held};
 
 #[global_allocator]
 static ALLOC: CountingAllocator = CountingAllocator;

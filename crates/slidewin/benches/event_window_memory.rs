@@ -3,13 +3,11 @@
 //! while it holds a steady 1,000 events, measured with a counting global allocator.
 //! `cargo bench -p slidewin --bench event_window_memory`.
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
 #[path = "support/windows.rs"]
 mod windows;
 
-use counting_alloc::{CountingAllocator, held_after};
 use slidewin::EventWindow;
+use slidewin_test_support::counting_alloc::{CountingAllocator, held_after};
 use windows::{ListWindow, SPAN, VecWindow, Window, burst};
 
 #[global_allocator]

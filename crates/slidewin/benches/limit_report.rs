@@ -8,18 +8,15 @@
     reason = "counts and indices in tests are far below 2^32"
 )]
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use counting_alloc::{CountingAllocator, held_after};
 use governor::clock::FakeRelativeClock;
 use slidewin::limit::{
     Algorithm, FixedWindow, Gcra, Kind, Rule, RuleSet, SlidingCounter, SlidingLog,
 };
 use slidewin::{Keyed, Limiter, Moment, Quota};
+use slidewin_test_support::counting_alloc::{CountingAllocator, held_after};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;

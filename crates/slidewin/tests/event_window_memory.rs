@@ -2,13 +2,10 @@
 //! a burst of 200,000 events expires down to 10, the window holds at most 4 KiB (the example's
 //! perl array kept 1.75 MB).
 
-#[path = "../benches/support/counting_alloc.rs"]
-mod counting_alloc;
-
 use std::time::Duration;
 
-use counting_alloc::{CountingAllocator, held_after};
 use slidewin::{EventWindow, Moment};
+use slidewin_test_support::counting_alloc::{CountingAllocator, held_after};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;

@@ -6,14 +6,11 @@
     reason = "counts and indices in tests are far below 2^32"
 )]
 
-#[path = "../benches/support/counting_alloc.rs"]
-mod counting_alloc;
-
 use std::time::Duration;
 
-use counting_alloc::{CountingAllocator, held_after};
 use slidewin::limit::{Gcra, LimitError, SlidingLog};
 use slidewin::{Keyed, Moment};
+use slidewin_test_support::counting_alloc::{CountingAllocator, held_after};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;

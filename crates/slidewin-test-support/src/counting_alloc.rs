@@ -1,10 +1,8 @@
 //! A global allocator that counts the bytes held (allocated minus freed), per thread and for
-//! the whole process, so that memory figures are measured, not estimated. Shared through
-//! `#[path]` by the memory benches and tests of every crate: per thread for synchronous code,
-//! per process where tasks run on other threads (tokio).
+//! the whole process, so that memory figures are measured, not estimated: per thread for
+//! synchronous code, per process where tasks run on other threads (tokio). A test or bench
+//! installs it with `#[global_allocator] static ALLOC: CountingAllocator = CountingAllocator;`.
 
-// Shared by several bench and test crates, each of which uses a part.
-#![allow(dead_code, unreachable_pub)]
 // A global allocator cannot be written without `unsafe`; it only forwards to `System`.
 #![allow(unsafe_code)]
 

@@ -1,0 +1,11 @@
+//! What slidewin's tests and benches share, so that none reaches into another crate's files:
+//!
+//! - [`counting_alloc`]: a global allocator that counts the bytes held, for memory figures that
+//!   are measured, not estimated;
+//! - [`redis`]: `redis-server` processes of the tests' own, single or as a cluster, on free
+//!   ports of 127.0.0.1, stopped when dropped.
+//!
+//! Not published: it exists for this workspace's tests.
+
+pub mod counting_alloc;
+pub mod redis;

@@ -1,0 +1,248 @@
+//! Redis servers of the tests' own: started on free ports of 127.0.0.1, stopped when dropped.
+//! Tests never use a server someone else started. `redis-server` and `redis-cli` must be on the
+//! `PATH` (`scripts/test` installs them when missing).
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// A port free now, with the cluster bus port (10000 above) free too, both below the range the
+/// kernel hands out to outgoing connections. A server's port in that range can be taken while
+/// the server is down: a client reconnecting to it may be given the very port as its own and
+/// connect to itself (TCP's simultaneous open), and the restart then fails to bind (seen once
+/// in `redis_down_then_back_errors_then_recovers`).
+fn free_port() -> u16 {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU16, Ordering};
+    // Below the kernel's first ephemeral port (Linux: /proc/sys/net/ipv4/ip_local_port_range).
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let (low, high) = (10_000, ephemeral.saturating_sub(10_000).max(10_001));
+    // Each test binary starts at a place of its own and hands out distinct ports.
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let start = std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+        % u64::from(high - low);
+    let start = u16::try_from(start).expect("below a u16");
+    let _ = NEXT.compare_exchange(0, start + 1, Ordering::Relaxed, Ordering::Relaxed);
+    loop {
+        let port = low + (NEXT.fetch_add(1, Ordering::Relaxed) % (high - low));
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok()
+        {
+            return port;
+        }
+    }
+}
+
+/// One `redis-server` of our own, in a directory of its own.
+pub struct RedisServer {
+    child: Option<Child>,
+    /// The port it listens on, on 127.0.0.1.
+    pub port: u16,
+    dir: PathBuf,
+    cluster: bool,
+}
+
+impl RedisServer {
+    /// A server on a free port.
+    pub fn start() -> RedisServer {
+        RedisServer::launch(free_port(), false)
+    }
+
+    fn launch(port: u16, cluster: bool) -> RedisServer {
+        let dir = std::env::temp_dir().join(format!("slidewin-redis-test-{port}"));
+        std::fs::create_dir_all(&dir).expect("a directory for the server");
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir,
+            cluster,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts the process and returns once it accepts connections: it says so on its output,
+    /// so nothing here waits on a clock.
+    fn spawn(&mut self) {
+        // SLIDEWIN_REDIS_CPUS=0 pins the servers to those CPUs (`taskset -c`): the benches use
+        // it to give Redis a core of its own, as a server of its own would have.
+        let mut command = match std::env::var("SLIDEWIN_REDIS_CPUS") {
+            Ok(cpus) if !cpus.is_empty() => {
+                let mut taskset = Command::new("taskset");
+                taskset.args(["-c", &cpus, "redis-server"]);
+                taskset
+            }
+            _ => Command::new("redis-server"),
+        };
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(["--daemonize", "no", "--loglevel", "notice"])
+            .arg("--dir")
+            .arg(&self.dir);
+        if self.cluster {
+            command.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
+            // A lost node's slots go unserved, the others' stay served: what the tests of a
+            // lost node look at does not hang on how soon the others notice.
+            command.args(["--cluster-require-full-coverage", "no"]);
+            command.args([
+                "--cluster-config-file",
+                &format!("nodes-{}.conf", self.port),
+            ]);
+        }
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on the PATH (scripts/test installs it)");
+        let stdout = child.stdout.take().expect("the server's output");
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains("Ready to accept connections") => break,
+                Some(Ok(_)) => {}
+                _ => panic!(
+                    "redis-server on port {} exited before it was ready",
+                    self.port
+                ),
+            }
+        }
+        // Keep draining its output, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        self.child = Some(child);
+    }
+
+    /// `redis://127.0.0.1:port/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server at once, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// How many `EVALSHA` calls the server has run since the last `CONFIG RESETSTAT`.
+    pub fn script_calls(&self) -> u64 {
+        self.calls("evalsha")
+    }
+
+    /// How many times the server has run `command` (lowercase) since the last `CONFIG
+    /// RESETSTAT`, scripts' calls included.
+    pub fn calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.cli(&["info", "commandstats"])
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Runs `redis-cli` against this server and returns what it printed.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli on the PATH");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster of three masters of our own, its slots all covered.
+pub struct RedisCluster {
+    /// Its masters.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Three masters on free ports, their slots assigned, up on every node.
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::launch(free_port(), true))
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli on the PATH");
+        let said = String::from_utf8_lossy(&created.stdout);
+        assert!(
+            said.contains("All 16384 slots covered"),
+            "cluster create said:\n{said}"
+        );
+        let cluster = RedisCluster { nodes };
+        // Every node must agree the cluster is up before a client's view of it is complete;
+        // each round trip is the wait.
+        for node in &cluster.nodes {
+            let mut asked = 0;
+            while !node.cli(&["cluster", "info"]).contains("cluster_state:ok") {
+                asked += 1;
+                assert!(
+                    asked < 100_000,
+                    "the cluster never came up on port {}",
+                    node.port
+                );
+            }
+        }
+        cluster
+    }
+
+    /// Each node's URL.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The node that serves `key` (a Redis key, hash tag included).
+    pub fn node_of(&self, key: &str) -> usize {
+        let slot: u16 = self.nodes[0]
+            .cli(&["cluster", "keyslot", key])
+            .trim()
+            .parse()
+            .expect("a slot");
+        let slots = self.nodes[0].cli(&["cluster", "slots"]);
+        // `cluster slots` lists: start, end, then the master's ip and port, per range.
+        let lines: Vec<&str> = slots.lines().map(str::trim).collect();
+        for window in lines.windows(4) {
+            if let (Ok(start), Ok(end), Ok(port)) = (
+                window[0].parse::<u16>(),
+                window[1].parse::<u16>(),
+                window[3].parse::<u16>(),
+            ) {
+                if (start..=end).contains(&slot) && window[2] == "127.0.0.1" {
+                    return self
+                        .nodes
+                        .iter()
+                        .position(|n| n.port == port)
+                        .expect("a node of ours");
+                }
+            }
+        }
+        panic!("no node serves slot {slot}:\n{slots}")
+    }
+}
