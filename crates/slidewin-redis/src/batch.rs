@@ -19,14 +19,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use slidewin::Decision;
+use slidewin::limit::Decisions;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use crate::cluster::Nodes;
 use crate::connection::{Connection, parse_decisions, pipelined, query};
 use crate::error::RedisError;
-use crate::rule::{Call, Keys, script_call};
+use crate::rules::{Call, Keys, script_call};
 
 /// Checks go alone, without waiting for others, while fewer than this many calls are on their
 /// way (fewer, if fewer calls are allowed). One would leave Redis idle while the client reads
@@ -45,7 +45,7 @@ pub(crate) const FULL: usize = 16;
 /// for a queue of 128 callers to go as full batches; more callers make bigger batches.
 pub(crate) const IN_FLIGHT: usize = 8;
 
-type Answer = oneshot::Sender<Result<Decision, RedisError>>;
+type Answer = oneshot::Sender<Result<Decisions, RedisError>>;
 
 /// The queues of checks waiting for a call to Redis, shared by a limiter's clones: one on a
 /// single node, one per node on a cluster.
@@ -79,7 +79,7 @@ struct Waiting {
 enum Route {
     Alone(Call),
     Queued(
-        oneshot::Receiver<Result<Decision, RedisError>>,
+        oneshot::Receiver<Result<Decisions, RedisError>>,
         Option<Vec<Waiting>>,
     ),
 }
@@ -118,10 +118,10 @@ impl Batcher {
         self: &Arc<Self>,
         call: Call,
         timeout: Duration,
-    ) -> Result<Decision, RedisError> {
+    ) -> Result<Decisions, RedisError> {
         let group = match &self.connection {
             Connection::Single(..) => 0,
-            Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), &call.key),
+            Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), &call.tag),
         };
         let route = {
             let mut queues = self.lock();
@@ -156,10 +156,10 @@ impl Batcher {
     /// The answer of a queued check of `group`, or the error saying why there is none.
     async fn wait(
         &self,
-        answered: oneshot::Receiver<Result<Decision, RedisError>>,
+        answered: oneshot::Receiver<Result<Decisions, RedisError>>,
         timeout: Duration,
         group: u32,
-    ) -> Result<Decision, RedisError> {
+    ) -> Result<Decisions, RedisError> {
         let at = || self.connection.place_of_group(group).to_string();
         match tokio::time::timeout(timeout, answered).await {
             Ok(Ok(answer)) => answer,
@@ -240,16 +240,16 @@ pub(crate) async fn alone(
     connection: Connection,
     call: &Call,
     timeout: Duration,
-) -> Result<Decision, RedisError> {
+) -> Result<Decisions, RedisError> {
     let reply = query(
         connection.clone(),
         &script_call(&[call], Keys::Declared),
         true,
         timeout,
-        &call.key,
+        &call.tag,
     )
     .await?;
-    let at = || connection.place(&call.key);
+    let at = || connection.place(&call.tag);
     match parse_decisions(&reply, std::iter::once(call), at)?.pop() {
         Some(Some(decision)) => Ok(decision),
         _ => Err(RedisError::Reply {
@@ -285,7 +285,7 @@ pub(crate) async fn answer_all(
     calls: Vec<Call>,
     most: usize,
     timeout: Duration,
-) -> Vec<Result<Decision, RedisError>> {
+) -> Vec<Result<Decisions, RedisError>> {
     if calls.is_empty() {
         return Vec::new();
     }
@@ -297,7 +297,7 @@ pub(crate) async fn answer_all(
             let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();
             for (index, call) in calls.iter().enumerate() {
                 per_node
-                    .entry(Nodes::group(&map, &call.key))
+                    .entry(Nodes::group(&map, &call.tag))
                     .or_default()
                     .push(index);
             }
@@ -305,8 +305,8 @@ pub(crate) async fn answer_all(
         }
     };
     // Where a group's pipeline goes on a cluster: its first key's node.
-    let to = |members: &[usize]| calls[members[0]].key.as_str();
-    let mut answers: Vec<Option<Result<Decision, RedisError>>> = vec![None; calls.len()];
+    let to = |members: &[usize]| calls[members[0]].tag.as_str();
+    let mut answers: Vec<Option<Result<Decisions, RedisError>>> = vec![None; calls.len()];
     let mut elsewhere = Vec::new();
     if let [members] = &groups[..] {
         // One group (a single node, or one node's queue): no task to spawn.
@@ -355,7 +355,7 @@ pub(crate) async fn answer_all(
         for index in elsewhere {
             let call = &calls[index];
             per_key
-                .entry(call.key.as_str())
+                .entry(call.tag.as_str())
                 .or_default()
                 .push((index, call.clone()));
         }
@@ -384,7 +384,7 @@ pub(crate) async fn answer_all(
         .map(|(answer, call)| {
             answer.unwrap_or_else(|| {
                 Err(RedisError::Reply {
-                    at: connection.place(&call.key).to_string(),
+                    at: connection.place(&call.tag).to_string(),
                     detail: "the task sending the check ended before Redis answered".to_string(),
                 })
             })
@@ -392,36 +392,25 @@ pub(crate) async fn answer_all(
         .collect()
 }
 
-/// The script calls for `members` of `calls`: one per algorithm (in order of first use) and
-/// `most` checks, each with the indices of its checks.
+/// The script calls for `members` of `calls`, `most` calls each, each with the indices of its
+/// calls.
 fn plan(
     calls: &[Call],
     members: &[usize],
     most: usize,
     keys: Keys,
 ) -> (Vec<Vec<usize>>, Vec<redis::Cmd>) {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for &index in members {
-        let algorithm = calls[index].algorithm;
-        match groups
-            .iter_mut()
-            .find(|g| calls[g[0]].algorithm == algorithm)
-        {
-            Some(group) => group.push(index),
-            None => groups.push(vec![index]),
-        }
-    }
+    let mut members = members.to_vec();
+    // A key's checks one after the other, in their order (the sort is stable): each after the
+    // first takes the state the one before left (see check.lua), and other keys are
+    // independent.
+    members.sort_by(|&a, &b| calls[a].tag.cmp(&calls[b].tag));
     let mut indices = Vec::new();
     let mut commands = Vec::new();
-    for group in &mut groups {
-        // A key's checks one after the other, in their order: each after the first takes the
-        // state the one before left (see common.lua), and other keys are independent.
-        group.sort_by(|&a, &b| calls[a].key.cmp(&calls[b].key));
-        for chunk in group.chunks(most) {
-            let chunk_calls: Vec<&Call> = chunk.iter().map(|&i| &calls[i]).collect();
-            commands.push(script_call(&chunk_calls, keys));
-            indices.push(chunk.to_vec());
-        }
+    for chunk in members.chunks(most) {
+        let chunk_calls: Vec<&Call> = chunk.iter().map(|&i| &calls[i]).collect();
+        commands.push(script_call(&chunk_calls, keys));
+        indices.push(chunk.to_vec());
     }
     (indices, commands)
 }
@@ -431,14 +420,14 @@ fn plan(
 fn settle(
     connection: &Connection,
     calls: &[Call],
-    answers: &mut [Option<Result<Decision, RedisError>>],
+    answers: &mut [Option<Result<Decisions, RedisError>>],
     elsewhere: &mut Vec<usize>,
     indices: Vec<Vec<usize>>,
     replies: Vec<Result<redis::Value, RedisError>>,
 ) {
     for (group, reply) in indices.into_iter().zip(replies) {
         let group_calls = group.iter().map(|&i| &calls[i]);
-        let at = || connection.place(&calls[group[0]].key);
+        let at = || connection.place(&calls[group[0]].tag);
         match reply.and_then(|reply| parse_decisions(&reply, group_calls, at)) {
             Ok(decisions) => {
                 for (index, decision) in group.into_iter().zip(decisions) {

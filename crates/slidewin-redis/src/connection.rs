@@ -8,11 +8,11 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, Value};
-use slidewin::Decision;
+use slidewin::limit::{Decision, Decisions};
 
 use crate::cluster::Nodes;
 use crate::error::RedisError;
-use crate::rule::{Call, RedisAlgorithm};
+use crate::rules::{Call, SCRIPT};
 
 /// One connection, to a single Redis or to a cluster; both multiplex requests and reconnect by
 /// themselves. A single Redis's comes with its URL (its password hidden), for messages; a
@@ -108,12 +108,9 @@ fn is_noscript(err: &redis::RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
-/// Loads every algorithm's script (on the node a cluster routes it to).
+/// Loads the script (on the node a cluster routes it to).
 async fn load_scripts(connection: &mut Connection) -> redis::RedisResult<()> {
-    for algorithm in RedisAlgorithm::all() {
-        algorithm.script().load_async(connection).await?;
-    }
-    Ok(())
+    SCRIPT.load_async(connection).await.map(drop)
 }
 
 /// Sends one command of `key`; when it runs a script, after a `NOSCRIPT` (a restarted or new
@@ -209,35 +206,48 @@ async fn send_pipeline(
 }
 
 /// A script's answer for `calls`, from `at`: integers, each check's after the one before (see
-/// [`parse_decision`]; waits in microseconds); the limit is the call's own. `None` for a check
-/// the node did not answer (`reset_after` -1: its key is elsewhere), which only a call with
-/// undeclared keys gives.
+/// [`parse_decision`]; waits in microseconds), a check per rule of each call; the limit is the
+/// rule's own. `None` for a call the node did not answer (`reset_after` -1: its key is
+/// elsewhere), which only a call with undeclared keys gives.
 pub(crate) fn parse_decisions<'a>(
     reply: &Value,
     calls: impl ExactSizeIterator<Item = &'a Call>,
     at: impl Fn() -> Arc<str>,
-) -> Result<Vec<Option<Decision>>, RedisError> {
+) -> Result<Vec<Option<Decisions>>, RedisError> {
     let count = calls.len();
     let wrong = || RedisError::Reply {
         at: at().to_string(),
-        detail: format!("expected {count} answers of two or three numbers, got {reply:?}"),
+        detail: format!(
+            "expected answers of two or three numbers for {count} calls, got {reply:?}"
+        ),
     };
     let Value::Array(items) = reply else {
         return Err(wrong());
     };
     let mut numbers = items.iter();
-    let decisions = calls
-        .map(|call| parse_decision(&mut numbers, call.limit).ok_or_else(wrong))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut all = Vec::with_capacity(count);
+    for call in calls {
+        let rules = &call.rules;
+        let mut each = Vec::with_capacity(rules.len());
+        let mut elsewhere = false;
+        for index in 0..rules.len() {
+            match parse_decision(&mut numbers, rules.limit(index)).ok_or_else(wrong)? {
+                Some(decision) => each.push(decision),
+                None => elsewhere = true,
+            }
+        }
+        all.push(if elsewhere {
+            None
+        } else {
+            Decisions::new(each)
+        });
+    }
     match numbers.next() {
-        None => Ok(decisions),
+        None => Ok(all),
         Some(_) => Err(wrong()),
     }
 }
 
-/// One check's numbers, taken from `numbers`: the remaining units and `reset_after` when
-/// admitted; -1 - remaining, `reset_after` and `retry_after` when denied; 0 and -1 when the check
-/// was not the node's.
 fn parse_decision<'v>(
     numbers: &mut impl Iterator<Item = &'v Value>,
     limit: u64,
@@ -271,34 +281,65 @@ fn parse_decision<'v>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rule::Rule;
+    use crate::rules::Rules;
+    use slidewin::limit::{Kind, Rule, RuleSet};
 
     fn ints(numbers: &[i64]) -> Value {
         Value::Array(numbers.iter().map(|n| Value::Int(*n)).collect())
     }
 
+    fn gcra() -> Rules {
+        Rules::try_from(Rule::new("g", Kind::Gcra, "5/s".parse().unwrap()).unwrap()).unwrap()
+    }
+
     #[test]
     fn answers_of_two_and_three_numbers_are_read_in_order() {
-        let rule = Rule::gcra("5/s".parse().unwrap()).unwrap();
-        let calls: Vec<Call> = (0..3).map(|_| rule.call("p", "k", None, 1, true)).collect();
+        let rules = gcra();
+        let calls: Vec<Call> = (0..3)
+            .map(|_| Call::new(&rules, "p", "k", None, 1, true))
+            .collect();
         // Admitted (4 left), denied (0 left, retry after 150 µs), not this node's.
         let reply = ints(&[4, 200_000, -1, 400_000, 150, 0, -1]);
         let decisions = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap();
         let micros = Duration::from_micros;
+        let one = |d| Decisions::new(vec![d]);
         assert_eq!(
             decisions,
             [
-                Some(Decision::allow(5, 4, micros(200_000))),
-                Some(Decision::deny(5, 0, micros(400_000), micros(150))),
+                one(Decision::allow(5, 4, micros(200_000))),
+                one(Decision::deny(5, 0, micros(400_000), micros(150))),
                 None,
             ]
         );
     }
 
     #[test]
+    fn a_call_of_several_rules_reads_an_answer_per_rule() {
+        let set = RuleSet::new([
+            Rule::new("a", Kind::SlidingLog, "3/s".parse().unwrap()).unwrap(),
+            Rule::new("b", Kind::Gcra, "5/s burst 2".parse().unwrap()).unwrap(),
+        ])
+        .unwrap();
+        let rules = Rules::new(set).unwrap();
+        let calls = [Call::new(&rules, "p", "k", None, 1, true)];
+        let reply = ints(&[2, 1_000_000, -1, 200_000, 200_000]);
+        let decisions = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap();
+        let micros = Duration::from_micros;
+        let both = decisions[0].as_ref().unwrap();
+        assert_eq!(
+            both.as_slice(),
+            [
+                Decision::allow(3, 2, micros(1_000_000)),
+                Decision::deny(2, 0, micros(200_000), micros(200_000)),
+            ]
+        );
+        assert_eq!(both.binding(), 1);
+    }
+
+    #[test]
     fn an_answer_short_long_or_not_numbers_is_a_reply_error_showing_it() {
-        let rule = Rule::gcra("5/s".parse().unwrap()).unwrap();
-        let calls = [rule.call("p", "k", None, 1, true)];
+        let rules = gcra();
+        let calls = [Call::new(&rules, "p", "k", None, 1, true)];
         for reply in [
             ints(&[4]),
             ints(&[-1, 400_000]),
@@ -309,7 +350,7 @@ mod tests {
             let err = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap_err();
             assert!(
                 matches!(&err, RedisError::Reply { at, detail }
-                    if at == "here" && detail.contains("expected 1 answers")),
+                    if at == "here" && detail.contains("for 1 calls")),
                 "{reply:?}: {err:?}"
             );
         }

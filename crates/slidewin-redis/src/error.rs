@@ -3,7 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use slidewin::LimitError;
+use slidewin::Moment;
+use slidewin::limit::LimitError;
 
 /// A check that Redis could not answer, or that can never be admitted.
 ///
@@ -66,6 +67,12 @@ pub enum RedisError {
     },
     /// The request can never be admitted (a cost above the limit); Redis was not asked.
     Limit(LimitError),
+    /// An explicit time past [`RedisLimiter::MAX_TIME`](crate::RedisLimiter::MAX_TIME), where
+    /// the script's arithmetic would stop being exact; Redis was not asked.
+    TimeOutOfRange {
+        /// The time that was given.
+        now: Moment,
+    },
     /// The limiter was set up with a value it cannot use: a URL that is not one, no cluster
     /// nodes, a zero timeout.
     Config {
@@ -79,7 +86,7 @@ impl RedisError {
     /// [`Timeout`](RedisError::Timeout) and [`Cluster`](RedisError::Cluster).
     ///
     /// ```
-    /// use slidewin::LimitError;
+    /// use slidewin::limit::LimitError;
     /// use slidewin_redis::RedisError;
     /// let err = RedisError::Limit(LimitError::CostTooHigh { cost: 5, max: 3 });
     /// assert!(!err.is_transient());
@@ -146,6 +153,12 @@ impl fmt::Display for RedisError {
                 write!(f, "Redis at {at} answered unexpectedly: {detail}")
             }
             RedisError::Limit(err) => err.fmt(f),
+            RedisError::TimeOutOfRange { now } => write!(
+                f,
+                "the time {now} is past the last one Redis counts exactly, {} \
+                 (2^52 microseconds of Unix time)",
+                crate::RedisLimiter::MAX_TIME
+            ),
             RedisError::Config { detail } => write!(f, "cannot set up the Redis limiter: {detail}"),
         }
     }

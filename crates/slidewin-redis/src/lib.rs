@@ -1,25 +1,30 @@
 //! slidewin's rate limiters on Redis and Redis Cluster: the same answers as in memory, held
 //! across every process that shares the Redis.
 //!
-//! A [`Rule`] is one of slidewin's four algorithms with a quota; a [`RedisLimiter`] runs each
-//! check atomically in a Lua script, reading the time from the Redis server so that clients'
-//! clocks cannot disagree. Under load, checks that wait for Redis go together as one script
-//! call ([`RedisLimiter::with_batch_limit`]); on a cluster, one per node, its keys of many
-//! slots. The exact sliding log is seed 001's sorted set done so that
-//! concurrent clients can never over-admit: the entries of the last span counted, and added
-//! only when admitted, each with a unique member; those one span old or more removed
-//! (`ZREMRANGEBYSCORE key 0 now-span`) once the log's time enters a new stretch of its idle
-//! time, so that a log holds no entry older than a span and a stretch (about two spans).
+//! [`Rules`] are a [`RuleSet`](slidewin::limit::RuleSet) of slidewin's named rules, checked for
+//! what Redis can represent; a [`RedisLimiter`] checks a key under all of them in one atomic
+//! Lua script call, all-or-nothing, each rule's state under a Redis key of its own. Its
+//! methods follow slidewin's time vocabulary: [`check`](RedisLimiter::check) takes an explicit
+//! time on the Unix timeline, [`check_now`](RedisLimiter::check_now) reads the Redis server's
+//! clock, so that clients' clocks cannot disagree. Under load, checks that wait for Redis go
+//! together as one script call ([`RedisLimiter::with_batch_limit`]); on a cluster, one per
+//! node, its keys of many slots. The exact sliding log is a sorted set of admission times
+//! (the pattern Redis's own docs give for rate limiting), done so that concurrent clients
+//! can never over-admit: an entry is added only when admitted, each with a unique member.
 //!
 //! ```no_run
-//! use slidewin_redis::{FailurePolicy, RedisLimiter, Rule};
+//! use slidewin::limit::{Kind, Rule, RuleSet};
+//! use slidewin_redis::{FailurePolicy, RedisLimiter, Rules};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let redis = RedisLimiter::connect("redis://127.0.0.1:6379/")
 //!     .await?
 //!     .with_failure_policy(FailurePolicy::Closed);
-//! let api = Rule::sliding_log("100/minute".parse()?)?;
-//! let decision = redis.check(&api, "client-42", 1).await?;
+//! let login = Rules::new(RuleSet::new([
+//!     Rule::new("minute", Kind::SlidingLog, "5/minute".parse()?)?,
+//!     Rule::new("hour", Kind::SlidingLog, "20/hour".parse()?)?,
+//! ])?)?;
+//! let decision = redis.check_now(&login, "alice", 1).await?;
 //! if let Some(why) = decision.made_without_redis() {
 //!     eprintln!("Redis is away ({why}): denied to be safe");
 //! }
@@ -39,12 +44,12 @@ mod cluster;
 mod connection;
 mod error;
 mod limiter;
-mod rule;
+mod rules;
 
 pub use circuit::CircuitState;
 pub use error::RedisError;
 pub use limiter::{Check, FailurePolicy, RedisDecision, RedisLimiter};
-pub use rule::{RedisAlgorithm, Rule};
+pub use rules::Rules;
 
 // The README's example is compiled as a test too.
 #[doc = include_str!("../README.md")]

@@ -7,14 +7,19 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::{Cmd, Value};
-use slidewin::{Decision, Moment};
+use slidewin::Moment;
+use slidewin::limit::{Decision, Decisions, Kind, Rule};
 
 use crate::batch::{Batcher, IN_FLIGHT, alone, answer_all};
 use crate::circuit::{CircuitState, Circuits, FIRST_WAIT, LONGEST_WAIT, ProbeFn};
 use crate::cluster::Nodes;
 use crate::connection::{Connection, query};
 use crate::error::{RedisError, quote, redact};
-use crate::rule::{RedisAlgorithm, Rule, key_of};
+use crate::rules::{Call, Rules, tag_of};
+
+/// The shortest sleep of [`RedisLimiter::until_ready`] between tries: a denial's wait rounds
+/// to the microsecond, and a zero wait would spin.
+const MIN_RETRY: Duration = Duration::from_micros(1);
 
 /// How long a call waits for Redis by default.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -45,43 +50,56 @@ pub enum FailurePolicy {
 }
 
 impl FailurePolicy {
-    fn decide(self, rule: &Rule, cost: u64) -> Decision {
-        let quota = rule.quota();
-        let most = match rule.algorithm() {
-            RedisAlgorithm::Gcra => quota.burst(),
-            _ => quota.limit(),
-        };
-        match self {
-            FailurePolicy::Open => Decision::allow(most, most - cost, Duration::ZERO),
-            FailurePolicy::Closed => Decision::deny(most, 0, quota.span(), quota.span()),
-        }
+    fn decide(self, rules: &Rules, cost: u64) -> Decisions {
+        let each = rules
+            .rule_set()
+            .rules()
+            .iter()
+            .map(|rule| {
+                let (most, span) = (rule.max_cost(), rule.quota().span());
+                match self {
+                    FailurePolicy::Open => {
+                        Decision::allow(most, most.saturating_sub(cost), Duration::ZERO)
+                    }
+                    FailurePolicy::Closed => Decision::deny(most, 0, span, span),
+                }
+            })
+            .collect();
+        Decisions::new(each).unwrap_or_else(|| unreachable!("a rule set has a rule"))
     }
 }
 
-/// A [`Decision`] from Redis, or from a [`FailurePolicy`] when Redis could not answer.
-/// Dereferences to the decision.
+/// The [`Decisions`] of a check on Redis, one per rule, or a [`FailurePolicy`]'s when Redis
+/// could not answer. Dereferences to the binding rule's [`Decision`] (see
+/// [`Decisions::binding`]), as the in-memory limiters' answers do.
 ///
 /// ```
-/// use slidewin::Decision;
-/// use std::time::Duration;
 /// # fn show(d: slidewin_redis::RedisDecision) {
 /// if let Some(why) = d.made_without_redis() {
 ///     eprintln!("decided without Redis: {why}");
 /// }
 /// let admitted: bool = d.allowed();
+/// let each_rule = d.decisions().as_slice();
 /// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedisDecision {
-    decision: Decision,
+    decisions: Decisions,
     without_redis: Option<RedisError>,
 }
 
 impl RedisDecision {
-    /// The decision.
+    /// The binding rule's decision: the one that denied, or when all admitted the one
+    /// closest to its limit.
     #[must_use]
     pub fn decision(&self) -> Decision {
-        self.decision
+        self.decisions.decision()
+    }
+
+    /// Every rule's decision, in the order of the rules.
+    #[must_use]
+    pub fn decisions(&self) -> &Decisions {
+        &self.decisions
     }
 
     /// Why Redis could not answer, when the decision came from the [`FailurePolicy`].
@@ -95,41 +113,43 @@ impl Deref for RedisDecision {
     type Target = Decision;
 
     fn deref(&self) -> &Decision {
-        &self.decision
+        &self.decisions
     }
 }
 
-/// One check of a batch for [`RedisLimiter::check_many`].
+/// One check of a batch for [`RedisLimiter::check_many`]: `cost` for a key under some
+/// [`Rules`], at the server's time or an explicit one.
 ///
 /// ```
 /// use slidewin::Moment;
-/// use slidewin_redis::{Check, Rule};
-/// let rule = Rule::gcra("10/s".parse()?)?;
-/// let at_server_time = Check::new(&rule, "alice", 1);
-/// let replayed = Check::new(&rule, "bob", 2).at(Moment::from_secs(5));
+/// use slidewin::limit::{Kind, Rule};
+/// use slidewin_redis::{Check, Rules};
+/// let rules = Rules::try_from(Rule::new("api", Kind::Gcra, "10/s".parse()?)?)?;
+/// let at_server_time = Check::new(&rules, "alice", 1);
+/// let replayed = Check::new(&rules, "bob", 2).at(Moment::from_secs(5));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Check<'a> {
-    rule: &'a Rule,
+    rules: &'a Rules,
     key: &'a str,
     cost: u64,
     at: Option<Moment>,
 }
 
 impl<'a> Check<'a> {
-    /// `cost` for `key` under `rule`, at the server's time.
+    /// `cost` for `key` under `rules`, at the server's time.
     #[must_use]
-    pub fn new(rule: &'a Rule, key: &'a str, cost: u64) -> Check<'a> {
+    pub fn new(rules: &'a Rules, key: &'a str, cost: u64) -> Check<'a> {
         Check {
-            rule,
+            rules,
             key,
             cost,
             at: None,
         }
     }
 
-    /// The same check at an explicit time (for tests and replays).
+    /// The same check at an explicit time, Unix time (for tests and replays).
     #[must_use]
     pub fn at(self, now: Moment) -> Check<'a> {
         Check {
@@ -141,19 +161,28 @@ impl<'a> Check<'a> {
 
 /// slidewin's rate limiters on Redis: every process that shares the Redis shares the limits.
 ///
-/// Each check runs atomically in a Lua script (`EVALSHA`, loaded again after a `NOSCRIPT`),
-/// so concurrent clients can never over-admit; it reads the time from the Redis server
-/// (`TIME`) by default, so clients with skewed clocks cannot disagree, or takes an explicit
-/// time for tests and replays. The answers are the in-memory algorithms' (see [`Rule`] for the
-/// microsecond), so a service can move its limits to Redis without changing them. Under load,
-/// checks that wait for Redis go together as one script call
+/// Each check runs atomically in one Lua script (`EVALSHA`, loaded again after a `NOSCRIPT`),
+/// so concurrent clients can never over-admit. A check names its [`Rules`]: one rule, or
+/// several checked together, all-or-nothing, as a [`RuleSet`](slidewin::limit::RuleSet) does
+/// in memory. The answers are the in-memory algorithms' (see [`Rules`] for the microsecond),
+/// so a service can move its limits to Redis without changing them. Under load, checks that
+/// wait for Redis go together as one script call
 /// ([`with_batch_limit`](RedisLimiter::with_batch_limit)).
 ///
-/// Keys are `{prefix:key}:algorithm`: the braces are a hash tag, so all of a key's Redis keys
-/// share one cluster slot. Idle keys expire by themselves. Rules of one algorithm share a
-/// key's state, so a quota changed in a deployment keeps the counts (one lowered below a
-/// key's count denies until the count falls under it); two limits of one algorithm on one
-/// key need a prefix each ([`with_prefix`](RedisLimiter::with_prefix)).
+/// # Time
+///
+/// The methods follow slidewin's one vocabulary: [`check`](RedisLimiter::check) and
+/// [`peek`](RedisLimiter::peek) take the time to decide at, an explicit [`Moment`] on the Unix
+/// timeline (taken at its microsecond) — for tests, replays and clients that share a clock
+/// they trust; [`check_now`](RedisLimiter::check_now) and [`peek_now`](RedisLimiter::peek_now)
+/// decide at the current time, which on Redis is the **server's** clock (`TIME`), so that
+/// clients with skewed clocks cannot disagree.
+///
+/// # Keys
+///
+/// Each rule of a key keeps its state under a Redis key of its own,
+/// `{prefix:key}:name:kind`: the braces are a hash tag, so all of a key's rules share one
+/// cluster slot and one script call checks them all. Idle keys expire by themselves.
 ///
 /// Cheap to clone: clones share the connection.
 ///
@@ -228,6 +257,18 @@ impl std::fmt::Debug for RedisLimiter {
 }
 
 impl RedisLimiter {
+    /// The last time [`check`](RedisLimiter::check) and [`peek`](RedisLimiter::peek) take:
+    /// 2^52 microseconds of Unix time, in the year 2112. The script counts in Lua's doubles,
+    /// exact below 2^53, and a time needs room for a span added to it.
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin_redis::RedisLimiter;
+    /// assert_eq!(RedisLimiter::MAX_TIME, Moment::from_nanos((1 << 52) * 1_000));
+    /// assert!(RedisLimiter::MAX_TIME > Moment::from_secs(4_000_000_000)); // 2096
+    /// ```
+    pub const MAX_TIME: Moment = Moment::from_nanos((1 << 52) * 1_000);
+
     /// Connects to one Redis server, such as `redis://127.0.0.1:6379/`.
     ///
     /// # Errors
@@ -563,8 +604,9 @@ impl RedisLimiter {
         self.circuits.changed(from).await
     }
 
-    /// Decides about `cost` for `key` under `rule` at the Redis server's time, and consumes it
-    /// when admitted.
+    /// Decides about `cost` for `key` under every rule of `rules` at `now`, Unix time (taken
+    /// at its microsecond), and consumes it from each when all admit: a denial consumes from
+    /// none.
     ///
     /// # Errors
     ///
@@ -575,24 +617,28 @@ impl RedisLimiter {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use slidewin_redis::{RedisLimiter, Rule};
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::{RedisLimiter, Rules};
     /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
-    /// let api = Rule::gcra("100/s burst 20".parse()?)?;
-    /// assert!(redis.check(&api, "client-7", 1).await?.allowed());
+    /// let rules = Rules::try_from(Rule::new("replay", Kind::SlidingLog, "1/s".parse()?)?)?;
+    /// assert!(redis.check(&rules, "k", Moment::from_secs(10), 1).await?.allowed());
+    /// assert!(!redis.check(&rules, "k", Moment::from_millis(10_500), 1).await?.allowed());
     /// # Ok(())
     /// # }
     /// ```
     pub async fn check(
         &self,
-        rule: &Rule,
+        rules: &Rules,
         key: &str,
+        now: Moment,
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
-        self.decide(rule, cost, self.eval(rule, key, None, cost, true).await)
+        let now = micros(now)?;
+        self.decide(rules, cost, self.eval(rules, key, now, cost, true).await)
     }
 
-    /// [`check`](RedisLimiter::check) at an explicit time (taken at its microsecond): for tests
-    /// and replays, and for clients that share a clock they trust.
+    /// [`check`](RedisLimiter::check) at the Redis server's time.
     ///
     /// # Errors
     ///
@@ -602,87 +648,129 @@ impl RedisLimiter {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use slidewin::Moment;
-    /// use slidewin_redis::{RedisLimiter, Rule};
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_redis::{RedisLimiter, Rules};
     /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
-    /// let rule = Rule::sliding_log("1/s".parse()?)?;
-    /// assert!(redis.check_at(&rule, "replay", Moment::from_secs(10), 1).await?.allowed());
-    /// assert!(!redis.check_at(&rule, "replay", Moment::from_millis(10_500), 1).await?.allowed());
+    /// let login = Rules::new(RuleSet::new([
+    ///     Rule::new("minute", Kind::SlidingLog, "5/minute".parse()?)?,
+    ///     Rule::new("hour", Kind::SlidingLog, "20/hour".parse()?)?,
+    /// ])?)?;
+    /// let decision = redis.check_now(&login, "alice", 1).await?;
+    /// if !decision.allowed() {
+    ///     println!("try again in {:?}", decision.retry_after());
+    /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn check_at(
+    pub async fn check_now(
         &self,
-        rule: &Rule,
+        rules: &Rules,
         key: &str,
-        now: Moment,
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
-        self.decide(
-            rule,
-            cost,
-            self.eval(rule, key, Some(now), cost, true).await,
-        )
+        self.decide(rules, cost, self.eval(rules, key, None, cost, true).await)
     }
 
-    /// Decides as [`check`](RedisLimiter::check) would, at the server's time, without consuming
+    /// Decides as [`check`](RedisLimiter::check) would at `now`, Unix time, without consuming
     /// anything.
     ///
     /// # Errors
     ///
     /// As [`check`](RedisLimiter::check).
     ///
-    /// # Example
-    ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use slidewin_redis::{RedisLimiter, Rule};
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::{RedisLimiter, Rules};
     /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
-    /// let logins = Rule::sliding_log("3/10s".parse()?)?;
-    /// if !redis.peek(&logins, "alice", 1).await?.allowed() {
-    ///     println!("locked: no need to check the password");
-    /// }
+    /// let rules = Rules::try_from(Rule::new("g", Kind::Gcra, "1/s".parse()?)?)?;
+    /// assert!(redis.peek(&rules, "k", Moment::from_secs(3), 1).await?.allowed());
+    /// assert!(redis.check(&rules, "k", Moment::from_secs(3), 1).await?.allowed());
     /// # Ok(())
     /// # }
     /// ```
     pub async fn peek(
         &self,
-        rule: &Rule,
+        rules: &Rules,
         key: &str,
+        now: Moment,
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
-        self.decide(rule, cost, self.eval(rule, key, None, cost, false).await)
+        let now = micros(now)?;
+        self.decide(rules, cost, self.eval(rules, key, now, cost, false).await)
     }
 
-    /// [`peek`](RedisLimiter::peek) at an explicit time.
+    /// [`peek`](RedisLimiter::peek) at the Redis server's time.
     ///
     /// # Errors
     ///
     /// As [`check`](RedisLimiter::check).
     ///
+    /// # Example
+    ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use slidewin::Moment;
-    /// use slidewin_redis::{RedisLimiter, Rule};
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::{RedisLimiter, Rules};
     /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
-    /// let rule = Rule::gcra("1/s".parse()?)?;
-    /// assert!(redis.peek_at(&rule, "k", Moment::from_secs(3), 1).await?.allowed());
-    /// assert!(redis.check_at(&rule, "k", Moment::from_secs(3), 1).await?.allowed());
+    /// let logins = Rules::try_from(Rule::new("login", Kind::SlidingLog, "3/10s".parse()?)?)?;
+    /// if !redis.peek_now(&logins, "alice", 1).await?.allowed() {
+    ///     println!("locked: no need to check the password");
+    /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn peek_at(
+    pub async fn peek_now(
         &self,
-        rule: &Rule,
+        rules: &Rules,
         key: &str,
-        now: Moment,
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
-        self.decide(
-            rule,
-            cost,
-            self.eval(rule, key, Some(now), cost, false).await,
-        )
+        self.decide(rules, cost, self.eval(rules, key, None, cost, false).await)
+    }
+
+    /// Waits until `cost` for `key` is admitted under `rules` at the server's time, and
+    /// consumes it: governor's `until_ready`, across processes. Each denial sleeps its
+    /// `retry_after` (on tokio's clock) and asks again; another process may take the room
+    /// first, and then it waits again. A decision made without Redis by
+    /// [`FailurePolicy::Closed`] waits too (a span at a time); bound the wait with
+    /// `tokio::time::timeout` if Redis may stay away.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisError::Limit`] at once for a cost that can never be admitted; without a
+    /// [`FailurePolicy`], the first [`RedisError`] that kept Redis from answering.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::{RedisLimiter, Rules};
+    /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
+    /// let upstream = Rules::try_from(Rule::new("upstream", Kind::Gcra, "50/s".parse()?)?)?;
+    /// for page in 0..100 {
+    ///     redis.until_ready(&upstream, "partner-api", 1).await?;
+    ///     // fetch `page`: never more than 50 a second across every worker
+    /// #   let _ = page;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn until_ready(
+        &self,
+        rules: &Rules,
+        key: &str,
+        cost: u64,
+    ) -> Result<RedisDecision, RedisError> {
+        loop {
+            let decision = self.check_now(rules, key, cost).await?;
+            match decision.retry_after() {
+                None => return Ok(decision),
+                Some(wait) => tokio::time::sleep(wait.max(MIN_RETRY)).await,
+            }
+        }
     }
 
     /// Many checks in one round trip: pipelined, and on a cluster grouped by node, each group
@@ -694,10 +782,11 @@ impl RedisLimiter {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use slidewin_redis::{Check, RedisLimiter, Rule};
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::{Check, RedisLimiter, Rules};
     /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
-    /// let per_user = Rule::sliding_counter("100/minute".parse()?)?;
-    /// let global = Rule::gcra("10000/minute".parse()?)?;
+    /// let per_user = Rules::try_from(Rule::new("user", Kind::SlidingCounter, "100/minute".parse()?)?)?;
+    /// let global = Rules::try_from(Rule::new("global", Kind::Gcra, "10000/minute".parse()?)?)?;
     /// let answers = redis
     ///     .check_many(&[Check::new(&per_user, "alice", 1), Check::new(&global, "all", 1)])
     ///     .await;
@@ -706,20 +795,29 @@ impl RedisLimiter {
     /// # }
     /// ```
     pub async fn check_many(&self, checks: &[Check<'_>]) -> Vec<Result<RedisDecision, RedisError>> {
-        let mut answers: Vec<Option<Result<Decision, RedisError>>> = vec![None; checks.len()];
+        let mut answers: Vec<Option<Result<Decisions, RedisError>>> = vec![None; checks.len()];
         let mut sent = Vec::with_capacity(checks.len());
         let mut calls = Vec::with_capacity(checks.len());
         for (index, check) in checks.iter().enumerate() {
             let call = check
-                .rule
+                .rules
                 .check_cost(check.cost)
                 .map_err(RedisError::from)
-                .map(|()| {
-                    check
-                        .rule
-                        .call(&self.prefix, check.key, check.at, check.cost, true)
+                .and_then(|()| {
+                    let now = match check.at {
+                        Some(at) => micros(at)?,
+                        None => None,
+                    };
+                    Ok(Call::new(
+                        check.rules,
+                        &self.prefix,
+                        check.key,
+                        now,
+                        check.cost,
+                        true,
+                    ))
                 })
-                .and_then(|call| self.gate(&call.key).map(|()| call));
+                .and_then(|call| self.gate(&call.tag).map(|()| call));
             match call {
                 Ok(call) => {
                     sent.push(index);
@@ -728,11 +826,12 @@ impl RedisLimiter {
                 Err(err) => answers[index] = Some(Err(err)),
             }
         }
+        let tags: Vec<String> = calls.iter().map(|c| c.tag.clone()).collect();
         let decisions = answer_all(&self.connection, calls, self.batch_limit, self.timeout).await;
-        for (index, decision) in sent.into_iter().zip(decisions) {
+        for ((index, decision), tag) in sent.into_iter().zip(decisions).zip(tags) {
             if let Err(err) = &decision {
-                let check = &checks[index];
-                self.failed(err, || check.rule.key(&self.prefix, check.key));
+                let rules = checks[index].rules;
+                self.failed(err, || rules.key(&tag, 0));
             }
             answers[index] = Some(decision);
         }
@@ -744,17 +843,17 @@ impl RedisLimiter {
                     Err(RedisError::Reply {
                         at: self
                             .connection
-                            .place(&check.rule.key(&self.prefix, check.key))
+                            .place(&tag_of(&self.prefix, check.key))
                             .to_string(),
                         detail: "no answer for the check".to_string(),
                     })
                 });
-                self.decide(check.rule, check.cost, answer)
+                self.decide(check.rules, check.cost, answer)
             })
             .collect()
     }
 
-    /// Gives `key` its full quota back under `rule`.
+    /// Gives `key` its full quota back under every rule of `rules`.
     ///
     /// # Errors
     ///
@@ -762,51 +861,71 @@ impl RedisLimiter {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use slidewin_redis::{RedisLimiter, Rule};
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::{RedisLimiter, Rules};
     /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
-    /// let rule = Rule::fixed_window("1/minute".parse()?)?;
-    /// redis.check(&rule, "alice", 1).await?;
-    /// redis.reset(&rule, "alice").await?;
-    /// assert!(redis.check(&rule, "alice", 1).await?.allowed());
+    /// let rules = Rules::try_from(Rule::new("daily", Kind::FixedWindow, "1/day".parse()?)?)?;
+    /// redis.check_now(&rules, "alice", 1).await?;
+    /// redis.reset(&rules, "alice").await?;
+    /// assert!(redis.check_now(&rules, "alice", 1).await?.allowed());
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn reset(&self, rule: &Rule, key: &str) -> Result<(), RedisError> {
-        let key = rule.key(&self.prefix, key);
+    pub async fn reset(&self, rules: &Rules, key: &str) -> Result<(), RedisError> {
+        let tag = tag_of(&self.prefix, key);
         let mut command = redis::cmd("DEL");
-        command.arg(&key);
-        self.query(&command, &key).await.map(drop)
+        for key in rules.keys(&tag) {
+            command.arg(key);
+        }
+        self.query(&command, &tag).await.map(drop)
     }
 
-    /// The admitted units of `key`'s [sliding log](RedisAlgorithm::SlidingLog) with times in
-    /// `[from, to]`, oldest first: to see what a limit is holding, as seed 001 suggests
-    /// (`ZRANGEBYSCORE`). Units that have left the window may still be listed: an admission
-    /// removes them once the log's time enters a new stretch of its idle time (a span and a
-    /// millisecond).
+    /// The admitted units of `key` under the sliding-log rule `rule` with times in `[from,
+    /// to]` (Unix time), oldest first: to see what a limit is holding (`ZRANGEBYSCORE`). Units
+    /// that have left the window may still be listed: an admission removes them once the log's
+    /// time enters a new stretch of its idle time (a span and a millisecond).
     ///
     /// # Errors
     ///
-    /// The [`RedisError`] that kept Redis from answering.
+    /// [`RedisError::Config`] for a rule of another kind; the [`RedisError`] that kept Redis
+    /// from answering.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// use slidewin::Moment;
-    /// use slidewin_redis::{RedisLimiter, Rule};
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::{RedisLimiter, Rules};
     /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
-    /// let rule = Rule::sliding_log("10/s".parse()?)?;
-    /// redis.check_at(&rule, "alice", Moment::from_secs(3), 2).await?;
-    /// let held = redis.inspect("alice", Moment::ZERO, Moment::from_secs(10)).await?;
+    /// let rule = Rule::new("api", Kind::SlidingLog, "10/s".parse()?)?;
+    /// let rules = Rules::try_from(rule.clone())?;
+    /// redis.check(&rules, "alice", Moment::from_secs(3), 2).await?;
+    /// let held = redis.inspect(&rule, "alice", Moment::ZERO, Moment::from_secs(10)).await?;
     /// assert_eq!(held, [Moment::from_secs(3), Moment::from_secs(3)]);
     /// # Ok(())
     /// # }
     /// ```
     pub async fn inspect(
         &self,
+        rule: &Rule,
         key: &str,
         from: Moment,
         to: Moment,
     ) -> Result<Vec<Moment>, RedisError> {
-        let key = key_of(&self.prefix, key, RedisAlgorithm::SlidingLog);
+        if rule.kind() != Kind::SlidingLog {
+            return Err(RedisError::Config {
+                detail: format!(
+                    "inspect reads a sliding log, and the rule `{}` is {}",
+                    rule.name(),
+                    rule.kind()
+                ),
+            });
+        }
+        let key = format!(
+            "{}:{}:{}",
+            tag_of(&self.prefix, key),
+            rule.name(),
+            rule.kind()
+        );
         let mut command = redis::cmd("ZRANGEBYSCORE");
         command
             .arg(&key)
@@ -827,21 +946,21 @@ impl RedisLimiter {
 
     async fn eval(
         &self,
-        rule: &Rule,
+        rules: &Rules,
         key: &str,
-        now: Option<Moment>,
+        now: Option<u64>,
         cost: u64,
         commit: bool,
-    ) -> Result<Decision, RedisError> {
-        rule.check_cost(cost)?;
-        let call = rule.call(&self.prefix, key, now, cost, commit);
-        self.gate(&call.key)?;
+    ) -> Result<Decisions, RedisError> {
+        rules.check_cost(cost)?;
+        let call = Call::new(rules, &self.prefix, key, now, cost, commit);
+        self.gate(&call.tag)?;
         let answer = match &self.batcher {
-            Some(batcher) => batcher.check(call, self.timeout).await,
+            Some(batcher) => batcher.check(call.clone(), self.timeout).await,
             None => alone(self.connection.clone(), &call, self.timeout).await,
         };
         if let Err(err) = &answer {
-            self.failed(err, || rule.key(&self.prefix, key));
+            self.failed(err, || call.first_key());
         }
         answer
     }
@@ -872,22 +991,37 @@ impl RedisLimiter {
 
     fn decide(
         &self,
-        rule: &Rule,
+        rules: &Rules,
         cost: u64,
-        answer: Result<Decision, RedisError>,
+        answer: Result<Decisions, RedisError>,
     ) -> Result<RedisDecision, RedisError> {
         match (answer, self.policy) {
-            (Ok(decision), _) => Ok(RedisDecision {
-                decision,
+            (Ok(decisions), _) => Ok(RedisDecision {
+                decisions,
                 without_redis: None,
             }),
-            (Err(err), Some(policy)) if !matches!(err, RedisError::Limit(_)) => Ok(RedisDecision {
-                decision: policy.decide(rule, cost),
-                without_redis: Some(err),
-            }),
+            (Err(err), Some(policy))
+                if !matches!(
+                    err,
+                    RedisError::Limit(_) | RedisError::TimeOutOfRange { .. }
+                ) =>
+            {
+                Ok(RedisDecision {
+                    decisions: policy.decide(rules, cost),
+                    without_redis: Some(err),
+                })
+            }
             (Err(err), _) => Err(err),
         }
     }
+}
+
+/// `now` in microseconds, for the script; an error past [`RedisLimiter::MAX_TIME`].
+fn micros(now: Moment) -> Result<Option<u64>, RedisError> {
+    if now > RedisLimiter::MAX_TIME {
+        return Err(RedisError::TimeOutOfRange { now });
+    }
+    Ok(Some(now.as_nanos() / 1_000))
 }
 
 /// The probe of an open circuit (see `circuit.rs`): `EXISTS` on a key of the place, routed as

@@ -1,0 +1,495 @@
+-- slidewin's rate limits on Redis: one script for every algorithm and every batch, so that a
+-- request under several rules is one call on one slot, all-or-nothing.
+--
+-- Times are whole microseconds of Unix time: Lua's numbers are doubles, exact below 2^53, and
+-- the Rust side refuses quotas whose arithmetic would pass that. The hot path defines no
+-- functions and reads globals once into locals: each costs a measurable part of a check.
+-- Numbers written to Redis go as format('%d', n), which prints 1.7e15 in full.
+--
+-- KEYS[i] is check i's key (n checks). On a cluster a call carries one node's checks, whose
+-- keys are of many slots: Redis would refuse those as KEYS (CROSSSLOT), so KEYS is empty,
+-- ARGV[1] is n and ARGV[2 ..= n + 1] are the keys, and all the rest follows them. Such a call
+-- ("soft") answers a check whose key is not on this node as 0, -1 rather than failing: its
+-- first command goes through `first` (redis.pcall) before any write, and the client sends it
+-- again to the right node.
+--
+-- Then ARGV holds:
+--   per: how many arguments each check has. 2 (cost, rule) or 3 (cost, rule, time); 0 or 1
+--     when every check has the same cost and rule, which then come once, before the checks
+--     (0: no times; 1: a time each).
+--   the checks' arguments. The rule is an index into the rules below, from 1; negative to
+--     answer without consuming (a peek). The time is '' for the server's clock (TIME, read
+--     once per call: a batch's checks happen at one instant).
+--   groups: 0 when every check is alone, else 1 and for each check the size of the group it
+--     starts (0 inside one). A group is one request under several rules, for one key: its
+--     checks all peek first, and consume only if every one admits.
+--   size, the count of each rule's numbers (5), then each rule: its algorithm (1 sliding log,
+--     2 sliding counter, 3 fixed window, 4 GCRA) and four parameters.
+--
+-- The answer is one flat array of integers, check after check: admitted, two (remaining,
+-- reset_after); denied, three (-1 - remaining, reset_after, retry_after); waits in
+-- microseconds. A check not on this node is 0, -1. The limit is the client's own.
+--
+-- A batch names a key's checks one after the other (the client orders them so). A check of
+-- the key the check before it read (`same`) takes what that one left, kept in `kept`, instead
+-- of reading it again; a check followed by one of the same key (`more`) leaves its write to
+-- the key's last check (a sliding log still adds each unit). A hot key then costs a read and
+-- a write per call, not per check. Nothing else writes during a script, and Redis expires no
+-- key in the middle of one: what is kept stays true.
+local KEYS, ARGV, call, tonumber = KEYS, ARGV, redis.call, tonumber
+local format, floor, max = string.format, math.floor, math.max
+local sub, byte = string.sub, string.byte
+local clock = nil
+local kept, last = {}, nil
+local answers, w = {}, 0
+-- A sliding log's texts for one time, span and idle time, kept for the next check with them.
+local texts_at, texts_span, texts_idle, after_text, at_text = nil, nil, nil, nil, nil
+local hw_text, dl_text, deadline = nil, nil, nil
+local OFF = 9007199254740992
+local rules = {}
+local n, from, soft, first = #KEYS, 0, false, call
+if n == 0 then n, soft, first = tonumber(ARGV[1]), true, redis.pcall; from = n + 1 end
+local per = tonumber(ARGV[from + 1])
+from = from + 1
+local cost, r = 0, 0
+if per < 2 then cost, r, from = ARGV[from + 1] + 0, ARGV[from + 2] + 0, from + 2 end
+local groups = nil
+do
+  local at = from + per * n + 1
+  if ARGV[at] ~= '0' then
+    groups = {}
+    for i = 1, n do groups[i] = tonumber(ARGV[at + i]) end
+    at = at + n
+  end
+  at = at + 1
+  local size = tonumber(ARGV[at])
+  for r = 1, (#ARGV - at) / size do
+    local rule, from = {}, at + (r - 1) * size
+    for j = 1, size do rule[j] = tonumber(ARGV[from + j]) end
+    rules[r] = rule
+  end
+end
+-- pass: 0 for a check alone; 1 for a group's peeks; 2 for its checks, once all admitted.
+local i, pass, gfirst, glast, gw, gall = 0, 0, 0, 0, 0, false
+while true do
+if pass == 1 and i == glast and gall then
+  pass, i, w = 2, gfirst, gw
+else
+  if i == glast then pass = 0 end
+  i = i + 1
+  if i > n then break end
+  if groups and groups[i] > 1 then
+    pass, gfirst, glast, gw, gall = 1, i, i + groups[i] - 1, w, true
+  end
+end
+local key, base = KEYS[i], from + (i - 1) * per
+if soft then key = ARGV[1 + i] end
+local same, more = key == last, false
+if i < n and pass == 0 and not (groups and groups[i + 1] ~= 1) then
+  if soft then more = ARGV[2 + i] == key else more = KEYS[i + 1] == key end
+end
+local now = ''
+if per > 1 then
+  cost, r = ARGV[base + 1] + 0, ARGV[base + 2] + 0
+  if per == 3 then now = ARGV[base + 3] end
+elseif per == 1 then
+  now = ARGV[base + 1]
+end
+if now == '' then
+  if not clock then
+    local t = call('TIME')
+    clock = t[1] * 1000000 + t[2]
+  end
+  now = clock
+else
+  now = now + 0
+end
+local commit, rule = r > 0, rules[r]
+if r < 0 then rule = rules[-r] end
+if pass == 1 then
+  if not commit then gall = false end
+  commit = false
+end
+local alg, answered = rule[1], w
+repeat
+if alg == 1 then
+  -- The exact sliding log (slidewin's SlidingLog), on a sorted set of admission times.
+  -- rule: span, limit, idle ttl in ms.
+  local span, limit, idle_ms = rule[2], rule[3], rule[4]
+  local idle = idle_ms * 1000
+
+  -- An entry per admitted unit: its score the time, its member the time's own number (from
+  -- 0 at each time, after a letter for how many digits, so that a time's members sort by
+  -- number) then the time, as `a0` + time. Three members more sit at negative scores (time -
+  -- 2^53) that no window, trim or `inspect` reaches: `~` and `~~`, both the log's time (its
+  -- newest admission's; it never goes back, and an older request counts at it), and `~e`, its
+  -- expiry deadline (the end of the stretch of idle_ms after the log's time). Every write
+  -- raises all three with ZADD GT CH, which moves a member only forward and answers how many
+  -- it added or moved: the common check, one unit admitted, reads only its window's count and
+  -- learns from its own write whether the log's time was behind its own. Old entries go with
+  -- the expiry, when the log's time enters a new stretch: a log holds none older than a span
+  -- and a stretch.
+
+  -- The log as read in this call (false: no entry): its time (`hw`), the number of the last
+  -- member at that time (nil: not read), and the count of the window last asked about: at,
+  -- span, count.
+  local hw, idx = kept[1], kept[2]
+  if not same then
+    hw, idx, kept[3] = nil, nil, false
+    local counted = false
+    if commit and cost == 1 then
+      -- Counted as if the log's time were behind `now`, as it nearly always is; the write says.
+      if texts_at ~= now or texts_span ~= span or texts_idle ~= idle then
+        texts_at, texts_span, texts_idle = now, span, idle
+        after_text, at_text = format('(%d', now - span), format('%d', now)
+        deadline = now - now % idle + 2 * idle
+        hw_text, dl_text = format('%d', now - OFF), format('%d', deadline - OFF)
+      end
+      local count = first('ZCOUNT', key, after_text, '+inf')
+      if soft and type(count) == 'table' then
+        answers[w + 1], answers[w + 2] = 0, -1
+        w = w + 2
+        break
+      end
+      if count < limit then
+        local name = 'a0' .. at_text
+        local moved =
+          call('ZADD', key, 'GT', 'CH', hw_text, '~', hw_text, '~~', dl_text, '~e', at_text, name)
+        if moved >= 3 then
+          -- `~` moved, so every entry is older than `now`: the count holds, and `name` is new.
+          -- `~e` moved too when `now` entered a new stretch: the expiry follows it, and the
+          -- entries at or before `now - span` go (they never count again).
+          if moved == 4 then
+            call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
+            call('ZREMRANGEBYSCORE', key, '0', format('%d', now - span))
+          end
+          kept[1], kept[2], kept[3], kept[4], kept[5], last = now, 0, now, span, count + 1, key
+          answers[w + 1], answers[w + 2] = limit - count - 1, span
+          w = w + 2
+          break
+        end
+        -- The log's time was at or past `now` (a clock gone back, or a second admission in
+        -- one microsecond). The write may have added `name` (if no entry had it), to undo, and
+        -- moved `~e` (only under another rule's stretch), to honour: one of them is told apart
+        -- by counting again.
+        local added = moved == 2
+        if moved == 1 then added = call('ZCOUNT', key, after_text, '+inf') > count end
+        if added then call('ZREM', key, name) end
+        if moved == 2 or (moved == 1 and not added) then
+          call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
+        end
+      end
+      kept[3], kept[4], kept[5] = now, span, count
+      counted = true
+    end
+    local top = nil
+    if counted then top = call('ZSCORE', key, '~') else top = first('ZSCORE', key, '~') end
+    if soft and type(top) == 'table' then
+      answers[w + 1], answers[w + 2] = 0, -1
+      w = w + 2
+      break
+    end
+    if top then hw = top + OFF end
+    kept[1], kept[2], last = hw or false, nil, key
+  end
+  if not hw then hw = nil end
+
+  local at = now
+  if hw and hw > at then at = hw end
+  if texts_at ~= at or texts_span ~= span or texts_idle ~= idle then
+    texts_at, texts_span, texts_idle = at, span, idle
+    after_text, at_text = format('(%d', at - span), format('%d', at)
+    deadline = at - at % idle + 2 * idle
+    hw_text, dl_text = format('%d', at - OFF), format('%d', deadline - OFF)
+  end
+  local count = kept[5]
+  if kept[3] ~= at or kept[4] ~= span then
+    -- A log with no entry in the window counts none: no call to ask.
+    count = 0
+    if hw and hw > at - span then count = call('ZCOUNT', key, after_text, '+inf') end
+    kept[3], kept[4], kept[5] = at, span, count
+  end
+
+  if count + cost <= limit then
+    if commit and cost > 0 then
+      -- Numbers from 0 at a time no entry has; after the last at the log's own time.
+      local n = 0
+      if hw == at then
+        if idx == nil then
+          idx = -1
+          local tail = call('ZRANGE', key, at_text, at_text, 'BYSCORE', 'REV', 'LIMIT', '0', '1')[1]
+          if tail then
+            local digits = byte(tail) - 96
+            if digits > 0 and digits < 27 then idx = sub(tail, 2, digits + 1) + 0 end
+          end
+        end
+        n = idx + 1
+      end
+      local digits, ten = 1, 10
+      while n >= ten do digits, ten = digits + 1, ten * 10 end
+      local moved = -cost
+      if cost == 1 then -- no table to unpack
+        moved = moved + call('ZADD', key, 'GT', 'CH', hw_text, '~', hw_text, '~~', dl_text, '~e',
+          at_text, format('%c%d%s', 96 + digits, n, at_text))
+      else
+        local members = { 'GT', 'CH', hw_text, '~', hw_text, '~~', dl_text, '~e' }
+        for i = n, n + cost - 1 do
+          if i >= ten then digits, ten = digits + 1, ten * 10 end
+          members[#members + 1] = at_text
+          members[#members + 1] = format('%c%d%s', 96 + digits, i, at_text)
+          if #members >= 1000 then
+            moved = moved + call('ZADD', key, unpack(members))
+            members = { 'GT', 'CH' }
+          end
+        end
+        if #members > 2 then moved = moved + call('ZADD', key, unpack(members)) end
+      end
+      -- Every name was new; the two `~` moved if the log's time did; `~e` if its deadline did.
+      if not hw or at > hw then moved = moved - 2 end
+      if moved > 0 then
+        call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
+        call('ZREMRANGEBYSCORE', key, '0', format('%d', at - span))
+      end
+      hw, kept[1], kept[2], kept[5] = at, at, n + cost - 1, count + cost
+    end
+    local newest = hw
+    if count == 0 then newest = nil end
+    if cost > 0 then newest = at end
+    local reset = 0
+    if newest then
+      reset = newest + span - now
+      if reset < 0 then reset = 0 end
+    end
+    answers[w + 1], answers[w + 2] = limit - count - cost, reset
+    w = w + 2
+    break
+  end
+
+  -- The newest `limit - cost` admitted units may stay; the one just older is the last that must
+  -- leave for the cost to fit.
+  -- (A count past the limit, a rule of a lower limit on the key, has no units left.)
+  local stay = limit - cost
+  local leaving = call('ZRANGEBYSCORE', key, after_text, '+inf', 'WITHSCORES', 'LIMIT', count - 1 - stay, 1)
+  local reset = max(hw + span - now, 0)
+  answers[w + 1], answers[w + 2], answers[w + 3] =
+    -1 - max(limit - count, 0), reset, max(leaving[2] + span - now, 0)
+  w = w + 3
+elseif alg == 2 then
+  -- Cloudflare's two-counter sliding window (slidewin's SlidingCounter), in a hash {w, p, c}:
+  -- the current window's index, the previous window's count and the current one's.
+  -- rule: span, limit, idle ttl in ms.
+  local span, limit, idle_ms = rule[2], rule[3], rule[4]
+
+  -- The key as its checks so far left it: its window, the previous window's count and this
+  -- one's, and whether it exists; whether that is still to be written, and the expiry to set
+  -- then (false: none).
+  local window, previous, current, exists = kept[1], kept[2], kept[3], kept[4]
+  if not same then
+    local state = first('HMGET', key, 'w', 'p', 'c')
+    if soft and state.err then
+      answers[w + 1], answers[w + 2] = 0, -1
+      w = w + 2
+      break
+    end
+    window, exists = tonumber(state[1]) or 0, state[1] ~= false
+    previous, current = tonumber(state[2]) or 0, tonumber(state[3]) or 0
+    kept[1], kept[2], kept[3], kept[4], last = window, previous, current, exists, key
+    kept[5], kept[6] = false, false
+  end
+
+  -- Roll forward to `now`; an earlier window (the clock went back) counts at this one's start.
+  local at = floor(now / span)
+  local elapsed = 0
+  -- A new key, or a window rolled: its first write sets the expiry, which covers this window
+  -- and the next (where this one still weighs).
+  local fresh = not exists or at > window
+  if at >= window then
+    if at == window + 1 then
+      previous, current = current, 0
+    elseif at > window + 1 then
+      previous, current = 0, 0
+    end
+    window = at
+    elapsed = now - window * span
+  end
+
+  -- Everything in units of cost x microseconds, so the comparison is exact.
+  local weighted = previous * (span - elapsed) + current * span
+  local capacity = limit * span
+  local starts = window * span
+  local after = weighted + cost * span
+
+  -- The decision: `break` ends it, and the key's write below follows either way.
+  repeat
+  if after <= capacity then
+    if commit and cost > 0 then
+      kept[1], kept[2], kept[3], kept[4], kept[5] = window, previous, current + cost, true, true
+      if fresh then kept[6] = idle_ms end
+    end
+    local reset_at = 0
+    if current + cost > 0 then
+      reset_at = starts + 2 * span
+    elseif previous > 0 then
+      reset_at = starts + span
+    end
+    answers[w + 1], answers[w + 2] = floor((capacity - after) / span), max(reset_at - now, 0)
+    w = w + 2
+    break
+  end
+
+  -- Denied. The first moment the cost fits, the state staying as it is: later in this window as
+  -- the previous one weighs less, or else in the next. The smallest offset into a window with
+  -- weight * (span - offset) <= room * span:
+  local function first_offset(weight, room)
+    if weight == 0 then return 0 end
+    return max(span - floor(room * span / weight), 0)
+  end
+  local admits_at = nil
+  if limit >= current + cost then
+    local offset = max(first_offset(previous, limit - current - cost), elapsed)
+    if offset < span then admits_at = starts + offset end
+  end
+  if not admits_at then
+    admits_at = starts + span + first_offset(current, limit - cost)
+  end
+  local reset_at = starts + span
+  if current > 0 then reset_at = starts + 2 * span end
+  local remaining = floor(max(capacity - weighted, 0) / span)
+  answers[w + 1], answers[w + 2], answers[w + 3] =
+    -1 - remaining, max(reset_at - now, 0), max(admits_at - now, 0)
+  w = w + 3
+  until true
+
+  -- The key's last check of the call writes what its checks left.
+  if kept[5] and not more then
+    call('HSET', key, 'w', format('%d', kept[1]), 'p', format('%d', kept[2]), 'c', format('%d', kept[3]))
+    if kept[6] then call('PEXPIRE', key, kept[6]) end
+    kept[5], kept[6] = false, false
+  end
+elseif alg == 3 then
+  -- A counter per window aligned to the span (slidewin's FixedWindow), in a hash {w, c}.
+  -- rule: span, limit, idle ttl in ms.
+  local span, limit, idle_ms = rule[2], rule[3], rule[4]
+
+  -- The key as its checks so far left it: its window and count, and whether it exists; whether
+  -- that is still to be written, and the expiry to set then (false: none).
+  local window, count, exists = kept[1], kept[2], kept[3]
+  if not same then
+    local state = first('HMGET', key, 'w', 'c')
+    if soft and state.err then
+      answers[w + 1], answers[w + 2] = 0, -1
+      w = w + 2
+      break
+    end
+    window, count, exists = tonumber(state[1]) or 0, tonumber(state[2]) or 0, state[1] ~= false
+    kept[1], kept[2], kept[3], kept[4], kept[5], last = window, count, exists, false, false, key
+  end
+  -- A later window starts empty; an earlier one (the clock went back) counts in this one.
+  local current = floor(now / span)
+  -- A new key, or a new window: its first write sets the expiry, which covers the window.
+  local fresh = not exists
+  if current > window then
+    window, count, fresh = current, 0, true
+  end
+
+  local wait = max((window + 1) * span - now, 0)
+  local used = count + cost
+  -- The decision: `break` ends it, and the key's write below follows either way.
+  repeat
+  if used <= limit then
+    if commit and cost > 0 then
+      kept[1], kept[2], kept[3], kept[4] = window, used, true, true
+      if fresh then kept[5] = idle_ms end
+    end
+    if used == 0 then wait = 0 end
+    answers[w + 1], answers[w + 2] = limit - used, wait
+    w = w + 2
+    break
+  end
+  -- A count past the limit (a rule of a lower limit on the key) has no units left, not fewer.
+  answers[w + 1], answers[w + 2], answers[w + 3] = -1 - max(limit - count, 0), wait, wait
+  w = w + 3
+  until true
+
+  -- The key's last check of the call writes what its checks left.
+  if kept[4] and not more then
+    call('HSET', key, 'w', format('%d', kept[1]), 'c', format('%d', kept[2]))
+    if kept[5] then call('PEXPIRE', key, kept[5]) end
+    kept[4], kept[5] = false, false
+  end
+else
+  -- The token bucket as GCRA (slidewin's Gcra): one number, the theoretical arrival time (TAT).
+  -- rule: interval, tolerance, burst, and how long in ms an idle key outlives a full bucket.
+  local interval, tolerance, burst, idle_ms = rule[2], rule[3], rule[4], rule[5]
+  -- The TAT its checks so far left, the TAT as stored (0: no key), and the idle ttl and time of
+  -- the last check that moved it (its write's).
+  local tat = kept[1]
+  if not same then
+    tat = first('GET', key)
+    if soft and type(tat) == 'table' then
+      answers[w + 1], answers[w + 2] = 0, -1
+      w = w + 2
+      break
+    end
+    if tat then tat = tat + 0 else tat = 0 end
+    kept[1], kept[2], last = tat, tat, key
+  end
+
+  -- The TAT after this request, and whether it is admitted.
+  local next, allowed, retry = tat, 1, 0
+  if cost > 0 then
+    local admits_at = tat + interval * (cost - 1) - tolerance
+    if admits_at < 0 then admits_at = 0 end
+    if now >= admits_at then
+      if tat > now then next = tat + interval * cost else next = now + interval * cost end
+      if commit then
+        kept[1] = next
+        if more then kept[3], kept[4] = idle_ms, now end
+      end
+    else
+      allowed, retry = 0, admits_at - now
+    end
+  end
+
+  -- How many more units fit now.
+  local remaining = 0
+  local room = now + tolerance - next
+  if room >= 0 then
+    remaining = room / interval
+    remaining = remaining - remaining % 1 + 1 -- floor: room and interval are positive
+    if remaining > burst then remaining = burst end
+  end
+  local reset = next - now
+  if reset < 0 then reset = 0 end
+  if allowed == 1 then
+    answers[w + 1], answers[w + 2] = remaining, reset
+    w = w + 2
+  else
+    answers[w + 1], answers[w + 2], answers[w + 3] = -1 - remaining, reset, retry
+    w = w + 3
+  end
+
+  -- The key's last check of the call writes the TAT its checks left, if they moved it. The key
+  -- goes once the bucket has been full again for a while (then it is the same as no key):
+  -- idle_ms after the TAT. Its expiry is set when the TAT enters a new stretch of that length,
+  -- to the end of the next stretch, which covers every TAT in this one; the writes in between
+  -- keep it (an expiry on every write costs Redis more than the write).
+  if not more and kept[1] ~= kept[2] then
+    -- The rule and time of the last check that moved it: this one, or one before it.
+    local last_ms, at = idle_ms, now
+    if not commit or next == tat then last_ms, at = kept[3], kept[4] end
+    local stored, idle = kept[2], last_ms * 1000
+    next = kept[1]
+    local stretch = next - next % idle -- where its stretch starts
+    if stored == 0 or stored - stored % idle ~= stretch then
+      call('SET', key, format('%d', next), 'PX', floor((stretch + 2 * idle - at) / 1000))
+    else
+      call('SET', key, format('%d', next), 'KEEPTTL')
+    end
+    kept[2] = next
+  end
+end
+until true
+if pass == 1 and (answers[answered + 1] < 0 or answers[answered + 2] == -1) then gall = false end
+end
+return answers

@@ -1,0 +1,581 @@
+//! [`Rules`]: a [`RuleSet`] checked once for what Redis's script can represent, and the script
+//! call that checks it.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+
+use redis::Script;
+use slidewin::ConfigError;
+use slidewin::limit::{Kind, LimitError, Rule, RuleSet};
+
+/// Lua's numbers are doubles: integers are exact below this.
+const EXACT: u128 = 1 << 53;
+
+/// The one script: every algorithm, every batch (see `lua/check.lua`).
+pub(crate) static SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/check.lua")));
+
+/// A [`RuleSet`] ready to run on Redis: the arithmetic the script will do for each rule has
+/// been checked to be exact.
+///
+/// Each rule keeps its own state under a Redis key of its own, named after the rule:
+/// `{prefix:key}:name:kind` (`{slidewin:alice}:minute:sliding_log`). So two rules on one key
+/// never count each other's admissions, and a quota changed under the same name keeps its
+/// counts (one lowered below a key's count denies until the count falls under it); a rule
+/// renamed, or given another algorithm, starts afresh. The braces are a Redis Cluster hash tag:
+/// all of a key's rules live on one slot, and a check of all of them is one script call,
+/// all-or-nothing as in memory — admitted only if every rule admits, and a denial consumes
+/// from none.
+///
+/// Redis's script counts in whole **microseconds** (Lua's numbers are doubles, and nanoseconds
+/// since 1970 do not fit their 53 exact bits): a span must be whole microseconds, an explicit
+/// time is taken at its microsecond, and a quota's arithmetic must stay below 2^53. Within
+/// that, every answer is the in-memory algorithm's, with two roundings to the microsecond,
+/// both towards waiting longer: [`Kind::Gcra`]'s emission interval (exact when the span in
+/// microseconds divides by the limit) and [`Kind::SlidingCounter`]'s `retry_after`.
+///
+/// Cheap to clone: clones share the rules.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::Quota;
+/// use slidewin::limit::{Kind, Rule, RuleSet};
+/// use slidewin_redis::Rules;
+///
+/// let login = Rules::new(RuleSet::new([
+///     Rule::new("minute", Kind::SlidingLog, "5/minute".parse()?)?,
+///     Rule::new("hour", Kind::SlidingLog, "20/hour".parse()?)?,
+/// ])?)?;
+/// assert_eq!(login.rule_set().rules().len(), 2);
+///
+/// let api = Rules::try_from(Rule::new("api", Kind::Gcra, "100/s burst 20".parse()?)?)?;
+/// assert_eq!(api.rule_set().max_cost(), 20);
+///
+/// let odd = Rule::new("odd", Kind::Gcra, Quota::new(1, Duration::from_nanos(1_500))?)?;
+/// let err = Rules::try_from(odd).unwrap_err();
+/// assert!(err.to_string().contains("whole microseconds"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Rules {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    set: RuleSet,
+    each: Box<[Prepared]>,
+}
+
+/// One rule as the script takes it.
+struct Prepared {
+    /// `:name:kind`, after the key's hash tag.
+    suffix: Box<str>,
+    /// The algorithm's number and its four parameters (see `lua/check.lua`).
+    params: [u64; 5],
+    /// A decision's limit: the quota's limit, or a bucket's burst.
+    limit: u64,
+}
+
+impl Rules {
+    /// The largest limit of a [`Kind::SlidingLog`] rule on Redis. The log keeps a member of
+    /// its sorted set per unit admitted (its count is `ZCOUNT`), so its limit bounds both a
+    /// key's memory (about 130 bytes a member, 1.3 MB at this limit) and a check's work (one
+    /// check of the whole limit adds every member in one script, and a script blocks the
+    /// server: 10 ms at this limit). For more, use [`Kind::SlidingCounter`] or
+    /// [`Kind::Gcra`], whose state is two numbers whatever the limit.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::Rules;
+    ///
+    /// let log = |quota: &str| Rule::new("log", Kind::SlidingLog, quota.parse().unwrap()).unwrap();
+    /// assert!(Rules::try_from(log("10000/minute")).is_ok());
+    /// let err = Rules::try_from(log("10001/minute")).unwrap_err();
+    /// assert!(err.to_string().contains("at most 10000"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const MAX_SLIDING_LOG_LIMIT: u64 = 10_000;
+
+    /// `set`, checked for what the script can represent.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Unrepresentable`] when a rule's span is not whole microseconds, its
+    /// arithmetic would pass 2^53, or a sliding log's limit is above
+    /// [`MAX_SLIDING_LOG_LIMIT`](Rules::MAX_SLIDING_LOG_LIMIT).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_redis::Rules;
+    ///
+    /// let set = RuleSet::new([
+    ///     Rule::new("burst", Kind::Gcra, "10/s".parse()?)?,
+    ///     Rule::new("hourly", Kind::SlidingCounter, "1000/hour".parse()?)?,
+    /// ])?;
+    /// let rules = Rules::new(set.clone())?;
+    /// assert_eq!(rules.rule_set(), &set);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(set: RuleSet) -> Result<Rules, ConfigError> {
+        let each = set
+            .rules()
+            .iter()
+            .map(prepare)
+            .collect::<Result<Box<[Prepared]>, ConfigError>>()?;
+        Ok(Rules {
+            inner: Arc::new(Inner { set, each }),
+        })
+    }
+
+    /// The rules, as given.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::Rules;
+    /// let rules = Rules::try_from(Rule::new("api", Kind::FixedWindow, "5/s".parse()?)?)?;
+    /// assert_eq!(rules.rule_set().rules()[0].name(), "api");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn rule_set(&self) -> &RuleSet {
+        &self.inner.set
+    }
+
+    /// An error for a cost that can never be admitted: checked before Redis is asked.
+    pub(crate) fn check_cost(&self, cost: u64) -> Result<(), LimitError> {
+        let max = self.inner.set.max_cost();
+        if cost > max {
+            return Err(LimitError::CostTooHigh { cost, max });
+        }
+        Ok(())
+    }
+
+    /// How many rules.
+    pub(crate) fn len(&self) -> usize {
+        self.inner.each.len()
+    }
+
+    /// Rule `index`'s decision limit.
+    pub(crate) fn limit(&self, index: usize) -> u64 {
+        self.inner.each[index].limit
+    }
+
+    /// The Redis key of rule `index` for the hash tag `tag`.
+    pub(crate) fn key(&self, tag: &str, index: usize) -> String {
+        let suffix = &self.inner.each[index].suffix;
+        let mut key = String::with_capacity(tag.len() + suffix.len());
+        key.push_str(tag);
+        key.push_str(suffix);
+        key
+    }
+
+    /// Every Redis key of the user key `tag`.
+    pub(crate) fn keys(&self, tag: &str) -> Vec<String> {
+        (0..self.len()).map(|i| self.key(tag, i)).collect()
+    }
+}
+
+impl TryFrom<RuleSet> for Rules {
+    type Error = ConfigError;
+
+    /// As [`Rules::new`].
+    fn try_from(set: RuleSet) -> Result<Rules, ConfigError> {
+        Rules::new(set)
+    }
+}
+
+impl TryFrom<Rule> for Rules {
+    type Error = ConfigError;
+
+    /// A set of one rule, as [`Rules::new`].
+    fn try_from(rule: Rule) -> Result<Rules, ConfigError> {
+        Rules::new(RuleSet::from(rule))
+    }
+}
+
+impl PartialEq for Rules {
+    fn eq(&self, other: &Rules) -> bool {
+        self.inner.set == other.inner.set
+    }
+}
+
+impl Eq for Rules {}
+
+impl fmt::Debug for Rules {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Rules").field(&self.inner.set).finish()
+    }
+}
+
+/// The algorithm's number in the script.
+fn number(kind: Kind) -> u64 {
+    match kind {
+        Kind::SlidingLog => 1,
+        Kind::SlidingCounter => 2,
+        Kind::FixedWindow => 3,
+        Kind::Gcra => 4,
+    }
+}
+
+/// How the error names an algorithm on Redis.
+fn on_redis(kind: Kind) -> &'static str {
+    match kind {
+        Kind::SlidingLog => "SlidingLog on Redis",
+        Kind::SlidingCounter => "SlidingCounter on Redis",
+        Kind::FixedWindow => "FixedWindow on Redis",
+        Kind::Gcra => "Gcra on Redis",
+    }
+}
+
+fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
+    let (kind, quota) = (rule.kind(), rule.quota());
+    let refuse = |reason| ConfigError::Unrepresentable {
+        algorithm: on_redis(kind),
+        quota,
+        reason,
+    };
+    if kind == Kind::SlidingLog && quota.limit() > Rules::MAX_SLIDING_LOG_LIMIT {
+        return Err(refuse(
+            "it keeps a member per unit admitted, so its limit can be at most 10000 \
+             (Rules::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two numbers",
+        ));
+    }
+    let nanos = quota.span().as_nanos();
+    if nanos % 1_000 != 0 {
+        return Err(refuse(
+            "Redis counts in whole microseconds, and the span is not",
+        ));
+    }
+    let span = u64::try_from(nanos / 1_000).map_err(|_| refuse("the span is too long"))?;
+    let (limit, burst) = (u128::from(quota.limit()), u128::from(quota.burst()));
+    let (interval, tolerance) = match kind {
+        Kind::Gcra => {
+            if u128::from(span) < limit {
+                return Err(refuse("more than one unit of cost per microsecond"));
+            }
+            let interval = span.div_ceil(quota.limit());
+            (interval, u128::from(interval) * (burst - 1))
+        }
+        _ => (0, 0),
+    };
+    // The largest number the script computes, against Lua's exact integers (with room for a
+    // timestamp of up to 2^52 microseconds, past the year 2100).
+    let largest = match kind {
+        Kind::SlidingLog | Kind::FixedWindow => u128::from(span) * 2,
+        Kind::SlidingCounter => 4 * limit * u128::from(span),
+        Kind::Gcra => tolerance + u128::from(interval) * (burst + 1),
+    };
+    if largest >= EXACT / 2 || limit >= EXACT / 2 || burst >= EXACT / 2 {
+        return Err(refuse(
+            "its arithmetic would pass 2^53, where Lua's numbers stop being exact",
+        ));
+    }
+    // Idle keys vanish: a state untouched for this long equals a fresh one.
+    let ttl_ms = span.div_ceil(1_000) + 1;
+    let params = match kind {
+        Kind::SlidingLog | Kind::FixedWindow => [number(kind), span, quota.limit(), ttl_ms, 0],
+        Kind::SlidingCounter => [number(kind), span, quota.limit(), 2 * ttl_ms, 0],
+        // Below 2^52, checked above.
+        Kind::Gcra => [
+            number(kind),
+            interval,
+            u64::try_from(tolerance).unwrap_or(u64::MAX),
+            quota.burst(),
+            ttl_ms,
+        ],
+    };
+    Ok(Prepared {
+        suffix: format!(":{}:{}", rule.name(), kind.name()).into_boxed_str(),
+        params,
+        limit: rule.max_cost(),
+    })
+}
+
+/// One request, as the script takes it: `cost` for one key under every rule of `rules`.
+#[derive(Clone, Debug)]
+pub(crate) struct Call {
+    pub(crate) rules: Rules,
+    /// `{prefix:key}`: the hash tag every rule's Redis key starts with.
+    pub(crate) tag: String,
+    /// In microseconds; the server's time when `None`.
+    now: Option<u64>,
+    pub(crate) cost: u64,
+    commit: bool,
+}
+
+impl Call {
+    /// `cost` for `key` under `prefix` and `rules`, at `now` (microseconds of Unix time; the
+    /// server's when `None`), consuming when `commit`.
+    pub(crate) fn new(
+        rules: &Rules,
+        prefix: &str,
+        key: &str,
+        now: Option<u64>,
+        cost: u64,
+        commit: bool,
+    ) -> Call {
+        Call {
+            rules: rules.clone(),
+            tag: tag_of(prefix, key),
+            now,
+            cost,
+            commit,
+        }
+    }
+
+    /// The Redis key of its first rule: where its checks go.
+    pub(crate) fn first_key(&self) -> String {
+        self.rules.key(&self.tag, 0)
+    }
+}
+
+/// How a script call names its keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keys {
+    /// As `KEYS`, as Redis asks of scripts: all of one slot on a cluster.
+    Declared,
+    /// In `ARGV`, for a call carrying the checks of one cluster node, whose keys are of many
+    /// slots; a check whose key is not on that node comes back as not answered.
+    Undeclared,
+}
+
+/// One `EVALSHA` running `calls` in order, each a check per rule (see `lua/check.lua` for the
+/// arguments). Built with as few allocations as it takes: the client's work shares the
+/// machine with Redis's.
+pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(SCRIPT.get_hash());
+    let checks: usize = calls.iter().map(|c| c.rules.len()).sum();
+    match keys {
+        Keys::Declared => cmd.arg(checks),
+        Keys::Undeclared => cmd.arg(0).arg(checks),
+    };
+    let mut key = String::new();
+    for call in calls {
+        for suffix in call.rules.inner.each.iter().map(|p| &p.suffix) {
+            key.clear();
+            key.push_str(&call.tag);
+            key.push_str(suffix);
+            cmd.arg(key.as_str());
+        }
+    }
+    // The distinct rules, in order of first use; a batch has few (a linear search is cheapest).
+    let mut rules: Vec<&[u64; 5]> = Vec::new();
+    let mut each: Vec<(u64, i64)> = Vec::with_capacity(checks);
+    for call in calls {
+        for prepared in call.rules.inner.each.iter() {
+            let index = match rules.iter().position(|r| **r == prepared.params) {
+                Some(found) => found + 1,
+                None => {
+                    rules.push(&prepared.params);
+                    rules.len()
+                }
+            };
+            // At most a batch's length: far below i64::MAX.
+            let index = i64::try_from(index).unwrap_or(i64::MAX);
+            each.push((call.cost, if call.commit { index } else { -index }));
+        }
+    }
+    let timed = calls.iter().any(|c| c.now.is_some());
+    let shared = match each.split_first() {
+        Some((first, rest)) if rest.iter().all(|check| check == first) => Some(*first),
+        _ => None,
+    };
+    cmd.arg(match (shared.is_some(), timed) {
+        (true, false) => 0,
+        (true, true) => 1,
+        (false, false) => 2,
+        (false, true) => 3,
+    });
+    if let Some((cost, index)) = shared {
+        cmd.arg(cost).arg(index);
+    }
+    let mut each = each.into_iter();
+    for call in calls {
+        for _ in 0..call.rules.len() {
+            let (cost, index) = each.next().unwrap_or_default();
+            if shared.is_none() {
+                cmd.arg(cost).arg(index);
+            }
+            if timed {
+                match call.now {
+                    Some(micros) => cmd.arg(micros),
+                    None => cmd.arg(""),
+                };
+            }
+        }
+    }
+    // The groups: none when every call has one rule, else each check's group size (0 after the
+    // first of its group).
+    if calls.iter().all(|c| c.rules.len() == 1) {
+        cmd.arg(0);
+    } else {
+        cmd.arg(1);
+        for call in calls {
+            cmd.arg(call.rules.len());
+            for _ in 1..call.rules.len() {
+                cmd.arg(0);
+            }
+        }
+    }
+    cmd.arg(5);
+    for rule in rules {
+        for param in rule {
+            cmd.arg(*param);
+        }
+    }
+    cmd
+}
+
+/// `{prefix:key}`.
+pub(crate) fn tag_of(prefix: &str, key: &str) -> String {
+    let mut tag = String::with_capacity(prefix.len() + key.len() + 3);
+    tag.push('{');
+    tag.push_str(prefix);
+    tag.push(':');
+    tag.push_str(key);
+    tag.push('}');
+    tag
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call's arguments after `EVALSHA` and the script's hash, as text: space-separated,
+    /// `''` for an empty one.
+    fn args(cmd: &redis::Cmd) -> String {
+        let args: Vec<String> = cmd
+            .args_iter()
+            .skip(2)
+            .map(|arg| match arg {
+                redis::Arg::Simple([]) => "''".to_string(),
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => "<not bytes>".to_string(),
+            })
+            .collect();
+        args.join(" ")
+    }
+
+    fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
+        Rule::new(name, kind, quota.parse().unwrap()).unwrap()
+    }
+
+    /// `10 per 10ms` with a burst of 10: interval 1000 µs, tolerance 9000, burst 10, idle 11 ms.
+    fn gcra() -> Rules {
+        Rules::try_from(rule("g", Kind::Gcra, "10 per 10ms")).unwrap()
+    }
+
+    /// A sliding log on Redis adds a member per unit: a check of 10^12 units (the in-memory
+    /// log takes it as one stamp) would have run a script adding 10^12 members, blocking the
+    /// server for good. Its limit is bounded, and the message names the bound.
+    #[test]
+    fn a_sliding_log_above_its_largest_limit_is_refused_naming_it() {
+        let at_most = format!("{}/s", Rules::MAX_SLIDING_LOG_LIMIT);
+        assert!(Rules::try_from(rule("log", Kind::SlidingLog, &at_most)).is_ok());
+        let err = Rules::try_from(rule("log", Kind::SlidingLog, "1000000000000/s")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "SlidingLog on Redis cannot represent the quota `1000000000000 per 1s`: it keeps a \
+             member per unit admitted, so its limit can be at most 10000 \
+             (Rules::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two numbers"
+        );
+        assert!(Rules::try_from(rule("c", Kind::SlidingCounter, "1000000/s")).is_ok());
+    }
+
+    #[test]
+    fn a_quota_past_luas_exact_integers_or_finer_than_a_microsecond_is_refused() {
+        let err =
+            Rules::try_from(rule("c", Kind::SlidingCounter, "1000000000/1000000h")).unwrap_err();
+        assert!(err.to_string().contains("2^53"), "{err}");
+        let err = Rules::try_from(rule("g", Kind::Gcra, "2/1us")).unwrap_err();
+        assert!(err.to_string().contains("per microsecond"), "{err}");
+        let err = Rules::try_from(rule("f", Kind::FixedWindow, "1/1500ns")).unwrap_err();
+        assert!(err.to_string().contains("whole microseconds"), "{err}");
+    }
+
+    #[test]
+    fn each_rule_has_a_key_of_its_own_under_the_keys_hash_tag() {
+        let set = RuleSet::new([
+            rule("minute", Kind::SlidingLog, "5/minute"),
+            rule("hour", Kind::SlidingLog, "20/hour"),
+        ])
+        .unwrap();
+        let rules = Rules::new(set).unwrap();
+        assert_eq!(
+            rules.keys(&tag_of("slidewin", "alice")),
+            [
+                "{slidewin:alice}:minute:sliding_log",
+                "{slidewin:alice}:hour:sliding_log"
+            ]
+        );
+    }
+
+    #[test]
+    fn checks_of_one_cost_and_rule_send_them_once() {
+        let (a, b) = (
+            Call::new(&gcra(), "p", "a", None, 2, true),
+            Call::new(&gcra(), "p", "b", None, 2, true),
+        );
+        // Keys; per 0; cost 2 and rule 1 once; no groups; the rule's five numbers.
+        assert_eq!(
+            args(&script_call(&[&a, &b], Keys::Declared)),
+            "2 {p:a}:g:gcra {p:b}:g:gcra 0 2 1 0 5 4 1000 9000 10 11"
+        );
+        // With times: per 1, one each after the shared pair, '' for the server's clock.
+        let timed = Call::new(&gcra(), "p", "a", Some(7), 2, true);
+        assert_eq!(
+            args(&script_call(&[&timed, &b], Keys::Declared)),
+            "2 {p:a}:g:gcra {p:b}:g:gcra 1 2 1 7 '' 0 5 4 1000 9000 10 11"
+        );
+        // Alone, a check is its own batch of one; undeclared keys follow their count.
+        assert_eq!(
+            args(&script_call(&[&a], Keys::Undeclared)),
+            "0 1 {p:a}:g:gcra 0 2 1 0 5 4 1000 9000 10 11"
+        );
+    }
+
+    #[test]
+    fn checks_of_different_costs_rules_or_peeks_send_their_own() {
+        let other = Rules::try_from(rule("g", Kind::Gcra, "20 per 10ms")).unwrap();
+        let a = Call::new(&gcra(), "p", "a", None, 1, true);
+        let peek = Call::new(&gcra(), "p", "a", None, 1, false);
+        let b = Call::new(&other, "p", "b", None, 1, true);
+        // Per 2: each check's cost and rule (negative: a peek); then both rules.
+        assert_eq!(
+            args(&script_call(&[&a, &peek, &b], Keys::Declared)),
+            "3 {p:a}:g:gcra {p:a}:g:gcra {p:b}:g:gcra 2 1 1 1 -1 1 2 0 \
+             5 4 1000 9000 10 11 4 500 9500 20 11"
+        );
+        // Per 3: the time too.
+        let costly = Call::new(&gcra(), "p", "b", Some(5), 3, true);
+        assert_eq!(
+            args(&script_call(&[&a, &costly], Keys::Declared)),
+            "2 {p:a}:g:gcra {p:b}:g:gcra 3 1 1 '' 3 1 5 0 5 4 1000 9000 10 11"
+        );
+    }
+
+    #[test]
+    fn a_call_of_several_rules_sends_a_check_per_rule_and_its_group() {
+        let login = Rules::new(
+            RuleSet::new([
+                rule("m", Kind::SlidingLog, "5/ms"),
+                rule("h", Kind::FixedWindow, "20/10ms"),
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        let both = Call::new(&login, "p", "a", None, 1, true);
+        let alone = Call::new(&gcra(), "p", "b", None, 1, true);
+        // Three checks: per 2 (two rules); groups 2 0 1; the three rules' numbers.
+        assert_eq!(
+            args(&script_call(&[&both, &alone], Keys::Declared)),
+            "3 {p:a}:m:sliding_log {p:a}:h:fixed_window {p:b}:g:gcra 2 1 1 1 2 1 3 \
+             1 2 0 1 5 1 1000 5 2 0 3 10000 20 11 0 4 1000 9000 10 11"
+        );
+    }
+}
