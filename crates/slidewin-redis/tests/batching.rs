@@ -11,8 +11,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use slidewin::{Gcra, Limiter, Moment, Quota};
-use slidewin_redis::{Check, RedisAlgorithm, RedisDecision, RedisError, RedisLimiter, Rule};
+use slidewin::limit::{Gcra, Kind, Rule, RuleSet};
+use slidewin::{Limiter, Moment, Quota};
+use slidewin_redis::{Check, RedisDecision, RedisError, RedisLimiter, Rules};
 use support::RedisServer;
 use tokio::task::JoinHandle;
 
@@ -25,11 +26,21 @@ const FULL: usize = 16;
 /// The most calls on their way at once, by default (the crate's `IN_FLIGHT`).
 const IN_FLIGHT: usize = 8;
 
-/// A limiter on a fresh server with its scripts loaded and the statistics zeroed.
+/// The rule `name`: `quota` under `kind`.
+fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
+    Rule::new(name, kind, quota.parse().unwrap()).unwrap()
+}
+
+/// The rule `name`: `quota` under `kind`, alone, as a check names it.
+fn rules(name: &str, kind: Kind, quota: &str) -> Rules {
+    Rules::try_from(rule(name, kind, quota)).unwrap()
+}
+
+/// A limiter on a fresh server with its script loaded and the statistics zeroed.
 async fn ready(server: &RedisServer) -> RedisLimiter {
     let redis = RedisLimiter::connect(&server.url()).await.unwrap();
-    let warm = Rule::gcra("1/s".parse().unwrap()).unwrap();
-    redis.check(&warm, "warm-up", 1).await.unwrap();
+    let warm = rules("warm", Kind::Gcra, "1/s");
+    redis.check_now(&warm, "warm-up", 1).await.unwrap();
     server.cli(&["config", "resetstat"]);
     redis
 }
@@ -39,7 +50,7 @@ async fn ready(server: &RedisServer) -> RedisLimiter {
 async fn while_paused(
     server: &RedisServer,
     redis: &RedisLimiter,
-    rules: &[Rule],
+    rules: &[Rules],
     key: &str,
     count: usize,
 ) -> Vec<Result<RedisDecision, RedisError>> {
@@ -51,7 +62,7 @@ async fn while_paused(
                 rules[i % rules.len()].clone(),
                 key.to_string(),
             );
-            tokio::spawn(async move { redis.check(&rule, &key, 1).await })
+            tokio::spawn(async move { redis.check_now(&rule, &key, 1).await })
         })
         .collect();
     tokio::task::yield_now().await;
@@ -80,7 +91,7 @@ async fn checks_that_wait_go_in_one_script_call_with_exact_answers() {
     let server = RedisServer::start();
     // Two calls at most: no call but the two alone, so the queue waits for one to come back.
     let redis = ready(&server).await.with_calls_in_flight(2).unwrap();
-    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "100/hour");
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     // Two alone, the 64 that waited in one call.
     assert_eq!(server.script_calls(), ALONE as u64 + 1);
@@ -98,7 +109,7 @@ async fn checks_that_wait_go_in_one_script_call_with_exact_answers() {
 async fn batch_limit_one_sends_every_check_alone() {
     let server = RedisServer::start();
     let redis = ready(&server).await.with_batch_limit(1).unwrap();
-    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "100/hour");
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     assert_eq!(server.script_calls(), 66);
     assert_eq!(remaining(&answers), (34..=99).collect());
@@ -108,7 +119,7 @@ async fn batch_limit_one_sends_every_check_alone() {
 async fn a_batch_holds_at_most_the_batch_limit() {
     let server = RedisServer::start();
     let redis = ready(&server).await.with_batch_limit(10).unwrap();
-    let rule = Rule::gcra("100/hour".parse().unwrap()).unwrap();
+    let rule = rules("gcra", Kind::Gcra, "100/hour");
     let answers = while_paused(&server, &redis, &[rule], "hot", 66).await;
     // Two alone, then the 64 that waited ten at a time.
     assert_eq!(server.script_calls(), ALONE as u64 + 7);
@@ -121,7 +132,7 @@ async fn a_batch_holds_at_most_the_batch_limit() {
 async fn a_full_batch_goes_without_waiting_for_a_call_to_come_back() {
     let server = RedisServer::start();
     let redis = ready(&server).await;
-    let rule = Rule::sliding_log("200/hour".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "200/hour");
     let count = ALONE + FULL * (IN_FLIGHT - ALONE) + 7;
     let answers = while_paused(&server, &redis, &[rule], "hot", count).await;
     // Two alone, six full batches (eight calls on their way, the most), and the seven left
@@ -134,14 +145,14 @@ async fn a_full_batch_goes_without_waiting_for_a_call_to_come_back() {
 /// Spawns `count` checks of `rule` on `key` by `redis`.
 fn spawn_checks(
     redis: &RedisLimiter,
-    rule: &Rule,
+    rule: &Rules,
     key: &str,
     count: usize,
 ) -> Vec<JoinHandle<Result<RedisDecision, RedisError>>> {
     (0..count)
         .map(|_| {
             let (redis, rule, key) = (redis.clone(), rule.clone(), key.to_string());
-            tokio::spawn(async move { redis.check(&rule, &key, 1).await })
+            tokio::spawn(async move { redis.check_now(&rule, &key, 1).await })
         })
         .collect()
 }
@@ -170,7 +181,7 @@ async fn a_short_queue_waits_while_more_than_two_calls_are_on_their_way() {
     let server = RedisServer::start();
     // Its call comes back first, when its caller gives up.
     let (patient, hasty) = patient_and_hasty(&server).await;
-    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "100/hour");
     server.cli(&["client", "pause", "10000", "WRITE"]);
     // Two alone (the hasty one first), a full batch: three calls on their way; five wait.
     let gives_up = spawn_checks(&hasty, &rule, "hot", 1);
@@ -201,7 +212,7 @@ async fn a_short_queue_waits_while_more_than_two_calls_are_on_their_way() {
 #[tokio::test]
 async fn fewer_calls_in_flight_make_fewer_and_bigger_batches() {
     let server = RedisServer::start();
-    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "100/hour");
     // Four calls: two alone, two full batches, and the 32 left in one call.
     let redis = ready(&server).await.with_calls_in_flight(4).unwrap();
     let answers = while_paused(&server, &redis, std::slice::from_ref(&rule), "four", 66).await;
@@ -222,17 +233,19 @@ async fn fewer_calls_in_flight_make_fewer_and_bigger_batches() {
     assert_eq!(remaining(&answers), (34..=99).collect());
 }
 
+/// One script runs every algorithm: the checks that waited go in one call whatever their
+/// rules' algorithms (there was a call per algorithm when each had a script of its own).
 #[tokio::test]
-async fn a_batch_of_two_algorithms_is_one_call_for_each() {
+async fn a_batch_of_two_algorithms_is_one_call() {
     let server = RedisServer::start();
     // Two calls at most: the queue goes as one batch when one comes back.
     let redis = ready(&server).await.with_calls_in_flight(2).unwrap();
-    let log = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
-    let gcra = Rule::gcra("100/hour".parse().unwrap()).unwrap();
+    let log = rules("log", Kind::SlidingLog, "100/hour");
+    let gcra = rules("gcra", Kind::Gcra, "100/hour");
     let answers = while_paused(&server, &redis, &[log, gcra], "hot", 66).await;
-    assert_eq!(server.script_calls(), ALONE as u64 + 2);
+    assert_eq!(server.script_calls(), ALONE as u64 + 1);
     let of = |parity| remaining(answers.iter().skip(parity).step_by(2));
-    // 33 checks of each rule, on keys of their own.
+    // 33 checks of each rule, on Redis keys of their own.
     assert_eq!(of(0), (67..=99).collect());
     assert_eq!(of(1), (67..=99).collect());
 }
@@ -243,14 +256,18 @@ async fn one_call_of_two_rules_and_peeks_answers_each_by_its_own_rule() {
     // a peek): every answer must be its own rule's, as the in-memory limiters give it.
     let server = RedisServer::start();
     let redis = ready(&server).await.with_calls_in_flight(2).unwrap();
-    let wide = Rule::gcra("100/hour".parse().unwrap()).unwrap();
-    let narrow = Rule::gcra("10/hour burst 4".parse().unwrap()).unwrap();
+    let wide = rule("wide", Kind::Gcra, "100/hour");
+    let narrow = rule("narrow", Kind::Gcra, "10/hour burst 4");
+    let (wide_rules, narrow_rules) = (
+        Rules::try_from(wide.clone()).unwrap(),
+        Rules::try_from(narrow.clone()).unwrap(),
+    );
     let now = Moment::from_secs(1_000);
-    let plan: Vec<(&Rule, &str, bool)> = (0..60)
+    let plan: Vec<(&Rules, &str, bool)> = (0..60)
         .map(|i| match i % 3 {
-            0 => (&wide, "w", false),
-            1 => (&narrow, "n", false),
-            _ => (&wide, "w", true),
+            0 => (&wide_rules, "w", false),
+            1 => (&narrow_rules, "n", false),
+            _ => (&wide_rules, "w", true),
         })
         .collect();
     server.cli(&["client", "pause", "10000", "WRITE"]);
@@ -260,9 +277,9 @@ async fn one_call_of_two_rules_and_peeks_answers_each_by_its_own_rule() {
             let (redis, rule, key) = (redis.clone(), rule.clone(), key.to_string());
             tokio::spawn(async move {
                 if peek {
-                    redis.peek_at(&rule, &key, now, 1).await
+                    redis.peek(&rule, &key, now, 1).await
                 } else {
-                    redis.check_at(&rule, &key, now, 1).await
+                    redis.check(&rule, &key, now, 1).await
                 }
             })
         })
@@ -275,8 +292,8 @@ async fn one_call_of_two_rules_and_peeks_answers_each_by_its_own_rule() {
     }
     assert_eq!(server.script_calls(), ALONE as u64 + 1);
 
-    let mut in_memory_wide = Limiter::<Gcra>::new(wide.quota()).unwrap();
-    let mut in_memory_narrow = Limiter::<Gcra>::new(narrow.quota()).unwrap();
+    let mut in_memory_wide = Limiter::new(Gcra::new(wide.quota()).unwrap());
+    let mut in_memory_narrow = Limiter::new(Gcra::new(narrow.quota()).unwrap());
     for (i, (&(_, key, peek), answer)) in plan.iter().zip(&answers).enumerate() {
         let limiter = if key == "w" {
             &mut in_memory_wide
@@ -304,11 +321,12 @@ async fn a_check_whose_caller_gave_up_is_never_sent() {
     let server = RedisServer::start();
     // Its check waits behind the patient ones.
     let (patient, hasty) = patient_and_hasty(&server).await;
-    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let log = rule("log", Kind::SlidingLog, "100/hour");
+    let rule = Rules::try_from(log.clone()).unwrap();
     server.cli(&["client", "pause", "10000", "WRITE"]);
     let in_flight = spawn_checks(&patient, &rule, "hot", ALONE);
     tokio::task::yield_now().await;
-    let gave_up = hasty.check(&rule, "hot", 1).await.unwrap_err();
+    let gave_up = hasty.check_now(&rule, "hot", 1).await.unwrap_err();
     assert_eq!(
         gave_up,
         RedisError::Timeout {
@@ -325,7 +343,7 @@ async fn a_check_whose_caller_gave_up_is_never_sent() {
     }
     assert_eq!(server.script_calls(), ALONE as u64 + 1);
     let held = patient
-        .inspect("hot", Moment::ZERO, Moment::MAX)
+        .inspect(&log, "hot", Moment::ZERO, Moment::MAX)
         .await
         .unwrap();
     assert_eq!(held.len(), ALONE + FULL);
@@ -335,7 +353,7 @@ async fn a_check_whose_caller_gave_up_is_never_sent() {
 async fn check_many_sends_one_call_per_batch_limit() {
     let server = RedisServer::start();
     let redis = ready(&server).await;
-    let rule = Rule::sliding_log("100/hour".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "100/hour");
     let now = Moment::from_secs(1_000);
     let checks: Vec<Check<'_>> = (0..150)
         .map(|_| Check::new(&rule, "many", 1).at(now))
@@ -375,13 +393,6 @@ async fn zero_calls_in_flight_is_an_error_naming_it() {
     assert!(err.to_string().contains("got 0"), "{err}");
 }
 
-const ALGORITHMS: [RedisAlgorithm; 4] = [
-    RedisAlgorithm::SlidingLog,
-    RedisAlgorithm::SlidingCounter,
-    RedisAlgorithm::FixedWindow,
-    RedisAlgorithm::Gcra,
-];
-
 #[tokio::test]
 async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
     // A hot key: every check of it after the first takes the state the one before left, and
@@ -390,13 +401,13 @@ async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
     let redis = ready(&server).await;
     let now = Moment::from_secs(1_000);
     let commands = [
-        ("zcount", "zadd", 10, "log"),
-        ("hmget", "hset", 2, "counter"),
-        ("hmget", "hset", 2, "fixed"),
-        ("get", "set", 2, "gcra"),
+        ("zcount", "zadd", 10),
+        ("hmget", "hset", 2),
+        ("hmget", "hset", 2),
+        ("get", "set", 2),
     ];
-    for (algorithm, (read, write, writes, suffix)) in ALGORITHMS.into_iter().zip(commands) {
-        let rule = Rule::new(algorithm, "5/hour".parse().unwrap()).unwrap();
+    for (algorithm, (read, write, writes)) in Kind::ALL.into_iter().zip(commands) {
+        let rule = rules("limit", algorithm, "5/hour");
         // Two keys, interleaved: the client puts each key's checks one after the other.
         let checks: Vec<Check<'_>> = (0..16)
             .map(|i| Check::new(&rule, ["hot", "warm"][i % 2], 1).at(now))
@@ -407,7 +418,7 @@ async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
         assert_eq!(server.calls(write), writes, "{algorithm:?}");
         // Written with an expiry.
         for key in ["hot", "warm"] {
-            let redis_key = format!("{{slidewin:{key}}}:{suffix}");
+            let redis_key = format!("{{slidewin:{key}}}:limit:{algorithm}");
             let ttl: i64 = server.cli(&["pttl", &redis_key]).trim().parse().unwrap();
             assert!(ttl > 0, "{algorithm:?} {redis_key}: pttl {ttl}");
         }
@@ -426,16 +437,18 @@ async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
 async fn a_sliding_logs_admission_reads_only_its_windows_count() {
     // One unit admitted: the window's count, then the write, whose answer says whether the
     // log's time was behind the check's; the newest entry is not read. A peek reads the log's
-    // time (`~`), and a log without it (none yet) its newest entry.
+    // time (`~`); a log without it has no entry, and counts none without asking. (The newest
+    // entry of a log without it was read for the logs of before the markers, whose keys the
+    // key layout of named rules no longer reads.)
     let server = RedisServer::start();
     let redis = ready(&server).await;
-    let rule = Rule::sliding_log("5/hour".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "5/hour");
     let calls = |server: &RedisServer| {
         ["zcount", "zadd", "zscore", "zrange"].map(|command| server.calls(command))
     };
     for (n, at) in [1_000, 1_001].into_iter().enumerate() {
         let decision = redis
-            .check_at(&rule, "fresh", Moment::from_secs(at), 1)
+            .check(&rule, "fresh", Moment::from_secs(at), 1)
             .await
             .unwrap();
         assert_eq!(decision.remaining(), 4 - n as u64);
@@ -443,11 +456,11 @@ async fn a_sliding_logs_admission_reads_only_its_windows_count() {
         assert_eq!(calls(&server), [n, n, 0, 0]);
     }
     let peek = redis
-        .peek_at(&rule, "other", Moment::from_secs(1_000), 1)
+        .peek(&rule, "other", Moment::from_secs(1_000), 1)
         .await
         .unwrap();
     assert_eq!(peek.remaining(), 4);
-    assert_eq!(calls(&server), [2, 2, 1, 1]);
+    assert_eq!(calls(&server), [2, 2, 1, 0]);
 }
 
 #[tokio::test]
@@ -458,8 +471,8 @@ async fn waiting_checks_and_peeks_of_one_key_answer_as_when_sent_one_by_one() {
     let server = RedisServer::start();
     let redis = ready(&server).await;
     let now = Moment::from_secs(1_000);
-    for algorithm in ALGORITHMS {
-        let rule = Rule::new(algorithm, "6/minute".parse().unwrap()).unwrap();
+    for algorithm in Kind::ALL {
+        let rule = rules("hot", algorithm, "6/minute");
         // (cost, peek): costs 0 to 2, every third a peek.
         let plan: Vec<(u64, bool)> = (0..24u64).map(|i| (i % 3, i % 3 == 1)).collect();
         let batched = redis
@@ -474,9 +487,9 @@ async fn waiting_checks_and_peeks_of_one_key_answer_as_when_sent_one_by_one() {
                 let (redis, rule) = (batched.clone(), rule.clone());
                 tokio::spawn(async move {
                     if peek {
-                        redis.peek_at(&rule, "hot", now, cost).await
+                        redis.peek(&rule, "hot", now, cost).await
                     } else {
-                        redis.check_at(&rule, "hot", now, cost).await
+                        redis.check(&rule, "hot", now, cost).await
                     }
                 })
             })
@@ -493,9 +506,9 @@ async fn waiting_checks_and_peeks_of_one_key_answer_as_when_sent_one_by_one() {
         let alone = redis.clone().with_prefix("alone");
         for (i, &(cost, peek)) in plan.iter().enumerate() {
             let expected = if peek {
-                alone.peek_at(&rule, "hot", now, cost).await
+                alone.peek(&rule, "hot", now, cost).await
             } else {
-                alone.check_at(&rule, "hot", now, cost).await
+                alone.check(&rule, "hot", now, cost).await
             };
             assert_eq!(
                 together[i],
@@ -552,7 +565,7 @@ fn the_calls_made_are_those_of_the_rules_run_by_hand() {
             .unwrap(),
     );
     let redis = runtime.block_on(ready(&server));
-    let rule = Rule::sliding_log("1000/hour".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "1000/hour");
     let case = std::sync::atomic::AtomicU64::new(0);
     let config = ProptestConfig::with_cases(48);
     proptest!(config, |(count in 1usize..=160, most in 1usize..=10, limit in 1usize..=70)| {
@@ -571,8 +584,8 @@ fn the_calls_made_are_those_of_the_rules_run_by_hand() {
     });
 }
 
-/// A step of a batch: which of two rules and four keys, the cost, and how far the time moves
-/// (back too), in microseconds.
+/// A step of a batch: which of three rule sets and four keys, the cost, and how far the time
+/// moves (back too), in microseconds.
 fn steps() -> impl Strategy<Value = Vec<(usize, usize, u64, i64)>> {
     let delta = prop_oneof![
         4 => 0..30_000_000i64,
@@ -580,15 +593,18 @@ fn steps() -> impl Strategy<Value = Vec<(usize, usize, u64, i64)>> {
         1 => -30_000_000..0i64,
         1 => Just(100_000_000),
     ];
-    prop::collection::vec((0..2usize, 0..4usize, 0..=3u64, delta), 1..64)
+    prop::collection::vec((0..3usize, 0..4usize, 0..=3u64, delta), 1..64)
 }
 
 #[test]
 fn a_batch_naming_keys_many_times_answers_as_one_call_per_check_does() {
     // In one call, a key's later checks take the state its earlier ones left instead of
-    // reading it, and its last writes it (common.lua); the answers must be those of the same
-    // checks each sent alone, which read and write everything. Two rules of one algorithm share a key's state (the Redis key is
-    // the same), so a kept count must be of the rule's own window.
+    // reading it, and its last writes it (check.lua); the answers must be those of the same
+    // checks each sent alone, which read and write everything. The two quotas are one rule's
+    // name (a quota changed, with the old one still running), so they share a key's state
+    // (the Redis key is the same), and a kept count must be of the quota's own window. The
+    // third checks that rule and one of another algorithm together, all-or-nothing: its
+    // checks of a key peek under both before either consumes.
     let (runtime, _server, redis) = support::blocking_limiter();
     let case = std::sync::atomic::AtomicU64::new(0);
     let config = ProptestConfig::with_cases(40);
@@ -600,10 +616,17 @@ fn a_batch_naming_keys_many_times_answers_as_one_call_per_check_does() {
             Quota::new(limits.0, Duration::from_secs(50)).unwrap(),
             Quota::new(limits.1, Duration::from_secs(20)).unwrap(),
         ];
-        for algorithm in ALGORITHMS {
-            let rules = quotas.map(|quota| Rule::new(algorithm, quota).unwrap());
+        for algorithm in Kind::ALL {
+            let [older, newer] = quotas.map(|quota| Rule::new("shared", algorithm, quota).unwrap());
+            let next = Kind::ALL[(Kind::ALL.iter().position(|&k| k == algorithm).unwrap() + 1) % 4];
+            let other = Rule::new("other", next, quotas[1]).unwrap();
+            let rules = [
+                Rules::try_from(older.clone()).unwrap(),
+                Rules::try_from(newer).unwrap(),
+                Rules::new(RuleSet::new([older, other]).unwrap()).unwrap(),
+            ];
             let mut now: i64 = 1 << 40;
-            let plan: Vec<(&Rule, &str, u64, Moment)> = steps
+            let plan: Vec<(&Rules, &str, u64, Moment)> = steps
                 .iter()
                 .map(|&(rule, key, cost, delta)| {
                     // All of one rule and cost: a call then sends those once, not per check.
@@ -626,14 +649,14 @@ fn a_batch_naming_keys_many_times_answers_as_one_call_per_check_does() {
                 together.extend(batched.check_many(late).await);
                 let mut one_by_one = Vec::new();
                 for &(rule, key, cost, at) in &plan {
-                    one_by_one.push(alone.check_at(rule, key, at, cost).await);
+                    one_by_one.push(alone.check(rule, key, at, cost).await);
                 }
                 (together, one_by_one)
             });
             for (i, (t, o)) in together.into_iter().zip(one_by_one).enumerate() {
                 prop_assert_eq!(
-                    t.unwrap().decision(),
-                    o.unwrap().decision(),
+                    t.unwrap().decisions().clone(),
+                    o.unwrap().decisions().clone(),
                     "{:?} check {} of {:?}",
                     algorithm,
                     i,

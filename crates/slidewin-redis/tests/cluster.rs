@@ -1,14 +1,26 @@
-//! A Redis Cluster of three masters of the test's own: hash tags keep each script on one slot,
-//! batches go to every node at once, one script call per node, a slot that moves under a
-//! batch costs a round trip, never a wrong answer, and a lost node is an error that heals.
+//! A Redis Cluster of three masters of the test's own: hash tags keep each check, all its
+//! rules' keys, on one slot, batches go to every node at once, one script call per node, a
+//! slot that moves under a batch costs a round trip, never a wrong answer, and a lost node is
+//! an error that heals.
 
 mod support;
 
 use std::time::Duration;
 
 use slidewin::Moment;
-use slidewin_redis::{Check, FailurePolicy, RedisError, RedisLimiter, Rule};
+use slidewin::limit::{Kind, Rule, RuleSet};
+use slidewin_redis::{Check, FailurePolicy, RedisError, RedisLimiter, Rules};
 use support::{RedisCluster, at_once, until_available};
+
+/// The rule `name`: `quota` under `kind`.
+fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
+    Rule::new(name, kind, quota.parse().unwrap()).unwrap()
+}
+
+/// The rule `name`: `quota` under `kind`, alone, as a check names it.
+fn rules(name: &str, kind: Kind, quota: &str) -> Rules {
+    Rules::try_from(rule(name, kind, quota)).unwrap()
+}
 
 /// Checks go alone while fewer than this many calls are on their way to their node (the
 /// crate's `ALONE`).
@@ -32,28 +44,32 @@ async fn connect(cluster: &RedisCluster) -> RedisLimiter {
 }
 
 /// Limitador PR #514 failed with CROSSSLOT: a script touching two keys in different slots.
-/// Each of our scripts touches one key, and every key of a user key (one per rule) carries its
-/// hash tag, so they share a slot: four rules on thirty keys spread over all three nodes.
+/// A check of several rules touches a key per rule in one script, and every key of a user key
+/// carries its hash tag, so they share a slot: four rules, one of each algorithm, checked
+/// together on thirty keys spread over all three nodes, and each rule alone.
 #[tokio::test]
 async fn limitador_514_no_crossslot_for_keys_on_every_node() {
     let cluster = RedisCluster::start();
     let redis = connect(&cluster).await;
-    let rules = [
-        Rule::sliding_log("2/minute".parse().unwrap()).unwrap(),
-        Rule::sliding_counter("2/minute".parse().unwrap()).unwrap(),
-        Rule::fixed_window("2/minute".parse().unwrap()).unwrap(),
-        Rule::gcra("2/minute".parse().unwrap()).unwrap(),
-    ];
+    let each = Kind::ALL.map(|kind| rule(kind.name(), kind, "2/minute"));
+    let all = Rules::new(RuleSet::new(each.clone()).unwrap()).unwrap();
     let mut nodes_used = [false; 3];
     let now = Moment::from_secs(1_000);
     for user in 0..30 {
         let key = format!("user-{user}");
         nodes_used[cluster.node_of(&format!("{{slidewin:{key}}}"))] = true;
-        for rule in &rules {
-            assert!(redis.check_at(rule, &key, now, 2).await.unwrap().allowed());
-            assert!(!redis.check_at(rule, &key, now, 1).await.unwrap().allowed());
+        let both = redis.check(&all, &key, now, 2).await.unwrap();
+        assert!(both.allowed());
+        assert_eq!(both.decisions().as_slice().len(), 4);
+        assert!(!redis.check(&all, &key, now, 1).await.unwrap().allowed());
+        for rule in &each {
+            let alone = Rules::try_from(rule.clone()).unwrap();
+            assert!(!redis.check(&alone, &key, now, 1).await.unwrap().allowed());
         }
-        assert_eq!(redis.inspect(&key, now, now).await.unwrap(), [now, now]);
+        assert_eq!(
+            redis.inspect(&each[0], &key, now, now).await.unwrap(),
+            [now, now]
+        );
     }
     assert_eq!(nodes_used, [true; 3], "the keys covered every node");
 }
@@ -64,7 +80,7 @@ async fn limitador_514_no_crossslot_for_keys_on_every_node() {
 async fn envoy_1149_a_batch_over_every_node_answers_in_order() {
     let cluster = RedisCluster::start();
     let redis = connect(&cluster).await;
-    let rule = Rule::sliding_log("1/minute".parse().unwrap()).unwrap();
+    let rule = rules("log", Kind::SlidingLog, "1/minute");
     let keys: Vec<String> = (0..40).map(|i| format!("batch-{i}")).collect();
     let now = Moment::from_secs(50);
     // Each key twice: the first admitted, the second denied.
@@ -84,17 +100,18 @@ async fn envoy_1149_a_batch_over_every_node_answers_in_order() {
     }
 }
 
-/// Group commit on a cluster: a batch's checks go to their nodes as one script call per node
-/// and algorithm, keys of many slots in it (which `KEYS` would refuse with CROSSSLOT).
+/// Group commit on a cluster: a batch's checks go to their nodes as one script call per node,
+/// keys of many slots and rules of every algorithm in it (which `KEYS` would refuse with
+/// CROSSSLOT). (There was a call per node and algorithm when each had a script of its own.)
 #[tokio::test]
-async fn a_batch_is_one_script_call_per_node_and_algorithm() {
+async fn a_batch_is_one_script_call_per_node() {
     let cluster = RedisCluster::start();
     let redis = connect(&cluster).await;
-    let log = Rule::sliding_log("1/minute".parse().unwrap()).unwrap();
-    let gcra = Rule::gcra("1/minute".parse().unwrap()).unwrap();
+    let log = rules("log", Kind::SlidingLog, "1/minute");
+    let gcra = rules("gcra", Kind::Gcra, "1/minute");
     let keys: Vec<String> = (0..60).map(|i| format!("spread-{i}")).collect();
     let now = Moment::from_secs(70);
-    // Loads the scripts everywhere first, so that every call counted below is a batch.
+    // Loads the script everywhere first, so that every call counted below is a batch.
     let warm = redis
         .check_many(&[Check::new(&gcra, "warm", 1), Check::new(&log, "warm", 1)])
         .await;
@@ -121,12 +138,7 @@ async fn a_batch_is_one_script_call_per_node_and_algorithm() {
             assert_eq!(answer.as_ref().unwrap().allowed(), round == 0, "check {i}");
         }
         for node in &cluster.nodes {
-            assert_eq!(
-                node.script_calls(),
-                2,
-                "one call per algorithm on port {}",
-                node.port
-            );
+            assert_eq!(node.script_calls(), 1, "one call on port {}", node.port);
         }
     }
 }
@@ -138,9 +150,9 @@ async fn a_batch_is_one_script_call_per_node_and_algorithm() {
 async fn a_check_whose_slot_moved_goes_alone_to_its_new_node() {
     let cluster = RedisCluster::start();
     let redis = connect(&cluster).await;
-    let rule = Rule::gcra("1/minute".parse().unwrap()).unwrap();
+    let rule = rules("api", Kind::Gcra, "1/minute");
     let key = "moving";
-    let redis_key = format!("{{slidewin:{key}}}:gcra");
+    let redis_key = format!("{{slidewin:{key}}}:api:gcra");
     let from = cluster.node_of(&redis_key);
     let to = (from + 1) % 3;
     let slot = cluster.nodes[0].cli(&["cluster", "keyslot", &redis_key]);
@@ -188,7 +200,7 @@ async fn a_check_whose_slot_moved_goes_alone_to_its_new_node() {
             "the client never learnt where the slot went"
         );
         reset_stats(&cluster);
-        let answer = redis.check_at(&rule, key, now, 1).await.unwrap();
+        let answer = redis.check(&rule, key, now, 1).await.unwrap();
         assert!(!answer.allowed());
         if cluster.nodes[from].script_calls() == 0 {
             break;
@@ -201,7 +213,7 @@ async fn a_check_whose_slot_moved_goes_alone_to_its_new_node() {
 async fn while_nodes_paused(
     cluster: &RedisCluster,
     redis: &RedisLimiter,
-    rule: &Rule,
+    rule: &Rules,
     keys: &[String],
     now: Moment,
     allowed: bool,
@@ -213,7 +225,7 @@ async fn while_nodes_paused(
         .iter()
         .map(|key| {
             let (redis, rule, key) = (redis.clone(), rule.clone(), key.clone());
-            tokio::spawn(async move { redis.check_at(&rule, &key, now, 1).await })
+            tokio::spawn(async move { redis.check(&rule, &key, now, 1).await })
         })
         .collect();
     tokio::task::yield_now().await;
@@ -242,9 +254,9 @@ fn per_node(cluster: &RedisCluster, keys: &[String]) -> [u64; 3] {
 async fn waiting_checks_go_to_their_node_in_one_call_per_node() {
     let cluster = RedisCluster::start();
     let redis = connect(&cluster).await;
-    let rule = Rule::gcra("1/minute".parse().unwrap()).unwrap();
-    // Loads the scripts on every node first.
-    assert!(redis.check(&rule, "warm", 1).await.is_ok());
+    let rule = rules("api", Kind::Gcra, "1/minute");
+    // Loads the script on every node first.
+    assert!(redis.check_now(&rule, "warm", 1).await.is_ok());
     let keys: Vec<String> = (0..30).map(|i| format!("queued-{i}")).collect();
     let per_node = per_node(&cluster, &keys);
     // Each node's queue stays short of a full batch.
@@ -268,8 +280,8 @@ async fn waiting_checks_go_to_their_node_in_one_call_per_node() {
 async fn a_nodes_full_batch_goes_without_waiting_for_a_call_to_come_back() {
     let cluster = RedisCluster::start();
     let redis = connect(&cluster).await;
-    let rule = Rule::gcra("1/minute".parse().unwrap()).unwrap();
-    assert!(redis.check(&rule, "warm", 1).await.is_ok());
+    let rule = rules("api", Kind::Gcra, "1/minute");
+    assert!(redis.check_now(&rule, "warm", 1).await.is_ok());
     let keys: Vec<String> = (0..120).map(|i| format!("full-{i}")).collect();
     let per_node = per_node(&cluster, &keys);
     // Each node has at least one full batch, and no more than six (eight calls at most).
@@ -315,15 +327,15 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
         .with_failure_policy(FailurePolicy::Closed)
         .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(50))
         .unwrap();
-    let rule = Rule::gcra("10/hour".parse().unwrap()).unwrap();
+    let rule = rules("api", Kind::Gcra, "10/hour");
     let keys = a_key_on_each_node(&cluster);
     for key in &keys {
-        assert!(redis.check(&rule, key, 1).await.unwrap().allowed());
+        assert!(redis.check_now(&rule, key, 1).await.unwrap().allowed());
     }
 
     cluster.nodes[0].kill();
     let lost = format!("127.0.0.1:{}", cluster.nodes[0].port);
-    let first = redis.check(&rule, &keys[0], 1).await.unwrap();
+    let first = redis.check_now(&rule, &keys[0], 1).await.unwrap();
     let why = first.made_without_redis().expect("decided without Redis");
     assert!(
         matches!(
@@ -337,7 +349,7 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     assert!(!first.allowed());
     // Its node's circuit is open: the checks of its keys answer at once, naming it.
     for _ in 0..10 {
-        let again = at_once(redis.check(&rule, &keys[0], 1))
+        let again = at_once(redis.check_now(&rule, &keys[0], 1))
             .expect("an answer without waiting")
             .unwrap();
         let why = again.made_without_redis().expect("decided without Redis");
@@ -347,7 +359,7 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     assert!(!redis.is_available());
     // The other nodes' keys still go to Redis, exactly.
     for key in &keys[1..] {
-        let decision = redis.check(&rule, key, 1).await.unwrap();
+        let decision = redis.check_now(&rule, key, 1).await.unwrap();
         assert_eq!(decision.made_without_redis(), None, "{key}");
         assert_eq!(decision.remaining(), 8, "{key}");
     }
@@ -355,7 +367,7 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     // The node comes back with its slots (its cluster config is on disk), empty.
     cluster.nodes[0].restart();
     until_available(&redis).await;
-    let back = redis.check(&rule, &keys[0], 1).await.unwrap();
+    let back = redis.check_now(&rule, &keys[0], 1).await.unwrap();
     assert_eq!(back.made_without_redis(), None);
     assert_eq!(back.remaining(), 9);
 }

@@ -5,7 +5,8 @@ mod support;
 use std::sync::Arc;
 
 use slidewin::Moment;
-use slidewin_redis::{RedisLimiter, Rule};
+use slidewin::limit::{Kind, Rule, RuleSet};
+use slidewin_redis::{RedisLimiter, Rules};
 use support::RedisServer;
 use tokio::sync::Barrier;
 
@@ -22,14 +23,20 @@ async fn sixty_four_clients_never_over_admit() {
     for _ in 0..CONNECTIONS {
         clients.push(RedisLimiter::connect(&server.url()).await.unwrap());
     }
-    let rule = Arc::new(Rule::sliding_log(format!("{LIMIT}/hour").parse().unwrap()).unwrap());
+    let rule = Rule::new(
+        "hot",
+        Kind::SlidingLog,
+        format!("{LIMIT}/hour").parse().unwrap(),
+    )
+    .unwrap();
+    let rules = Rules::try_from(rule.clone()).unwrap();
     let mut tasks = Vec::new();
     for task in 0..TASKS {
-        let (redis, rule) = (clients[task % CONNECTIONS].clone(), Arc::clone(&rule));
+        let (redis, rules) = (clients[task % CONNECTIONS].clone(), rules.clone());
         tasks.push(tokio::spawn(async move {
             let mut admitted = 0;
             for _ in 0..10 {
-                if redis.check(&rule, "hot", 1).await.unwrap().allowed() {
+                if redis.check_now(&rules, "hot", 1).await.unwrap().allowed() {
                     admitted += 1;
                 }
             }
@@ -42,13 +49,63 @@ async fn sixty_four_clients_never_over_admit() {
     }
     assert_eq!(admitted, LIMIT);
     let held = clients[0]
-        .inspect("hot", Moment::ZERO, Moment::MAX)
+        .inspect(&rule, "hot", Moment::ZERO, Moment::MAX)
         .await
         .unwrap();
     assert_eq!(held.len() as u64, LIMIT);
     // And no window of an hour ending at an admission holds more (they all fit in one).
     let span = std::time::Duration::from_secs(3_600);
     assert!(held.last().unwrap().saturating_duration_since(held[0]) < span);
+}
+
+/// All or nothing holds under contention too: 64 tasks on 4 connections on one key under two
+/// rules, a sliding log of 100 an hour and a fixed window of 150: exactly 100 admitted, and
+/// the window counted exactly those (the 540 denials, by the log, consumed nothing from it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_under_two_rules_consume_all_or_nothing() {
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..CONNECTIONS {
+        clients.push(RedisLimiter::connect(&server.url()).await.unwrap());
+    }
+    let log = Rule::new(
+        "log",
+        Kind::SlidingLog,
+        format!("{LIMIT}/hour").parse().unwrap(),
+    )
+    .unwrap();
+    let window = Rule::new("window", Kind::FixedWindow, "150/hour".parse().unwrap()).unwrap();
+    let rules = Rules::new(RuleSet::new([log.clone(), window]).unwrap()).unwrap();
+    // One instant of an hour of its own: the window's count is the test's.
+    let now = Moment::from_secs(3_600 * 1_000 + 1);
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let (redis, rules) = (clients[task % CONNECTIONS].clone(), rules.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut admitted = 0;
+            for _ in 0..10 {
+                let decision = redis.check(&rules, "hot", now, 1).await.unwrap();
+                if decision.allowed() {
+                    admitted += 1;
+                } else {
+                    assert_eq!(decision.decisions().binding(), 0, "{decision:?}");
+                }
+            }
+            admitted
+        }));
+    }
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await.unwrap();
+    }
+    assert_eq!(admitted, LIMIT);
+    let held = clients[0]
+        .inspect(&log, "hot", Moment::ZERO, Moment::MAX)
+        .await
+        .unwrap();
+    assert_eq!(held.len() as u64, LIMIT);
+    let counted = server.cli(&["hget", "{slidewin:hot}:window:fixed_window", "c"]);
+    assert_eq!(counted.trim(), LIMIT.to_string());
 }
 
 /// Seed 001's flow sent as three separate commands (remove old entries, count, add when under
@@ -104,16 +161,17 @@ async fn seed001_three_separate_commands_over_admit() {
 
     // The script, under the same interleaving (it cannot be interleaved): exactly the limit.
     let redis = RedisLimiter::connect(&server.url()).await.unwrap();
-    let rule = Arc::new(Rule::sliding_log(format!("{limit}/minute").parse().unwrap()).unwrap());
+    let quota = format!("{limit}/minute").parse().unwrap();
+    let rules = Rules::try_from(Rule::new("scripted", Kind::SlidingLog, quota).unwrap()).unwrap();
     let barrier = Arc::new(Barrier::new(TASKS));
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
-        let (redis, rule, barrier) = (redis.clone(), Arc::clone(&rule), Arc::clone(&barrier));
+        let (redis, rules, barrier) = (redis.clone(), rules.clone(), Arc::clone(&barrier));
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             u64::from(
                 redis
-                    .check_at(&rule, "scripted", Moment::from_secs(1_000), 1)
+                    .check(&rules, "scripted", Moment::from_secs(1_000), 1)
                     .await
                     .unwrap()
                     .allowed(),

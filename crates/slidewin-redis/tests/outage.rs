@@ -7,8 +7,20 @@ mod support;
 
 use std::time::Duration;
 
-use slidewin_redis::{Check, CircuitState, FailurePolicy, RedisError, RedisLimiter, Rule};
+use slidewin::Moment;
+use slidewin::limit::{Kind, Rule};
+use slidewin_redis::{Check, CircuitState, FailurePolicy, RedisError, RedisLimiter, Rules};
 use support::{RedisServer, at_once};
+
+/// The rule `name`: `quota` under `kind`.
+fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
+    Rule::new(name, kind, quota.parse().unwrap()).unwrap()
+}
+
+/// The rule `name`: `quota` under `kind`, alone, as a check names it.
+fn rules(name: &str, kind: Kind, quota: &str) -> Rules {
+    Rules::try_from(rule(name, kind, quota)).unwrap()
+}
 
 /// Issue 17: with Redis killed, every check took about a second (the connection's reconnect
 /// attempts, cut by the timeout), "connection refused" or not, so a service stalled a second
@@ -21,14 +33,14 @@ async fn an_outage_answers_the_failure_policy_without_waiting_a_second() {
         .await
         .unwrap()
         .with_failure_policy(FailurePolicy::Closed);
-    let rule = Rule::sliding_log("3/minute".parse().unwrap()).unwrap();
-    assert!(redis.check(&rule, "alice", 1).await.unwrap().allowed());
+    let rule = rules("login", Kind::SlidingLog, "3/minute");
+    assert!(redis.check_now(&rule, "alice", 1).await.unwrap().allowed());
 
     server.kill();
-    let first = redis.check(&rule, "alice", 1).await.unwrap();
+    let first = redis.check_now(&rule, "alice", 1).await.unwrap();
     assert!(!first.allowed() && first.made_without_redis().is_some());
     for i in 0..100 {
-        let decision = at_once(redis.check(&rule, "alice", 1))
+        let decision = at_once(redis.check_now(&rule, "alice", 1))
             .unwrap_or_else(|| panic!("check {i} waited for Redis"))
             .unwrap();
         assert!(!decision.allowed(), "check {i}");
@@ -56,13 +68,14 @@ async fn while_the_circuit_is_open_nothing_reaches_redis_and_each_check_says_why
         .clone()
         .with_timeout(Duration::from_millis(100))
         .unwrap();
-    let rule = Rule::gcra("10/s".parse().unwrap()).unwrap();
-    assert!(patient.check(&rule, "k", 1).await.unwrap().allowed());
+    let log = rule("log", Kind::SlidingLog, "10/s");
+    let rule = rules("api", Kind::Gcra, "10/s");
+    assert!(patient.check_now(&rule, "k", 1).await.unwrap().allowed());
     server.cli(&["config", "resetstat"]);
     server.cli(&["client", "pause", "60000", "write"]);
     tokio::time::pause();
 
-    let err = hasty.check(&rule, "k", 1).await.unwrap_err();
+    let err = hasty.check_now(&rule, "k", 1).await.unwrap_err();
     assert_eq!(
         err,
         RedisError::Timeout {
@@ -85,7 +98,7 @@ async fn while_the_circuit_is_open_nothing_reaches_redis_and_each_check_says_why
         )
     );
     for _ in 0..100 {
-        let answer = at_once(patient.check(&rule, "k", 1)).expect("an answer at once");
+        let answer = at_once(patient.check_now(&rule, "k", 1)).expect("an answer at once");
         assert_eq!(answer.unwrap_err(), open);
     }
     let answers = at_once(patient.check_many(&[
@@ -98,17 +111,25 @@ async fn while_the_circuit_is_open_nothing_reaches_redis_and_each_check_says_why
     assert_eq!(answers[1], Err(open.clone()));
     // A cost no Redis could admit is still said to be one.
     assert!(matches!(answers[2], Err(RedisError::Limit(_))));
-    let err = at_once(patient.peek(&rule, "k", 1))
+    let err = at_once(patient.peek_now(&rule, "k", 1))
         .expect("at once")
         .unwrap_err();
     assert_eq!(err, open);
-    let err = at_once(patient.inspect("k", slidewin::Moment::ZERO, slidewin::Moment::MAX))
+    let err = at_once(patient.peek(&rule, "k", Moment::from_secs(5), 1))
+        .expect("at once")
+        .unwrap_err();
+    assert_eq!(err, open);
+    let err = at_once(patient.until_ready(&rule, "k", 1))
+        .expect("at once")
+        .unwrap_err();
+    assert_eq!(err, open);
+    let err = at_once(patient.inspect(&log, "k", Moment::ZERO, Moment::MAX))
         .expect("at once")
         .unwrap_err();
     assert_eq!(err, open);
     // With a policy, the policy's decision, saying why.
     let closed = patient.clone().with_failure_policy(FailurePolicy::Closed);
-    let decision = at_once(closed.check(&rule, "k", 1))
+    let decision = at_once(closed.check_now(&rule, "k", 1))
         .expect("at once")
         .unwrap();
     assert!(!decision.allowed());
@@ -125,15 +146,15 @@ async fn while_the_circuit_is_open_nothing_reaches_redis_and_each_check_says_why
 async fn a_reply_error_leaves_the_circuit_closed() {
     let server = RedisServer::start();
     let redis = RedisLimiter::connect(&server.url()).await.unwrap();
-    let rule = Rule::gcra("10/s".parse().unwrap()).unwrap();
+    let rule = rules("api", Kind::Gcra, "10/s");
     // A key of another type: the script's command on it fails.
-    server.cli(&["set", "{slidewin:s}:log", "not a set"]);
-    let log = Rule::sliding_log("10/s".parse().unwrap()).unwrap();
-    let err = redis.check(&log, "s", 1).await.unwrap_err();
+    server.cli(&["set", "{slidewin:s}:log:sliding_log", "not a set"]);
+    let log = rules("log", Kind::SlidingLog, "10/s");
+    let err = redis.check_now(&log, "s", 1).await.unwrap_err();
     assert!(
         matches!(&err, RedisError::Reply { at, .. } if *at == server.url()),
         "{err}"
     );
     assert!(redis.is_available());
-    assert!(redis.check(&rule, "fine", 1).await.unwrap().allowed());
+    assert!(redis.check_now(&rule, "fine", 1).await.unwrap().allowed());
 }

@@ -10,6 +10,7 @@ mod throttle;
 use std::io::Write;
 use std::time::Duration;
 
+use slidewin::limit::Kind;
 use slidewin_redis::{FailurePolicy, RedisLimiter};
 use support::{RedisServer, until_available};
 use tokio::io::AsyncWriteExt;
@@ -87,7 +88,7 @@ async fn bad_flags_exit_2_naming_the_value() {
             &["--max-attempts", "10001"][..],
             "error: --max-attempts 10001 --window `10s`: SlidingLog on Redis cannot represent \
              the quota `10001 per 10s`: it keeps a member per unit admitted, so its limit can \
-             be at most 10000 (Rule::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two \
+             be at most 10000 (Rules::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two \
              numbers\n",
         ),
         (
@@ -126,15 +127,26 @@ fn the_window_reads_as_login_throttle_reads_it() {
         let config = throttle::parse_flags(&strings(&["--window", text]))
             .unwrap()
             .unwrap();
-        assert_eq!(config.rule.quota().span(), span, "--window {text}");
-        assert_eq!(config.rule.quota().limit(), 3);
+        assert_eq!(
+            throttle::quota(&config.rules).span(),
+            span,
+            "--window {text}"
+        );
+        assert_eq!(throttle::quota(&config.rules).limit(), 3);
         let inline = throttle::parse_flags(&strings(&[&format!("--window={text}")]))
             .unwrap()
             .unwrap();
-        assert_eq!(inline.rule.quota().span(), span, "--window={text}");
+        assert_eq!(
+            throttle::quota(&inline.rules).span(),
+            span,
+            "--window={text}"
+        );
     }
     let config = throttle::parse_flags(&[]).unwrap().unwrap();
-    assert_eq!(config.rule.quota().span(), ms(10_000));
+    assert_eq!(throttle::quota(&config.rules).span(), ms(10_000));
+    // One rule, the exact sliding log, named for what it counts.
+    let rule = &config.rules.rule_set().rules()[0];
+    assert_eq!((rule.name(), rule.kind()), ("failed", Kind::SlidingLog));
     assert_eq!(config.policy, FailurePolicy::Closed);
 }
 
@@ -209,16 +221,16 @@ async fn an_outage_refuses_every_login_says_so_and_ends_when_redis_is_back() {
         .with_failure_policy(FailurePolicy::Closed)
         .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(10))
         .unwrap();
-    let rule = throttle::parse_flags(&strings(&["--window", "1h"]))
+    let rules = throttle::parse_flags(&strings(&["--window", "1h"]))
         .unwrap()
         .unwrap()
-        .rule;
+        .rules;
     let (lines, mut said) = mpsc::unbounded_channel();
     let (mut out, mut err) = (Lines(lines, Vec::new()), Vec::new());
     let (mut typing, input) = tokio::io::duplex(1 << 16);
     let serving = throttle::serve(
         &redis,
-        &rule,
+        &rules,
         FailurePolicy::Closed,
         tokio::io::BufReader::new(input),
         &mut out,
@@ -271,13 +283,13 @@ async fn failing_open_checks_passwords_without_counting() {
         .await
         .unwrap()
         .with_failure_policy(FailurePolicy::Open);
-    let rule = throttle::parse_flags(&[]).unwrap().unwrap().rule;
+    let rules = throttle::parse_flags(&[]).unwrap().unwrap().rules;
     server.kill();
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let input = &b"mallory a\nmallory b\nmallory c\nmallory d\nalice letmein\n"[..];
     throttle::serve(
         &redis,
-        &rule,
+        &rules,
         FailurePolicy::Open,
         input,
         &mut out,

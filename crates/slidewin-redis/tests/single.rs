@@ -1,15 +1,36 @@
-//! One Redis server of the test's own: the scripts, their keys, and the faults.
+//! One Redis server of the test's own: the script, its keys, the rules of one key, and the
+//! faults.
 
 mod support;
 
 use std::time::Duration;
 
-use slidewin::{LimitError, Limiter, Moment, SlidingLog};
-use slidewin_redis::{Check, FailurePolicy, RedisError, RedisLimiter, Rule};
+use slidewin::limit::{Kind, LimitError, Rule, RuleSet, SlidingLog};
+use slidewin::{Keyed, Limiter, Moment};
+use slidewin_redis::{Check, FailurePolicy, RedisDecision, RedisError, RedisLimiter, Rules};
 use support::{RedisServer, until_available};
+use tokio::time::Instant;
 
 fn secs(s: u64) -> Moment {
     Moment::from_secs(s)
+}
+
+/// The rule `name`: `quota` under `kind`.
+fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
+    Rule::new(name, kind, quota.parse().unwrap()).unwrap()
+}
+
+/// `rule` alone, as a check names it.
+fn one(rule: &Rule) -> Rules {
+    Rules::try_from(rule.clone()).unwrap()
+}
+
+/// A sliding log named `log` (its key `{slidewin:key}:log:sliding_log`): the rule, which
+/// `inspect` takes, and the rules a check takes.
+fn log(quota: &str) -> (Rule, Rules) {
+    let rule = rule("log", Kind::SlidingLog, quota);
+    let rules = one(&rule);
+    (rule, rules)
 }
 
 async fn limiter(server: &RedisServer) -> RedisLimiter {
@@ -22,30 +43,33 @@ async fn limiter(server: &RedisServer) -> RedisLimiter {
 async fn seed001_the_entry_exactly_one_span_old_leaves() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::sliding_log("1/10s".parse().unwrap()).unwrap();
+    let (rule, rules) = log("1/10s");
     assert!(
         redis
-            .check_at(&rule, "k", secs(5), 1)
+            .check(&rules, "k", secs(5), 1)
             .await
             .unwrap()
             .allowed()
     );
     let just_before = redis
-        .check_at(&rule, "k", secs(15) - Duration::from_micros(1), 1)
+        .check(&rules, "k", secs(15) - Duration::from_micros(1), 1)
         .await
         .unwrap();
     assert!(!just_before.allowed());
     assert_eq!(just_before.retry_after(), Some(Duration::from_micros(1)));
     assert!(
         redis
-            .check_at(&rule, "k", secs(15), 1)
+            .check(&rules, "k", secs(15), 1)
             .await
             .unwrap()
             .allowed()
     );
     // Only the admitted entries are in the set: the denied request left nothing behind.
     assert_eq!(
-        redis.inspect("k", Moment::ZERO, secs(100)).await.unwrap(),
+        redis
+            .inspect(&rule, "k", Moment::ZERO, secs(100))
+            .await
+            .unwrap(),
         [secs(15)]
     );
 }
@@ -54,12 +78,15 @@ async fn seed001_the_entry_exactly_one_span_old_leaves() {
 async fn seed001_two_requests_in_one_microsecond_both_count() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::sliding_log("3/s".parse().unwrap()).unwrap();
+    let (rule, rules) = log("3/s");
     let now = secs(7);
-    assert!(redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
-    assert!(redis.check_at(&rule, "k", now, 2).await.unwrap().allowed());
-    assert!(!redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
-    assert_eq!(redis.inspect("k", now, now).await.unwrap(), [now, now, now]);
+    assert!(redis.check(&rules, "k", now, 1).await.unwrap().allowed());
+    assert!(redis.check(&rules, "k", now, 2).await.unwrap().allowed());
+    assert!(!redis.check(&rules, "k", now, 1).await.unwrap().allowed());
+    assert_eq!(
+        redis.inspect(&rule, "k", now, now).await.unwrap(),
+        [now, now, now]
+    );
 }
 
 /// Members are numbered per microsecond, and the number's digit count leads it, so that the
@@ -74,17 +101,20 @@ async fn seed001_two_requests_in_one_microsecond_both_count() {
 async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::sliding_log("120 per 100s".parse().unwrap()).unwrap();
+    let (rule, rules) = log("120 per 100s");
     let now = secs(1_000);
     for n in 1..=120 {
-        let decision = redis.check_at(&rule, "k", now, 1).await.unwrap();
+        let decision = redis.check(&rules, "k", now, 1).await.unwrap();
         assert!(decision.allowed(), "unit {n}");
         assert_eq!(decision.remaining(), 120 - n);
     }
-    assert!(!redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
-    assert_eq!(redis.inspect("k", now, now).await.unwrap().len(), 120);
+    assert!(!redis.check(&rules, "k", now, 1).await.unwrap().allowed());
+    assert_eq!(
+        redis.inspect(&rule, "k", now, now).await.unwrap().len(),
+        120
+    );
     // Three spans of checks every 500 ms, costing 1 to 3: the answers are memory's.
-    let mut memory = Limiter::<SlidingLog>::new(rule.quota()).unwrap();
+    let mut memory = Limiter::new(SlidingLog::new(rule.quota()).unwrap());
     for _ in 0..=120 {
         memory.check(now, 1).unwrap();
     }
@@ -92,20 +122,20 @@ async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
     for step in 1..=600u64 {
         let at = now + Duration::from_millis(500 * step);
         let cost = 1 + step % 3;
-        let decision = redis.check_at(&rule, "k", at, cost).await.unwrap();
+        let decision = redis.check(&rules, "k", at, cost).await.unwrap();
         assert_eq!(
             decision.decision(),
             memory.check(at, cost).unwrap(),
             "at {at}"
         );
         let held: usize = server
-            .cli(&["zcard", "{slidewin:k}:log"])
+            .cli(&["zcard", "{slidewin:k}:log:sliding_log"])
             .trim()
             .parse()
             .unwrap();
         assert!(held <= 2 * 120 + 3, "{held} entries at {at}");
         let too_old = redis
-            .inspect("k", Moment::ZERO, at - span - stretch)
+            .inspect(&rule, "k", Moment::ZERO, at - span - stretch)
             .await
             .unwrap();
         assert_eq!(too_old, [], "at {at}");
@@ -118,15 +148,18 @@ async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
 async fn seed001_requests_of_one_microsecond_in_separate_calls_all_count() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::sliding_log("3/s".parse().unwrap()).unwrap();
+    let (rule, rules) = log("3/s");
     let now = secs(7);
     for remaining in [2, 1, 0] {
-        let decision = redis.check_at(&rule, "k", now, 1).await.unwrap();
+        let decision = redis.check(&rules, "k", now, 1).await.unwrap();
         assert!(decision.allowed());
         assert_eq!(decision.remaining(), remaining);
     }
-    assert!(!redis.check_at(&rule, "k", now, 1).await.unwrap().allowed());
-    assert_eq!(redis.inspect("k", now, now).await.unwrap(), [now, now, now]);
+    assert!(!redis.check(&rules, "k", now, 1).await.unwrap().allowed());
+    assert_eq!(
+        redis.inspect(&rule, "k", now, now).await.unwrap(),
+        [now, now, now]
+    );
 }
 
 /// A check older than the log's newest admission counts at that admission's time (the log's
@@ -136,88 +169,310 @@ async fn seed001_requests_of_one_microsecond_in_separate_calls_all_count() {
 async fn a_check_behind_the_logs_time_counts_at_it_and_leaves_nothing_at_its_own() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::sliding_log("3/10s".parse().unwrap()).unwrap();
+    let (rule, rules) = log("3/10s");
     assert!(
         redis
-            .check_at(&rule, "k", secs(20), 1)
+            .check(&rules, "k", secs(20), 1)
             .await
             .unwrap()
             .allowed()
     );
-    let behind = redis.check_at(&rule, "k", secs(15), 1).await.unwrap();
+    let behind = redis.check(&rules, "k", secs(15), 1).await.unwrap();
     assert_eq!(behind.remaining(), 1);
     assert_eq!(behind.reset_after(), Duration::from_secs(15));
     assert_eq!(
-        redis.inspect("k", Moment::ZERO, secs(100)).await.unwrap(),
+        redis
+            .inspect(&rule, "k", Moment::ZERO, secs(100))
+            .await
+            .unwrap(),
         [secs(20), secs(20)]
     );
 }
 
-/// Two rules of one algorithm share a key's log (a quota changed in a deployment). A check
-/// of the longer rule behind the log's time moves the log's expiry (its stretch is longer)
-/// while its write lands where it must not: both are told apart, the entry taken back and
-/// the expiry kept.
+/// A rule's quota changed under the same name (a deployment, with the old one still running)
+/// shares the key's log. A check of the longer quota behind the log's time moves the log's
+/// expiry (its stretch is longer) while its write lands where it must not: both are told
+/// apart, the entry taken back and the expiry kept.
 #[tokio::test]
-async fn a_longer_rules_check_behind_the_logs_time_keeps_the_longer_expiry() {
+async fn a_longer_quotas_check_behind_the_logs_time_keeps_the_longer_expiry() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let short = Rule::sliding_log("5/20s".parse().unwrap()).unwrap();
-    let long = Rule::sliding_log("5/50s".parse().unwrap()).unwrap();
-    let log = "{slidewin:k}:log";
+    let short = rule("login", Kind::SlidingLog, "5/20s");
+    let long = rule("login", Kind::SlidingLog, "5/50s");
+    let log = "{slidewin:k}:login:sliding_log";
     assert!(
         redis
-            .check_at(&short, "k", secs(1_000), 1)
+            .check(&one(&short), "k", secs(1_000), 1)
             .await
             .unwrap()
             .allowed()
     );
     let ttl = |server: &RedisServer| -> u64 { server.cli(&["pttl", log]).trim().parse().unwrap() };
     assert!(ttl(&server) <= 40_002, "{}", ttl(&server));
-    let behind = redis.check_at(&long, "k", secs(999), 1).await.unwrap();
+    let behind = redis.check(&one(&long), "k", secs(999), 1).await.unwrap();
     assert_eq!(behind.remaining(), 3);
     assert_eq!(behind.reset_after(), Duration::from_secs(51));
     assert_eq!(
-        redis.inspect("k", Moment::ZERO, secs(2_000)).await.unwrap(),
+        redis
+            .inspect(&long, "k", Moment::ZERO, secs(2_000))
+            .await
+            .unwrap(),
         [secs(1_000), secs(1_000)]
     );
-    // Past the short rule's two idle times: the long rule's.
+    // Past the short quota's two idle times: the long one's.
     assert!(ttl(&server) > 40_002, "{}", ttl(&server));
 }
 
-/// A log written before its markers (`~`), with members of before they were numbered
-/// (`time-n`), reads on: every entry counts, and a check that reads the log's time (a cost
-/// above one) finds it in the newest member.
+/// The keys before rules had names (`{prefix:key}:log`, members `time-n`) are not read: a
+/// rule's state is under `{prefix:key}:name:kind`, so after the upgrade each key starts
+/// afresh, and the old key is left alone until it expires.
 #[tokio::test]
-async fn a_log_of_the_previous_members_counts_on() {
+async fn a_log_under_the_previous_key_layout_is_not_read() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::sliding_log("3/10s".parse().unwrap()).unwrap();
+    let (rule, rules) = log("3/10s");
     let old = "{slidewin:k}:log";
     server.cli(&["zadd", old, "5000000", "5000000-1", "5000000", "5000000-2"]);
-    let costly = redis.check_at(&rule, "k", secs(4), 2).await.unwrap();
-    assert!(!costly.allowed());
-    assert_eq!(costly.reset_after(), Duration::from_secs(11));
-    let decision = redis.check_at(&rule, "k", secs(6), 1).await.unwrap();
-    assert!(decision.allowed());
-    assert_eq!(decision.remaining(), 0);
+    server.cli(&["pexpire", old, "600000"]);
+    for remaining in [2, 1, 0] {
+        let decision = redis.check(&rules, "k", secs(6), 1).await.unwrap();
+        assert!(decision.allowed());
+        assert_eq!(decision.remaining(), remaining);
+    }
     assert!(
         !redis
-            .check_at(&rule, "k", secs(6), 1)
+            .check(&rules, "k", secs(6), 1)
             .await
             .unwrap()
             .allowed()
     );
     assert_eq!(
-        redis.inspect("k", Moment::ZERO, secs(100)).await.unwrap(),
-        [secs(5), secs(5), secs(6)]
+        redis
+            .inspect(&rule, "k", Moment::ZERO, secs(100))
+            .await
+            .unwrap(),
+        [secs(6), secs(6), secs(6)]
     );
+    // The old key as it was: its two entries, its expiry.
+    assert_eq!(server.cli(&["zcard", old]).trim(), "2");
+    let ttl: i64 = server.cli(&["pttl", old]).trim().parse().unwrap();
+    assert!((0..=600_000).contains(&ttl), "{ttl}");
+}
+
+/// The regression: two rules of one algorithm on one key once wrote one sorted set
+/// (`{slidewin:alice}:log`), so each counted the other's admissions: after the hour rule's
+/// admission the per-second rule had four left, and refused the fifth request of its second.
+/// Now each rule keeps its own state.
+#[tokio::test]
+async fn two_rules_on_one_key_count_apart() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let second = rule("second", Kind::SlidingLog, "5/s");
+    let hour = rule("hour", Kind::SlidingLog, "100/hour");
+    let (per_second, per_hour) = (one(&second), one(&hour));
+    let now = secs(1_000);
+    let first = redis.check(&per_hour, "alice", now, 1).await.unwrap();
+    assert_eq!((first.allowed(), first.remaining()), (true, 99));
+    // Five a second, all of them: the hour's admission is not the second rule's.
+    for remaining in (0..5).rev() {
+        let decision = redis.check(&per_second, "alice", now, 1).await.unwrap();
+        assert!(decision.allowed(), "{remaining} left");
+        assert_eq!(decision.remaining(), remaining);
+    }
+    assert!(
+        !redis
+            .check(&per_second, "alice", now, 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    // Nor are the second's five the hour's.
+    let again = redis.check(&per_hour, "alice", now, 1).await.unwrap();
+    assert_eq!((again.allowed(), again.remaining()), (true, 98));
+    let (from, to) = (Moment::ZERO, secs(2_000));
+    assert_eq!(
+        redis.inspect(&second, "alice", from, to).await.unwrap(),
+        [now; 5]
+    );
+    assert_eq!(
+        redis.inspect(&hour, "alice", from, to).await.unwrap(),
+        [now; 2]
+    );
+    let mut keys: Vec<String> = server
+        .cli(&["keys", "*"])
+        .lines()
+        .map(String::from)
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "{slidewin:alice}:hour:sliding_log",
+            "{slidewin:alice}:second:sliding_log"
+        ]
+    );
+}
+
+/// One `Rules` of three rules of three algorithms on one key: admitted only when every rule
+/// admits, and a denial, by any of them, consumes from none. Every answer, rule by rule, is
+/// that of the same rule set in memory.
+#[tokio::test]
+async fn a_denial_under_several_rules_consumes_from_none() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let minute = rule("minute", Kind::SlidingLog, "3/minute");
+    let set = RuleSet::new([
+        minute.clone(),
+        rule("hour", Kind::FixedWindow, "5/hour"),
+        rule("burst", Kind::Gcra, "1/s burst 2"),
+    ])
+    .unwrap();
+    let rules = Rules::new(set.clone()).unwrap();
+    let memory = Keyed::<String, _>::new(set);
+    // At the start of an hour, so that the fixed window's hour starts with the test.
+    let start = secs(3_600 * 1_000);
+    // (seconds in, admitted, the binding rule)
+    let plan = [
+        (0, true, None),
+        (0, true, None),
+        (0, false, Some(2)), // the burst is spent; the minute and the hour have room
+        (1, true, None),
+        (2, false, Some(0)), // three in the minute; the burst has room again
+        (60, true, None),    // the two at 0 s have left the minute
+        (61, true, None),
+        (62, false, Some(1)), // five in the hour; the minute and the burst have room
+        (120, false, Some(1)),
+        (3_600, true, None), // a new hour
+    ];
+    let mut admitted_at = Vec::new();
+    for (i, &(at, admitted, binding)) in plan.iter().enumerate() {
+        let now = start + Duration::from_secs(at);
+        let decision = redis.check(&rules, "alice", now, 1).await.unwrap();
+        let expected = memory.check("alice", now, 1).unwrap();
+        assert_eq!(decision.decisions(), &expected, "step {i}, at {at} s");
+        assert_eq!(decision.allowed(), admitted, "step {i}");
+        if admitted {
+            admitted_at.push(at);
+            continue;
+        }
+        let rule = binding.expect("a denial has a binding rule");
+        assert_eq!(decision.decisions().binding(), rule, "step {i}");
+        // The other rules would have admitted it, and it consumed from none of them: the
+        // minute's log holds only the admissions at its time, the hour's window only the
+        // hour's admissions.
+        for (j, each) in decision.decisions().iter().enumerate() {
+            assert_eq!(each.allowed(), j != rule, "step {i}, rule {j}");
+        }
+        let held = redis.inspect(&minute, "alice", now, now).await.unwrap();
+        let same_time = admitted_at.iter().filter(|&&t| t == at).count();
+        assert_eq!(held.len(), same_time, "step {i}");
+        let in_hour = server.cli(&["hget", "{slidewin:alice}:hour:fixed_window", "c"]);
+        assert_eq!(in_hour.trim(), admitted_at.len().to_string(), "step {i}");
+    }
+    assert_eq!(admitted_at, [0, 0, 1, 60, 61, 3_600]);
+}
+
+/// Keeps tokio's paused clock still while it lives: a blocking task that is running inhibits
+/// the clock's auto-advance (tokio's documented way). Auto-advance jumps a paused clock to the
+/// next timer whenever the runtime waits, for Redis's answers too, and would time them out.
+struct ClockHeld {
+    _release: std::sync::mpsc::Sender<()>,
+}
+
+fn hold_clock() -> ClockHeld {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    // Ends when `release` is dropped.
+    drop(tokio::task::spawn_blocking(move || held.recv()));
+    ClockHeld { _release: release }
+}
+
+/// Lets a task of `until_ready` take Redis's answer to the check it has sent (or will send
+/// once run): yielding runs it up to its call, then a peek on the same connection comes back
+/// after that call's answer (one connection answers in order), and yielding again lets the
+/// task take it, up to its sleep. The peek's answer.
+async fn settle(redis: &RedisLimiter, rules: &Rules, key: &str) -> RedisDecision {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let peek = redis.peek_now(rules, key, 1).await.unwrap();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    peek
+}
+
+/// `until_ready` decides on Redis's clock and waits on tokio's: it returns an admission at
+/// once; after a denial it sleeps the denial's `retry_after` on tokio's clock, asking nothing
+/// meanwhile, then asks again, and sleeps again while Redis denies. Tokio's clock is paused
+/// and moved by hand, so every wait is exact; Redis's moves by milliseconds meanwhile, far
+/// within the hour the rule holds.
+#[tokio::test]
+async fn until_ready_waits_each_denials_retry_after_on_tokios_clock() {
+    let server = RedisServer::start();
+    let redis = limiter(&server).await;
+    let rules = one(&rule("hourly", Kind::SlidingLog, "1/hour"));
+    tokio::time::pause();
+    let _held = hold_clock();
+    let start = Instant::now();
+    // Room: the admission, at once.
+    let first = redis.until_ready(&rules, "k", 1).await.unwrap();
+    assert!(first.allowed());
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    // A cost no rule could ever admit is an error at once, not a wait.
+    assert!(matches!(
+        redis.until_ready(&rules, "k", 2).await,
+        Err(RedisError::Limit(LimitError::CostTooHigh {
+            cost: 2,
+            max: 1
+        }))
+    ));
+
+    server.cli(&["config", "resetstat"]);
+    let waiting = tokio::spawn({
+        let (redis, rules) = (redis.clone(), rules.clone());
+        async move {
+            let decision = redis.until_ready(&rules, "k", 1).await;
+            (decision, Instant::now())
+        }
+    });
+    // Denied: asleep for the denial's wait, about an hour (the peek's, a moment later, is at
+    // most as long).
+    let wait = settle(&redis, &rules, "k")
+        .await
+        .retry_after()
+        .expect("full for an hour");
+    assert!(wait > Duration::from_secs(3_500), "{wait:?}");
+    assert_eq!(server.script_calls(), 2, "its check and the peek");
+    // All but a millisecond of it: still asleep, asking nothing.
+    let mut advanced = wait - Duration::from_millis(1);
+    tokio::time::advance(advanced).await;
+    settle(&redis, &rules, "k").await;
+    assert_eq!(server.script_calls(), 3, "the peek alone");
+    assert!(!waiting.is_finished());
+    // Past it: it asks again, Redis (whose clock has not moved an hour) denies again, and it
+    // sleeps again.
+    tokio::time::advance(Duration::from_secs(3_600)).await;
+    advanced += Duration::from_secs(3_600);
+    settle(&redis, &rules, "k").await;
+    assert_eq!(server.script_calls(), 5, "its second check and the peek");
+    assert!(!waiting.is_finished());
+    // Room again: once this sleep is over, it is admitted.
+    redis.reset(&rules, "k").await.unwrap();
+    tokio::time::advance(Duration::from_secs(3_600)).await;
+    advanced += Duration::from_secs(3_600);
+    let (decision, at) = waiting.await.unwrap();
+    let decision = decision.unwrap();
+    assert!(decision.allowed());
+    assert_eq!(decision.remaining(), 0);
+    assert_eq!(at - start, advanced);
+    assert_eq!(server.script_calls(), 6);
 }
 
 #[tokio::test]
 async fn the_server_clock_is_the_default() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::sliding_log("2/minute".parse().unwrap()).unwrap();
+    let (rule, rules) = log("2/minute");
     let seconds: u64 = server
         .cli(&["time"])
         .lines()
@@ -225,8 +480,11 @@ async fn the_server_clock_is_the_default() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(redis.check(&rule, "k", 1).await.unwrap().allowed());
-    let held = redis.inspect("k", Moment::ZERO, Moment::MAX).await.unwrap();
+    assert!(redis.check_now(&rules, "k", 1).await.unwrap().allowed());
+    let held = redis
+        .inspect(&rule, "k", Moment::ZERO, Moment::MAX)
+        .await
+        .unwrap();
     let at = held[0].since_origin().as_secs();
     assert!(
         (seconds..=seconds + 5).contains(&at),
@@ -236,31 +494,31 @@ async fn the_server_clock_is_the_default() {
     // server's.
     let answers = redis
         .check_many(&[
-            Check::new(&rule, "early", 1).at(secs(3)),
-            Check::new(&rule, "late", 1),
+            Check::new(&rules, "early", 1).at(secs(3)),
+            Check::new(&rules, "late", 1),
         ])
         .await;
     assert!(answers.iter().all(|a| a.as_ref().unwrap().allowed()));
     let early = redis
-        .inspect("early", Moment::ZERO, Moment::MAX)
+        .inspect(&rule, "early", Moment::ZERO, Moment::MAX)
         .await
         .unwrap();
     assert_eq!(early, [secs(3)]);
     let late = redis
-        .inspect("late", Moment::ZERO, Moment::MAX)
+        .inspect(&rule, "late", Moment::ZERO, Moment::MAX)
         .await
         .unwrap();
     assert!(late[0].since_origin().as_secs() >= seconds, "{late:?}");
 }
 
 #[tokio::test]
-async fn scripts_are_loaded_again_after_a_flush() {
+async fn the_script_is_loaded_again_after_a_flush() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let rule = Rule::gcra("10/s".parse().unwrap()).unwrap();
+    let rules = one(&rule("api", Kind::Gcra, "10/s"));
     assert!(
         redis
-            .check_at(&rule, "k", secs(1), 1)
+            .check(&rules, "k", secs(1), 1)
             .await
             .unwrap()
             .allowed()
@@ -268,14 +526,14 @@ async fn scripts_are_loaded_again_after_a_flush() {
     assert_eq!(server.cli(&["script", "flush"]).trim(), "OK");
     assert!(
         redis
-            .check_at(&rule, "k", secs(1), 1)
+            .check(&rules, "k", secs(1), 1)
             .await
             .unwrap()
             .allowed()
     );
     server.cli(&["script", "flush"]);
     let batch = redis
-        .check_many(&[Check::new(&rule, "a", 1), Check::new(&rule, "b", 1)])
+        .check_many(&[Check::new(&rules, "a", 1), Check::new(&rules, "b", 1)])
         .await;
     assert!(batch.iter().all(|d| d.as_ref().unwrap().allowed()));
 }
@@ -286,17 +544,31 @@ async fn a_cost_that_can_never_pass_is_an_error_before_redis() {
     let redis = limiter(&server)
         .await
         .with_failure_policy(FailurePolicy::Open);
-    let rule = Rule::fixed_window("5/s".parse().unwrap()).unwrap();
-    let err = redis.check(&rule, "k", 6).await.unwrap_err();
+    let rules = one(&rule("api", Kind::FixedWindow, "5/s"));
+    let err = redis.check_now(&rules, "k", 6).await.unwrap_err();
     assert_eq!(
         err,
         RedisError::Limit(LimitError::CostTooHigh { cost: 6, max: 5 })
     );
     assert_eq!(server.cli(&["dbsize"]).trim(), "0");
+    // Under several rules, the smallest of their limits.
+    let both = Rules::new(
+        RuleSet::new([
+            rule("api", Kind::FixedWindow, "5/s"),
+            rule("burst", Kind::Gcra, "10/s burst 3"),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    let err = redis.check_now(&both, "k", 4).await.unwrap_err();
+    assert_eq!(
+        err,
+        RedisError::Limit(LimitError::CostTooHigh { cost: 4, max: 3 })
+    );
     // Nor does a batch of nothing, or of nothing that could pass, reach Redis.
     server.cli(&["config", "resetstat"]);
     assert!(redis.check_many(&[]).await.is_empty());
-    let answers = redis.check_many(&[Check::new(&rule, "k", 6)]).await;
+    let answers = redis.check_many(&[Check::new(&rules, "k", 6)]).await;
     assert!(matches!(answers[..], [Err(RedisError::Limit(_))]));
     assert!(!server.cli(&["info", "commandstats"]).contains("evalsha"));
 }
@@ -305,36 +577,54 @@ async fn a_cost_that_can_never_pass_is_an_error_before_redis() {
 async fn idle_keys_expire_and_reset_clears() {
     let server = RedisServer::start();
     let redis = limiter(&server).await.with_prefix("app");
-    let rules = [
-        Rule::sliding_log("2/10s".parse().unwrap()).unwrap(),
-        Rule::sliding_counter("2/10s".parse().unwrap()).unwrap(),
-        Rule::fixed_window("2/10s".parse().unwrap()).unwrap(),
-        Rule::gcra("2/10s".parse().unwrap()).unwrap(),
-    ];
-    for rule in &rules {
-        redis.check(rule, "alice", 2).await.unwrap();
+    // One name, four algorithms: four rules, each with its own state.
+    let rules = Kind::ALL.map(|kind| one(&rule("login", kind, "2/10s")));
+    for rules in &rules {
+        redis.check_now(rules, "alice", 2).await.unwrap();
         assert!(
-            !redis.check(rule, "alice", 1).await.unwrap().allowed(),
-            "{rule:?}"
+            !redis.check_now(rules, "alice", 1).await.unwrap().allowed(),
+            "{rules:?}"
         );
     }
-    let keys = server.cli(&["keys", "*"]);
-    assert_eq!(keys.lines().count(), 4, "{keys}"); // one key per rule
-    for key in keys.lines() {
-        assert!(key.starts_with("{app:alice}:"), "{key}");
+    let mut keys: Vec<String> = server
+        .cli(&["keys", "*"])
+        .lines()
+        .map(String::from)
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "{app:alice}:login:fixed_window",
+            "{app:alice}:login:gcra",
+            "{app:alice}:login:sliding_counter",
+            "{app:alice}:login:sliding_log",
+        ]
+    );
+    for key in &keys {
         // Long enough for the state to stop mattering (the span, or GCRA's full bucket again
         // in 10 s), and at most two idle stretches (10.001 s each) past that: expiries are set
         // a stretch ahead, not on every write.
         let ttl: i64 = server.cli(&["pttl", key]).trim().parse().unwrap();
         assert!((9_000..=30_002).contains(&ttl), "{key} expires in {ttl} ms");
     }
-    for rule in &rules {
-        redis.reset(rule, "alice").await.unwrap();
+    for rules in &rules {
+        redis.reset(rules, "alice").await.unwrap();
         assert!(
-            redis.check(rule, "alice", 2).await.unwrap().allowed(),
-            "{rule:?}"
+            redis.check_now(rules, "alice", 2).await.unwrap().allowed(),
+            "{rules:?}"
         );
     }
+    // A reset of several rules clears each of them.
+    let all =
+        Rules::new(RuleSet::new(Kind::ALL.map(|kind| rule(kind.name(), kind, "2/10s"))).unwrap())
+            .unwrap();
+    assert!(redis.check_now(&all, "bob", 2).await.unwrap().allowed());
+    assert!(!redis.check_now(&all, "bob", 1).await.unwrap().allowed());
+    assert_eq!(server.cli(&["keys", "{app:bob}*"]).lines().count(), 4);
+    redis.reset(&all, "bob").await.unwrap();
+    assert_eq!(server.cli(&["keys", "{app:bob}*"]).trim(), "");
+    assert!(redis.check_now(&all, "bob", 2).await.unwrap().allowed());
 }
 
 /// Expiries are set a stretch ahead rather than on every write: whatever the stretch, after
@@ -345,30 +635,25 @@ async fn a_busy_key_always_outlives_its_state() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
     let rules = [
-        (Rule::sliding_log("10/s".parse().unwrap()).unwrap(), "log"),
-        (
-            Rule::sliding_counter("10/s".parse().unwrap()).unwrap(),
-            "counter",
-        ),
-        (
-            Rule::fixed_window("10/s".parse().unwrap()).unwrap(),
-            "fixed",
-        ),
-        (Rule::gcra("10/s burst 5".parse().unwrap()).unwrap(), "gcra"),
+        rule("busy", Kind::SlidingLog, "10/s"),
+        rule("busy", Kind::SlidingCounter, "10/s"),
+        rule("busy", Kind::FixedWindow, "10/s"),
+        rule("busy", Kind::Gcra, "10/s burst 5"),
     ];
-    for (rule, suffix) in &rules {
+    for rule in &rules {
+        let checked = one(rule);
         let mut admitted = 0;
         // 7.5 s of checks every 50 ms, past several stretches of 1.001 s. The expiry counts
         // down in real time, which here passes slower than the checks' time, as it must for
         // the comparison to hold.
         for step in 0..150u64 {
             let now = Moment::from_millis(100_000 + step * 50);
-            let decision = redis.check_at(rule, "busy", now, 1).await.unwrap();
+            let decision = redis.check(&checked, "busy", now, 1).await.unwrap();
             if !decision.allowed() {
                 continue;
             }
             admitted += 1;
-            let key = format!("{{slidewin:busy}}:{suffix}");
+            let key = format!("{{slidewin:busy}}:busy:{}", rule.kind());
             let ttl: u128 = server.cli(&["pttl", &key]).trim().parse().unwrap();
             // A few ms of real time pass between the check and the question.
             assert!(
@@ -382,36 +667,34 @@ async fn a_busy_key_always_outlives_its_state() {
     }
 }
 
-/// Rules of one algorithm share a key's state, so a quota lowered below a key's count meets
-/// more than its limit: it denies, with none left. (The scripts once answered such a denial
-/// as -1 - (limit - count), positive, which read as an admission.)
+/// A rule's quota changed under the same name keeps the key's counts, so a quota lowered
+/// below a key's count meets more than its limit: it denies, with none left. (The scripts
+/// once answered such a denial as -1 - (limit - count), positive, which read as an
+/// admission.)
 #[tokio::test]
 async fn a_quota_lowered_below_a_keys_count_denies_with_none_left() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    for (name, rule) in [
-        ("log", Rule::sliding_log as fn(_) -> _),
-        ("fixed", Rule::fixed_window),
-        ("counter", Rule::sliding_counter),
-    ] {
+    for kind in [Kind::SlidingLog, Kind::FixedWindow, Kind::SlidingCounter] {
         let (before, after) = (
-            rule("10/minute".parse().unwrap()).unwrap(),
-            rule("2/minute".parse().unwrap()).unwrap(),
+            one(&rule("api", kind, "10/minute")),
+            one(&rule("api", kind, "2/minute")),
         );
+        let key = kind.name();
         for _ in 0..5 {
             assert!(
                 redis
-                    .check_at(&before, name, secs(100), 1)
+                    .check(&before, key, secs(100), 1)
                     .await
                     .unwrap()
                     .allowed()
             );
         }
-        let lowered = redis.check_at(&after, name, secs(100), 1).await.unwrap();
-        assert!(!lowered.allowed(), "{name}: {lowered:?}");
-        assert_eq!((lowered.limit(), lowered.remaining()), (2, 0), "{name}");
-        let peeked = redis.peek_at(&after, name, secs(100), 1).await.unwrap();
-        assert!(!peeked.allowed(), "{name}: {peeked:?}");
+        let lowered = redis.check(&after, key, secs(100), 1).await.unwrap();
+        assert!(!lowered.allowed(), "{kind}: {lowered:?}");
+        assert_eq!((lowered.limit(), lowered.remaining()), (2, 0), "{kind}");
+        let peeked = redis.peek(&after, key, secs(100), 1).await.unwrap();
+        assert!(!peeked.allowed(), "{kind}: {peeked:?}");
     }
 }
 
@@ -419,8 +702,8 @@ async fn a_quota_lowered_below_a_keys_count_denies_with_none_left() {
 async fn check_many_answers_in_order_in_one_pipeline() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
-    let log = Rule::sliding_log("1/minute".parse().unwrap()).unwrap();
-    let bucket = Rule::gcra("2/minute".parse().unwrap()).unwrap();
+    let log = one(&rule("log", Kind::SlidingLog, "1/minute"));
+    let bucket = one(&rule("bucket", Kind::Gcra, "2/minute"));
     let now = secs(100);
     let answers = redis
         .check_many(&[
@@ -450,17 +733,17 @@ async fn redis_down_then_back_errors_at_once_then_recovers() {
         .await
         .with_timeout(Duration::from_millis(300))
         .unwrap();
-    let rule = Rule::sliding_log("2/minute".parse().unwrap()).unwrap();
+    let (_, rules) = log("2/minute");
     assert!(
         redis
-            .check_at(&rule, "k", secs(1), 2)
+            .check(&rules, "k", secs(1), 2)
             .await
             .unwrap()
             .allowed()
     );
 
     server.kill();
-    let err = redis.check_at(&rule, "k", secs(2), 1).await.unwrap_err();
+    let err = redis.check(&rules, "k", secs(2), 1).await.unwrap_err();
     assert!(err.is_transient(), "{err}");
     assert!(
         matches!(
@@ -472,7 +755,7 @@ async fn redis_down_then_back_errors_at_once_then_recovers() {
     // The circuit is open: the checks after the first answer without asking, saying so.
     assert!(!redis.is_available());
     for _ in 0..3 {
-        let err = redis.check_at(&rule, "k", secs(2), 1).await.unwrap_err();
+        let err = redis.check(&rules, "k", secs(2), 1).await.unwrap_err();
         let RedisError::Unavailable { at, detail } = &err else {
             panic!("{err}");
         };
@@ -483,24 +766,24 @@ async fn redis_down_then_back_errors_at_once_then_recovers() {
         );
     }
     // As do the other calls, and clones; and a policy answers them.
-    let err = redis.reset(&rule, "k").await.unwrap_err();
+    let err = redis.reset(&rules, "k").await.unwrap_err();
     assert!(err.to_string().contains("not asked"), "{err}");
     let open = redis.clone().with_failure_policy(FailurePolicy::Open);
-    let decision = open.check_at(&rule, "k", secs(2), 1).await.unwrap();
+    let decision = open.check(&rules, "k", secs(2), 1).await.unwrap();
     assert!(decision.allowed() && decision.made_without_redis().is_some());
     let closed = redis.clone().with_failure_policy(FailurePolicy::Closed);
-    let decision = closed.check_at(&rule, "k", secs(2), 1).await.unwrap();
+    let decision = closed.check(&rules, "k", secs(2), 1).await.unwrap();
     assert!(!decision.allowed() && decision.made_without_redis().is_some());
 
     // Back, and empty (it keeps nothing on disk): the probe finds it by itself.
     server.restart();
     until_available(&redis).await;
     assert!(redis.is_available());
-    let first = redis.check_at(&rule, "k", secs(3), 2).await.unwrap();
+    let first = redis.check(&rules, "k", secs(3), 2).await.unwrap();
     assert!(first.allowed() && first.made_without_redis().is_none());
     assert!(
         !redis
-            .check_at(&rule, "k", secs(3), 1)
+            .check(&rules, "k", secs(3), 1)
             .await
             .unwrap()
             .allowed()
@@ -514,10 +797,10 @@ async fn a_paused_server_is_a_timeout_naming_it() {
         .await
         .with_timeout(Duration::from_millis(100))
         .unwrap();
-    let rule = Rule::gcra("10/s".parse().unwrap()).unwrap();
-    assert!(redis.check(&rule, "k", 1).await.unwrap().allowed());
+    let rules = one(&rule("api", Kind::Gcra, "10/s"));
+    assert!(redis.check_now(&rules, "k", 1).await.unwrap().allowed());
     server.cli(&["client", "pause", "2000", "write"]);
-    let err = redis.check(&rule, "k", 1).await.unwrap_err();
+    let err = redis.check_now(&rules, "k", 1).await.unwrap_err();
     assert_eq!(
         err,
         RedisError::Timeout {

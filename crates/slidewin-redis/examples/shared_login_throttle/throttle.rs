@@ -8,8 +8,13 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use slidewin::Quota;
-use slidewin_redis::{FailurePolicy, RedisDecision, RedisLimiter, Rule};
+use slidewin::limit::{Kind, Rule};
+use slidewin_redis::{FailurePolicy, RedisDecision, RedisLimiter, Rules};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// The rule's name: a user's failures are counted under the Redis key
+/// `{PREFIX:USER}:failed:sliding_log`.
+const RULE: &str = "failed";
 
 /// The one user with a password; every other login fails.
 const USER: &str = "alice";
@@ -48,9 +53,15 @@ that starts and when Redis is back.";
 /// What the flags asked for.
 pub(crate) struct Config {
     pub(crate) url: String,
-    pub(crate) rule: Rule,
+    /// The one rule: at most N failed attempts in the window, counted exactly.
+    pub(crate) rules: Rules,
     pub(crate) prefix: String,
     pub(crate) policy: FailurePolicy,
+}
+
+/// The quota of the failed attempts: N per the window.
+pub(crate) fn quota(rules: &Rules) -> Quota {
+    rules.rule_set().rules()[0].quota()
 }
 
 pub(crate) fn parse_flags(args: &[String]) -> Result<Option<Config>, String> {
@@ -110,16 +121,19 @@ pub(crate) fn parse_flags(args: &[String]) -> Result<Option<Config>, String> {
     let (window, text) = window;
     let quota = Quota::new(max_attempts, window)
         .map_err(|e| format!("--window `{}`: {e}", quote(&text)))?;
-    // Redis's sliding log takes limits up to 10,000, and spans of whole microseconds.
-    let rule = Rule::sliding_log(quota).map_err(|e| {
-        format!(
-            "--max-attempts {max_attempts} --window `{}`: {e}",
-            quote(&text)
-        )
-    })?;
+    // The exact sliding log; on Redis it takes limits up to 10,000, and spans of whole
+    // microseconds. Checked once, here, for what Redis can represent.
+    let rules = Rule::new(RULE, Kind::SlidingLog, quota)
+        .and_then(Rules::try_from)
+        .map_err(|e| {
+            format!(
+                "--max-attempts {max_attempts} --window `{}`: {e}",
+                quote(&text)
+            )
+        })?;
     Ok(Some(Config {
         url,
-        rule,
+        rules,
         prefix,
         policy,
     }))
@@ -170,7 +184,7 @@ pub(crate) async fn run(
             return 1;
         }
     };
-    match serve(&redis, &config.rule, config.policy, input, out, err).await {
+    match serve(&redis, &config.rules, config.policy, input, out, err).await {
         Ok(()) => 0,
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
@@ -179,16 +193,18 @@ pub(crate) async fn run(
     }
 }
 
-/// Answers the logins of `input` with `redis` (which answers by `policy` while Redis is down).
+/// Answers the logins of `input` with `redis` (which answers by `policy` while Redis is down),
+/// counting the failures under `rules`. Every decision is made at the Redis server's time
+/// (`peek_now`, `check_now`), so that processes whose clocks disagree still agree.
 pub(crate) async fn serve(
     redis: &RedisLimiter,
-    rule: &Rule,
+    rules: &Rules,
     policy: FailurePolicy,
     mut input: impl AsyncBufRead + Unpin,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let (max, window) = (rule.quota().limit(), seconds(rule.quota().span()));
+    let (max, window) = (quota(rules).limit(), seconds(quota(rules).span()));
     writeln!(
         out,
         "shared login throttle: a user is refused after {max} failed attempts in the last {window}, \
@@ -225,7 +241,7 @@ pub(crate) async fn serve(
         };
         let password = password.trim();
         // Ask first, without counting: a locked user is refused whatever the password.
-        let locked = redis.peek(rule, user, 1).await?;
+        let locked = redis.peek_now(rules, user, 1).await?;
         if outage.note(&locked, err)? && !locked.allowed() {
             writeln!(
                 out,
@@ -242,7 +258,7 @@ pub(crate) async fn serve(
             writeln!(out, "{user}: welcome")?;
         } else {
             // Count the failure. Another process may have filled the window meanwhile.
-            let counted = redis.check(rule, user, 1).await?;
+            let counted = redis.check_now(rules, user, 1).await?;
             if outage.note(&counted, err)? {
                 writeln!(out, "{user}: wrong password (not counted: Redis is down)")?;
             } else {
