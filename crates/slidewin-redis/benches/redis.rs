@@ -5,17 +5,15 @@
 //! With Redis on a vCPU of its own, as a server of its own would be:
 //! `SLIDEWIN_REDIS_CPUS=0 taskset -c 1 cargo bench -p slidewin-redis --bench redis`.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
 use redis::aio::ConnectionLike;
 use slidewin::Moment;
-use slidewin_redis::{RedisAlgorithm, RedisLimiter, Rule};
-use support::{RedisCluster, RedisServer};
+use slidewin::limit::{Kind, Rule};
+use slidewin_redis::{RedisLimiter, Rules};
+use slidewin_test_support::redis::{RedisCluster, RedisServer};
 use tokio::runtime::Runtime;
 
 const TASKS: [u64; 3] = [1, 16, 64];
@@ -90,26 +88,24 @@ fn group(
                 "_2_in_flight",
             ),
         ];
-        for ((limiter, suffix), algorithm) in variants.iter().flat_map(|v| {
-            [
-                (v.clone(), RedisAlgorithm::SlidingLog),
-                (v.clone(), RedisAlgorithm::Gcra),
-            ]
-        }) {
+        for ((limiter, suffix), algorithm) in variants
+            .iter()
+            .flat_map(|v| [(v.clone(), Kind::SlidingLog), (v.clone(), Kind::Gcra)])
+        {
             let extra = suffix == "_2_in_flight";
-            if extra && algorithm != RedisAlgorithm::Gcra {
+            if extra && algorithm != Kind::Gcra {
                 continue;
             }
             // Every check admitted (the full path, with its writes); at these rates a key
             // comes round every 10 to 40 ms, so its log holds a few entries of its window.
-            let rule = Arc::new(Rule::new(algorithm, "1000 per 100ms".parse().unwrap()).unwrap());
+            let rule = rules(algorithm, "1000 per 100ms");
             let each = limiter.clone();
             let op: Op = Arc::new(move |task, n| {
-                let (limiter, rule) = (each.clone(), Arc::clone(&rule));
+                let (limiter, rule) = (each.clone(), rule.clone());
                 Box::pin(async move {
                     assert!(
                         limiter
-                            .check(&rule, &key(task, n), 1)
+                            .check_now(&rule, &key(task, n), 1)
                             .await
                             .unwrap()
                             .allowed()
@@ -127,12 +123,18 @@ fn group(
                 continue;
             }
             // Every task on one key (a global limit): a batch then holds that key many times.
-            // The quota is never spent at these rates: every check admitted, as above.
-            let rule = Arc::new(Rule::new(algorithm, "100000 per 100ms".parse().unwrap()).unwrap());
+            // The quota is never spent at these rates (under a million checks a second):
+            // every check admitted, as above. A sliding log on Redis takes a limit of at most
+            // 10,000 (`Rules::MAX_SLIDING_LOG_LIMIT`), so its window is ten times shorter.
+            let quota = match algorithm {
+                Kind::SlidingLog => "10000 per 10ms",
+                _ => "100000 per 100ms",
+            };
+            let rule = rules(algorithm, quota);
             let op: Op = Arc::new(move |_, _| {
-                let (limiter, rule) = (limiter.clone(), Arc::clone(&rule));
+                let (limiter, rule) = (limiter.clone(), rule.clone());
                 Box::pin(async move {
-                    assert!(limiter.check(&rule, "hot", 1).await.unwrap().allowed());
+                    assert!(limiter.check_now(&rule, "hot", 1).await.unwrap().allowed());
                 })
             });
             bench(
@@ -145,6 +147,11 @@ fn group(
         }
     }
     group.finish();
+}
+
+/// One rule of `kind`, named after it: its key is `{slidewin:key}:<kind>:<kind>`.
+fn rules(kind: Kind, quota: &str) -> Rules {
+    Rules::try_from(Rule::new(kind.name(), kind, quota.parse().unwrap()).unwrap()).unwrap()
 }
 
 fn bench(
@@ -195,18 +202,13 @@ fn script_op<C: ConnectionLike + Clone + Send + Sync + 'static>(connection: C, b
 fn memory_table(runtime: &Runtime, server: &RedisServer, limiter: &RedisLimiter) {
     println!("| algorithm (`100/minute`, quota spent) | bytes in Redis per key |");
     println!("|---|---:|");
-    for algorithm in [
-        RedisAlgorithm::SlidingLog,
-        RedisAlgorithm::SlidingCounter,
-        RedisAlgorithm::FixedWindow,
-        RedisAlgorithm::Gcra,
-    ] {
-        let rule = Rule::new(algorithm, "100/minute".parse().unwrap()).unwrap();
+    for algorithm in Kind::ALL {
+        let rule = rules(algorithm, "100/minute");
         let key = format!("memory-{algorithm:?}");
         runtime.block_on(async {
             for _ in 0..100 {
                 limiter
-                    .check_at(&rule, &key, Moment::from_secs(30), 1)
+                    .check(&rule, &key, Moment::from_secs(30), 1)
                     .await
                     .unwrap();
             }
