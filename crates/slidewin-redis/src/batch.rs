@@ -3,7 +3,7 @@
 //!
 //! A check that finds fewer than [`ALONE`] calls on their way goes at once, alone: when Redis
 //! is idle, batching adds nothing to a check's latency. Otherwise it waits in a queue. The
-//! queue goes, up to the batch limit, as one script call per algorithm in one pipeline: as
+//! queue goes, up to the batch limit, as one script call (a pipeline of them past the limit): as
 //! soon as it holds a full batch ([`FULL`] checks), while fewer than the most calls allowed
 //! ([`IN_FLIGHT`] by default) are on their way; else when a call comes back and no more than
 //! [`ALONE`] are left on their way. Under load this is what bounds throughput: a script call
@@ -277,8 +277,8 @@ async fn send(lease: Lease, batch: Vec<Waiting>) {
     drop(lease);
 }
 
-/// Runs `calls`, an answer for each in order: on a single node one pipeline of script calls,
-/// one per algorithm and `most` checks; on a cluster one such pipeline per node, all at once,
+/// Runs `calls`, an answer for each in order: on a single node one pipeline of script calls of
+/// `most` requests each; on a cluster one such pipeline per node, all at once,
 /// then each check a node found not to be its own again, alone.
 pub(crate) async fn answer_all(
     connection: &Connection,

@@ -1,6 +1,6 @@
 //! Which node of a cluster serves which slot, so that the checks of one node's keys go to it
-//! together: one script call per algorithm, many slots in it (the keys undeclared, see
-//! `lua/common.lua`), all nodes at once.
+//! together: one script call, many slots in it (the keys undeclared, see `lua/check.lua`),
+//! all nodes at once.
 //!
 //! The map is only a guess about where keys are: a node that no longer serves a key answers
 //! "elsewhere" for that check without touching anything, and the check goes again alone,

@@ -212,12 +212,13 @@ impl<'a> Check<'a> {
 /// # Example
 ///
 /// ```no_run
-/// use slidewin_redis::{RedisLimiter, Rule};
+/// use slidewin::limit::{Kind, Rule};
+/// use slidewin_redis::{RedisLimiter, Rules};
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let redis = RedisLimiter::connect("redis://127.0.0.1:6379/").await?;
-/// let logins = Rule::sliding_log("3 per 10 seconds".parse()?)?;
-/// let decision = redis.check(&logins, "alice", 1).await?;
+/// let logins = Rules::try_from(Rule::new("login", Kind::SlidingLog, "3 per 10 seconds".parse()?)?)?;
+/// let decision = redis.check_now(&logins, "alice", 1).await?;
 /// if !decision.allowed() {
 ///     println!("try again in {:?}", decision.retry_after());
 /// }
@@ -431,7 +432,7 @@ impl RedisLimiter {
     /// sends every check alone.
     ///
     /// Checks made while earlier ones are on their way to Redis wait and then go together, as
-    /// one script call per algorithm, a key's checks in the order they came: the call's fixed
+    /// one script call whatever their rules, a key's checks in the order they came: the call's fixed
     /// cost and the read of the server's clock are paid once for all of them (measured: under
     /// load a GCRA check costs 1.9x to 2.7x less than alone, see BENCHMARKS.md), and a key the
     /// call names many times is read once and written once (a sliding log adds each entry).
@@ -441,8 +442,8 @@ impl RedisLimiter {
     /// it was sent is not sent. The queue is shared by the clones made after this call.
     /// [`check_many`](RedisLimiter::check_many) uses the same limit.
     ///
-    /// On a cluster, a batch goes to each node at once, one call per algorithm carrying the
-    /// checks of all the node's keys, of whatever slot: such a call names its keys as
+    /// On a cluster, a batch goes to each node at once, one call carrying the checks of all
+    /// the node's keys, of whatever slot: such a call names its keys as
     /// arguments rather than as `KEYS` (Redis would refuse keys of several slots there), and
     /// is sent by this client's map of the slots (`CLUSTER SLOTS`, read on connecting). A node
     /// that does not serve a key (a slot moved) answers that check as not its own without
