@@ -121,7 +121,7 @@ impl Batcher {
     ) -> Result<Decisions, RedisError> {
         let group = match &self.connection {
             Connection::Single(..) => 0,
-            Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), &call.tag),
+            Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), &call.tag()),
         };
         let route = {
             let mut queues = self.lock();
@@ -246,10 +246,10 @@ pub(crate) async fn alone(
         &script_call(&[call], Keys::Declared),
         true,
         timeout,
-        &call.tag,
+        call.tag(),
     )
     .await?;
-    let at = || connection.place(&call.tag);
+    let at = || connection.place(&call.tag());
     match parse_decisions(&reply, std::iter::once(call), at)?.pop() {
         Some(Some(decision)) => Ok(decision),
         _ => Err(RedisError::Reply {
@@ -297,7 +297,7 @@ pub(crate) async fn answer_all(
             let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();
             for (index, call) in calls.iter().enumerate() {
                 per_node
-                    .entry(Nodes::group(&map, &call.tag))
+                    .entry(Nodes::group(&map, &call.tag()))
                     .or_default()
                     .push(index);
             }
@@ -305,7 +305,7 @@ pub(crate) async fn answer_all(
         }
     };
     // Where a group's pipeline goes on a cluster: its first key's node.
-    let to = |members: &[usize]| calls[members[0]].tag.as_str();
+    let to = |members: &[usize]| calls[members[0]].tag();
     let mut answers: Vec<Option<Result<Decisions, RedisError>>> = vec![None; calls.len()];
     let mut elsewhere = Vec::new();
     if let [members] = &groups[..] {
@@ -355,7 +355,7 @@ pub(crate) async fn answer_all(
         for index in elsewhere {
             let call = &calls[index];
             per_key
-                .entry(call.tag.as_str())
+                .entry(call.tag())
                 .or_default()
                 .push((index, call.clone()));
         }
@@ -384,7 +384,7 @@ pub(crate) async fn answer_all(
         .map(|(answer, call)| {
             answer.unwrap_or_else(|| {
                 Err(RedisError::Reply {
-                    at: connection.place(&call.tag).to_string(),
+                    at: connection.place(&call.tag()).to_string(),
                     detail: "the task sending the check ended before Redis answered".to_string(),
                 })
             })
@@ -404,7 +404,7 @@ fn plan(
     // A key's checks one after the other, in their order (the sort is stable): each after the
     // first takes the state the one before left (see check.lua), and other keys are
     // independent.
-    members.sort_by(|&a, &b| calls[a].tag.cmp(&calls[b].tag));
+    members.sort_by(|&a, &b| calls[a].tag().cmp(calls[b].tag()));
     let mut indices = Vec::new();
     let mut commands = Vec::new();
     for chunk in members.chunks(most) {
@@ -427,7 +427,7 @@ fn settle(
 ) {
     for (group, reply) in indices.into_iter().zip(replies) {
         let group_calls = group.iter().map(|&i| &calls[i]);
-        let at = || connection.place(&calls[group[0]].tag);
+        let at = || connection.place(calls[group[0]].tag());
         match reply.and_then(|reply| parse_decisions(&reply, group_calls, at)) {
             Ok(decisions) => {
                 for (index, decision) in group.into_iter().zip(decisions) {

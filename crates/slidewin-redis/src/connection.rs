@@ -227,11 +227,10 @@ pub(crate) fn parse_decisions<'a>(
     let mut numbers = items.iter();
     let mut all = Vec::with_capacity(count);
     for call in calls {
-        let rules = &call.rules;
-        let mut each = Vec::with_capacity(rules.len());
+        let mut each = Vec::with_capacity(call.len());
         let mut elsewhere = false;
-        for index in 0..rules.len() {
-            match parse_decision(&mut numbers, rules.limit(index)).ok_or_else(wrong)? {
+        for index in 0..call.len() {
+            match parse_decision(&mut numbers, call.limit(index)).ok_or_else(wrong)? {
                 Some(decision) => each.push(decision),
                 None => elsewhere = true,
             }

@@ -15,7 +15,7 @@ use crate::circuit::{CircuitState, Circuits, FIRST_WAIT, LONGEST_WAIT, ProbeFn};
 use crate::cluster::Nodes;
 use crate::connection::{Connection, query};
 use crate::error::{RedisError, quote, redact};
-use crate::rules::{Call, Rules, tag_of};
+use crate::rules::{Call, Rules, short, tag_of};
 
 /// The shortest sleep of [`RedisLimiter::until_ready`] between tries: a denial's wait rounds
 /// to the microsecond, and a zero wait would spin.
@@ -818,7 +818,7 @@ impl RedisLimiter {
                         true,
                     ))
                 })
-                .and_then(|call| self.gate(&call.tag).map(|()| call));
+                .and_then(|call| self.gate(call.tag()).map(|()| call));
             match call {
                 Ok(call) => {
                     sent.push(index);
@@ -827,12 +827,11 @@ impl RedisLimiter {
                 Err(err) => answers[index] = Some(Err(err)),
             }
         }
-        let tags: Vec<String> = calls.iter().map(|c| c.tag.clone()).collect();
         let decisions = answer_all(&self.connection, calls, self.batch_limit, self.timeout).await;
-        for ((index, decision), tag) in sent.into_iter().zip(decisions).zip(tags) {
+        for (index, decision) in sent.into_iter().zip(decisions) {
             if let Err(err) = &decision {
-                let rules = checks[index].rules;
-                self.failed(err, || rules.key(&tag, 0));
+                let check = &checks[index];
+                self.failed(err, || check.rules.key(&tag_of(&self.prefix, check.key), 0));
             }
             answers[index] = Some(decision);
         }
@@ -925,7 +924,7 @@ impl RedisLimiter {
             "{}:{}:{}",
             tag_of(&self.prefix, key),
             rule.name(),
-            rule.kind()
+            short(rule.kind())
         );
         let mut command = redis::cmd("ZRANGEBYSCORE");
         command
@@ -955,13 +954,13 @@ impl RedisLimiter {
     ) -> Result<Decisions, RedisError> {
         rules.check_cost(cost)?;
         let call = Call::new(rules, &self.prefix, key, now, cost, commit);
-        self.gate(&call.tag)?;
+        self.gate(call.tag())?;
         let answer = match &self.batcher {
-            Some(batcher) => batcher.check(call.clone(), self.timeout).await,
+            Some(batcher) => batcher.check(call, self.timeout).await,
             None => alone(self.connection.clone(), &call, self.timeout).await,
         };
         if let Err(err) = &answer {
-            self.failed(err, || call.first_key());
+            self.failed(err, || rules.key(&tag_of(&self.prefix, key), 0));
         }
         answer
     }

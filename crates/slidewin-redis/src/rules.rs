@@ -19,7 +19,8 @@ pub(crate) static SCRIPT: LazyLock<Script> =
 /// been checked to be exact.
 ///
 /// Each rule keeps its own state under a Redis key of its own, named after the rule:
-/// `{prefix:key}:name:kind` (`{slidewin:alice}:minute:sliding_log`). So two rules on one key
+/// `{prefix:key}:name:kind`, the kind `log`, `counter`, `fixed` or `gcra`
+/// (`{slidewin:alice}:minute:log`). So two rules on one key
 /// never count each other's admissions, and a quota changed under the same name keeps its
 /// counts (one lowered below a key's count denies until the count falls under it); a rule
 /// renamed, or given another algorithm, starts afresh. The braces are a Redis Cluster hash tag:
@@ -155,12 +156,12 @@ impl Rules {
     }
 
     /// How many rules.
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.inner.each.len()
     }
 
     /// Rule `index`'s decision limit.
-    pub(crate) fn limit(&self, index: usize) -> u64 {
+    fn limit(&self, index: usize) -> u64 {
         self.inner.each[index].limit
     }
 
@@ -218,6 +219,16 @@ fn number(kind: Kind) -> u64 {
         Kind::SlidingCounter => 2,
         Kind::FixedWindow => 3,
         Kind::Gcra => 4,
+    }
+}
+
+/// The algorithm in a key: short, as every key carries it.
+pub(crate) fn short(kind: Kind) -> &'static str {
+    match kind {
+        Kind::SlidingLog => "log",
+        Kind::SlidingCounter => "counter",
+        Kind::FixedWindow => "fixed",
+        Kind::Gcra => "gcra",
     }
 }
 
@@ -289,22 +300,33 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
         ],
     };
     Ok(Prepared {
-        suffix: format!(":{}:{}", rule.name(), kind.name()).into_boxed_str(),
+        suffix: format!(":{}:{}", rule.name(), short(kind)).into_boxed_str(),
         params,
         limit: rule.max_cost(),
     })
 }
 
-/// One request, as the script takes it: `cost` for one key under every rule of `rules`.
+/// One request, as the script takes it: `cost` for one key under every rule of some [`Rules`].
 #[derive(Clone, Debug)]
 pub(crate) struct Call {
-    pub(crate) rules: Rules,
-    /// `{prefix:key}`: the hash tag every rule's Redis key starts with.
-    pub(crate) tag: String,
+    /// A rule alone: its Redis key. Several: the hash tag `{prefix:key}` their keys start with.
+    key: String,
+    /// The length of the hash tag at the start of `key`.
+    tag_len: usize,
+    what: What,
     /// In microseconds; the server's time when `None`.
     now: Option<u64>,
     pub(crate) cost: u64,
     commit: bool,
+}
+
+#[derive(Clone, Debug)]
+enum What {
+    /// One rule, the common case: its numbers and its decision's limit, copied, so that a
+    /// check touches no count shared with other threads.
+    One { params: [u64; 5], limit: u64 },
+    /// Several rules.
+    Many(Rules),
 }
 
 impl Call {
@@ -318,18 +340,74 @@ impl Call {
         cost: u64,
         commit: bool,
     ) -> Call {
+        let tag_len = prefix.len() + key.len() + 3;
+        let (key, what) = match &*rules.inner.each {
+            [one] => {
+                let mut redis_key = String::with_capacity(tag_len + one.suffix.len());
+                push_tag(&mut redis_key, prefix, key);
+                redis_key.push_str(&one.suffix);
+                let what = What::One {
+                    params: one.params,
+                    limit: one.limit,
+                };
+                (redis_key, what)
+            }
+            _ => {
+                let mut tag = String::with_capacity(tag_len);
+                push_tag(&mut tag, prefix, key);
+                (tag, What::Many(rules.clone()))
+            }
+        };
         Call {
-            rules: rules.clone(),
-            tag: tag_of(prefix, key),
+            key,
+            tag_len,
+            what,
             now,
             cost,
             commit,
         }
     }
 
-    /// The Redis key of its first rule: where its checks go.
-    pub(crate) fn first_key(&self) -> String {
-        self.rules.key(&self.tag, 0)
+    /// `{prefix:key}`: what places it on a cluster, and orders a batch.
+    pub(crate) fn tag(&self) -> &str {
+        &self.key[..self.tag_len]
+    }
+
+    /// How many rules, each a check in the script.
+    pub(crate) fn len(&self) -> usize {
+        match &self.what {
+            What::One { .. } => 1,
+            What::Many(rules) => rules.len(),
+        }
+    }
+
+    /// Rule `index`'s decision limit.
+    pub(crate) fn limit(&self, index: usize) -> u64 {
+        match &self.what {
+            What::One { limit, .. } => *limit,
+            What::Many(rules) => rules.limit(index),
+        }
+    }
+
+    /// Rule `index`'s numbers.
+    fn params(&self, index: usize) -> &[u64; 5] {
+        match &self.what {
+            What::One { params, .. } => params,
+            What::Many(rules) => &rules.inner.each[index].params,
+        }
+    }
+
+    /// Adds rule `index`'s Redis key to `cmd`.
+    fn key_arg(&self, index: usize, cmd: &mut redis::Cmd, buffer: &mut String) {
+        match &self.what {
+            What::One { .. } => cmd.arg(&self.key),
+            What::Many(rules) => {
+                buffer.clear();
+                buffer.push_str(&self.key);
+                buffer.push_str(&rules.inner.each[index].suffix);
+                cmd.arg(buffer.as_str())
+            }
+        };
     }
 }
 
@@ -349,29 +427,27 @@ pub(crate) enum Keys {
 pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(SCRIPT.get_hash());
-    let checks: usize = calls.iter().map(|c| c.rules.len()).sum();
+    let checks: usize = calls.iter().map(|c| c.len()).sum();
     match keys {
         Keys::Declared => cmd.arg(checks),
         Keys::Undeclared => cmd.arg(0).arg(checks),
     };
-    let mut key = String::new();
+    let mut buffer = String::new();
     for call in calls {
-        for suffix in call.rules.inner.each.iter().map(|p| &p.suffix) {
-            key.clear();
-            key.push_str(&call.tag);
-            key.push_str(suffix);
-            cmd.arg(key.as_str());
+        for index in 0..call.len() {
+            call.key_arg(index, &mut cmd, &mut buffer);
         }
     }
     // The distinct rules, in order of first use; a batch has few (a linear search is cheapest).
     let mut rules: Vec<&[u64; 5]> = Vec::new();
     let mut each: Vec<(u64, i64)> = Vec::with_capacity(checks);
     for call in calls {
-        for prepared in call.rules.inner.each.iter() {
-            let index = match rules.iter().position(|r| **r == prepared.params) {
+        for index in 0..call.len() {
+            let params = call.params(index);
+            let index = match rules.iter().position(|r| *r == params) {
                 Some(found) => found + 1,
                 None => {
-                    rules.push(&prepared.params);
+                    rules.push(params);
                     rules.len()
                 }
             };
@@ -396,7 +472,7 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
     }
     let mut each = each.into_iter();
     for call in calls {
-        for _ in 0..call.rules.len() {
+        for _ in 0..call.len() {
             let (cost, index) = each.next().unwrap_or_default();
             if shared.is_none() {
                 cmd.arg(cost).arg(index);
@@ -411,13 +487,13 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
     }
     // The groups: none when every call has one rule, else each check's group size (0 after the
     // first of its group).
-    if calls.iter().all(|c| c.rules.len() == 1) {
+    if calls.iter().all(|c| c.len() == 1) {
         cmd.arg(0);
     } else {
         cmd.arg(1);
         for call in calls {
-            cmd.arg(call.rules.len());
-            for _ in 1..call.rules.len() {
+            cmd.arg(call.len());
+            for _ in 1..call.len() {
                 cmd.arg(0);
             }
         }
@@ -431,14 +507,19 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
     cmd
 }
 
+/// Writes `{prefix:key}`.
+fn push_tag(into: &mut String, prefix: &str, key: &str) {
+    into.push('{');
+    into.push_str(prefix);
+    into.push(':');
+    into.push_str(key);
+    into.push('}');
+}
+
 /// `{prefix:key}`.
 pub(crate) fn tag_of(prefix: &str, key: &str) -> String {
     let mut tag = String::with_capacity(prefix.len() + key.len() + 3);
-    tag.push('{');
-    tag.push_str(prefix);
-    tag.push(':');
-    tag.push_str(key);
-    tag.push('}');
+    push_tag(&mut tag, prefix, key);
     tag
 }
 
@@ -508,10 +589,7 @@ mod tests {
         let rules = Rules::new(set).unwrap();
         assert_eq!(
             rules.keys(&tag_of("slidewin", "alice")),
-            [
-                "{slidewin:alice}:minute:sliding_log",
-                "{slidewin:alice}:hour:sliding_log"
-            ]
+            ["{slidewin:alice}:minute:log", "{slidewin:alice}:hour:log"]
         );
     }
 
@@ -574,7 +652,7 @@ mod tests {
         // Three checks: per 2 (two rules); groups 2 0 1; the three rules' numbers.
         assert_eq!(
             args(&script_call(&[&both, &alone], Keys::Declared)),
-            "3 {p:a}:m:sliding_log {p:a}:h:fixed_window {p:b}:g:gcra 2 1 1 1 2 1 3 \
+            "3 {p:a}:m:log {p:a}:h:fixed {p:b}:g:gcra 2 1 1 1 2 1 3 \
              1 2 0 1 5 1 1000 5 2 0 3 10000 20 11 0 4 1000 9000 10 11"
         );
     }

@@ -104,7 +104,7 @@ async fn sixty_four_clients_under_two_rules_consume_all_or_nothing() {
         .await
         .unwrap();
     assert_eq!(held.len() as u64, LIMIT);
-    let counted = server.cli(&["hget", "{slidewin:hot}:window:fixed_window", "c"]);
+    let counted = server.cli(&["hget", "{slidewin:hot}:window:fixed", "c"]);
     assert_eq!(counted.trim(), LIMIT.to_string());
 }
 

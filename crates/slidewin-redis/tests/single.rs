@@ -25,7 +25,7 @@ fn one(rule: &Rule) -> Rules {
     Rules::try_from(rule.clone()).unwrap()
 }
 
-/// A sliding log named `log` (its key `{slidewin:key}:log:sliding_log`): the rule, which
+/// A sliding log named `log` (its key `{slidewin:key}:log:log`): the rule, which
 /// `inspect` takes, and the rules a check takes.
 fn log(quota: &str) -> (Rule, Rules) {
     let rule = rule("log", Kind::SlidingLog, quota);
@@ -129,7 +129,7 @@ async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
             "at {at}"
         );
         let held: usize = server
-            .cli(&["zcard", "{slidewin:k}:log:sliding_log"])
+            .cli(&["zcard", "{slidewin:k}:log:log"])
             .trim()
             .parse()
             .unwrap();
@@ -199,7 +199,7 @@ async fn a_longer_quotas_check_behind_the_logs_time_keeps_the_longer_expiry() {
     let redis = limiter(&server).await;
     let short = rule("login", Kind::SlidingLog, "5/20s");
     let long = rule("login", Kind::SlidingLog, "5/50s");
-    let log = "{slidewin:k}:login:sliding_log";
+    let log = "{slidewin:k}:login:log";
     assert!(
         redis
             .check(&one(&short), "k", secs(1_000), 1)
@@ -306,10 +306,7 @@ async fn two_rules_on_one_key_count_apart() {
     keys.sort();
     assert_eq!(
         keys,
-        [
-            "{slidewin:alice}:hour:sliding_log",
-            "{slidewin:alice}:second:sliding_log"
-        ]
+        ["{slidewin:alice}:hour:log", "{slidewin:alice}:second:log"]
     );
 }
 
@@ -366,7 +363,7 @@ async fn a_denial_under_several_rules_consumes_from_none() {
         let held = redis.inspect(&minute, "alice", now, now).await.unwrap();
         let same_time = admitted_at.iter().filter(|&&t| t == at).count();
         assert_eq!(held.len(), same_time, "step {i}");
-        let in_hour = server.cli(&["hget", "{slidewin:alice}:hour:fixed_window", "c"]);
+        let in_hour = server.cli(&["hget", "{slidewin:alice}:hour:fixed", "c"]);
         assert_eq!(in_hour.trim(), admitted_at.len().to_string(), "step {i}");
     }
     assert_eq!(admitted_at, [0, 0, 1, 60, 61, 3_600]);
@@ -595,10 +592,10 @@ async fn idle_keys_expire_and_reset_clears() {
     assert_eq!(
         keys,
         [
-            "{app:alice}:login:fixed_window",
+            "{app:alice}:login:counter",
+            "{app:alice}:login:fixed",
             "{app:alice}:login:gcra",
-            "{app:alice}:login:sliding_counter",
-            "{app:alice}:login:sliding_log",
+            "{app:alice}:login:log",
         ]
     );
     for key in &keys {
@@ -653,7 +650,13 @@ async fn a_busy_key_always_outlives_its_state() {
                 continue;
             }
             admitted += 1;
-            let key = format!("{{slidewin:busy}}:busy:{}", rule.kind());
+            let short = match rule.kind() {
+                Kind::SlidingLog => "log",
+                Kind::SlidingCounter => "counter",
+                Kind::FixedWindow => "fixed",
+                Kind::Gcra => "gcra",
+            };
+            let key = format!("{{slidewin:busy}}:busy:{short}");
             let ttl: u128 = server.cli(&["pttl", &key]).trim().parse().unwrap();
             // A few ms of real time pass between the check and the question.
             assert!(

@@ -13,7 +13,7 @@ use slidewin_redis::{FailurePolicy, RedisDecision, RedisLimiter, Rules};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// The rule's name: a user's failures are counted under the Redis key
-/// `{PREFIX:USER}:failed:sliding_log`.
+/// `{PREFIX:USER}:failed:log`.
 const RULE: &str = "failed";
 
 /// The one user with a password; every other login fails.
