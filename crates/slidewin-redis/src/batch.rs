@@ -121,7 +121,7 @@ impl Batcher {
     ) -> Result<Decisions, RedisError> {
         let group = match &self.connection {
             Connection::Single(..) => 0,
-            Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), &call.tag()),
+            Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), call.tag()),
         };
         let route = {
             let mut queues = self.lock();
@@ -249,7 +249,7 @@ pub(crate) async fn alone(
         call.tag(),
     )
     .await?;
-    let at = || connection.place(&call.tag());
+    let at = || connection.place(call.tag());
     match parse_decisions(&reply, std::iter::once(call), at)?.pop() {
         Some(Some(decision)) => Ok(decision),
         _ => Err(RedisError::Reply {
@@ -297,7 +297,7 @@ pub(crate) async fn answer_all(
             let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();
             for (index, call) in calls.iter().enumerate() {
                 per_node
-                    .entry(Nodes::group(&map, &call.tag()))
+                    .entry(Nodes::group(&map, call.tag()))
                     .or_default()
                     .push(index);
             }
@@ -384,7 +384,7 @@ pub(crate) async fn answer_all(
         .map(|(answer, call)| {
             answer.unwrap_or_else(|| {
                 Err(RedisError::Reply {
-                    at: connection.place(&call.tag()).to_string(),
+                    at: connection.place(call.tag()).to_string(),
                     detail: "the task sending the check ended before Redis answered".to_string(),
                 })
             })
