@@ -182,6 +182,14 @@ fn rule(name: &str, kind: Kind, quota: &str) -> Rules {
     Rules::try_from(Rule::new(name, kind, quota.parse().unwrap()).unwrap()).unwrap()
 }
 
+/// Several rules, all or nothing: `(name, kind, quota)` each.
+fn set(rules: &[(&str, Kind, &str)]) -> Rules {
+    let rules = rules
+        .iter()
+        .map(|&(name, kind, quota)| Rule::new(name, kind, quota.parse().unwrap()).unwrap());
+    Rules::new(RuleSet::new(rules).unwrap()).unwrap()
+}
+
 /// The four algorithms on one quota (GCRA's burst is the limit), each under its kind's name.
 fn each_kind(quota: &str) -> [Rules; 4] {
     Kind::ALL.map(|kind| rule(kind.name(), kind, quota))
@@ -247,10 +255,7 @@ on_every_backend! {
             assert!(b.check(&r, "ann", now, 2).await.unwrap().allowed(), "{r:?}");
             assert!(!b.check(&r, "bob", now, 1).await.unwrap().allowed(), "{r:?}");
         }
-        let both = Rules::new(RuleSet::new([
-            Rule::new("a", Kind::SlidingLog, "2/minute".parse().unwrap()).unwrap(),
-            Rule::new("b", Kind::Gcra, "2/minute".parse().unwrap()).unwrap(),
-        ]).unwrap()).unwrap();
+        let both = set(&[("a", Kind::SlidingLog, "2/minute"), ("b", Kind::Gcra, "2/minute")]);
         assert!(b.check(&both, "ann", now, 2).await.unwrap().allowed());
         b.reset(&both, "ann").await;
         assert!(b.check(&both, "ann", now, 2).await.unwrap().allowed());
@@ -392,10 +397,7 @@ on_every_backend! {
                 );
             }
         }
-        let both = Rules::new(RuleSet::new([
-            Rule::new("wide", Kind::SlidingLog, "100/minute".parse().unwrap()).unwrap(),
-            Rule::new("narrow", Kind::Gcra, "10/s burst 3".parse().unwrap()).unwrap(),
-        ]).unwrap()).unwrap();
+        let both = set(&[("wide", Kind::SlidingLog, "100/minute"), ("narrow", Kind::Gcra, "10/s burst 3")]);
         assert_eq!(
             b.check(&both, "k", secs(1), 4).await,
             Err(LimitError::CostTooHigh { cost: 4, max: 3 })
@@ -405,10 +407,7 @@ on_every_backend! {
     /// A login allowed 5 a minute AND 20 an hour: admitted only while both admit, and the
     /// answer names the binding rule.
     async fn several_rules_admit_only_while_every_one_does(b) {
-        let login = Rules::new(RuleSet::new([
-            Rule::new("minute", Kind::SlidingLog, "5/minute".parse().unwrap()).unwrap(),
-            Rule::new("hour", Kind::SlidingLog, "20/hour".parse().unwrap()).unwrap(),
-        ]).unwrap()).unwrap();
+        let login = set(&[("minute", Kind::SlidingLog, "5/minute"), ("hour", Kind::SlidingLog, "20/hour")]);
         for minute in 0..4 {
             for _ in 0..5 {
                 let d = b.check(&login, "mallory", secs(minute * 60), 1).await.unwrap();
@@ -431,10 +430,7 @@ on_every_backend! {
     /// A denial consumes from none of the rules: the rules that would have admitted keep
     /// their room.
     async fn a_denial_under_several_rules_consumes_from_none(b) {
-        let both = Rules::new(RuleSet::new([
-            Rule::new("wide", Kind::SlidingCounter, "10/s".parse().unwrap()).unwrap(),
-            Rule::new("narrow", Kind::FixedWindow, "2/s".parse().unwrap()).unwrap(),
-        ]).unwrap()).unwrap();
+        let both = set(&[("wide", Kind::SlidingCounter, "10/s"), ("narrow", Kind::FixedWindow, "2/s")]);
         assert!(b.check(&both, "k", secs(1), 2).await.unwrap().allowed());
         for _ in 0..5 {
             let denied = b.check(&both, "k", secs(1), 1).await.unwrap();
