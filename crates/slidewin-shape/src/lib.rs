@@ -1,5 +1,5 @@
 //! Call shapers on tokio: keyed [`Debouncer`] and [`Throttler`] with lodash's timing to the
-//! nanosecond, [`delay()`] with a `CancellationToken`, a small task [`Runtime`] that counts
+//! millisecond (tokio's timers'), [`delay()`] with a `CancellationToken`, a small task [`Runtime`] that counts
 //! its tasks and reports [`Event`]s, and restart coordination ([`Latest`], [`SequenceGuard`]).
 //!
 //! A search box fires a request per keystroke, a scroll handler runs every frame, an editor
