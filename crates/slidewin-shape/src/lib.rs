@@ -1,6 +1,7 @@
 //! Call shapers on tokio: keyed [`Debouncer`] and [`Throttler`] with lodash's timing to the
-//! millisecond (tokio's timers'), [`delay()`] with a `CancellationToken`, a small task [`Runtime`] that counts
-//! its tasks and reports [`Event`]s, and restart coordination ([`Latest`], [`SequenceGuard`]).
+//! millisecond (tokio's timers'), [`delay()`] with a `CancellationToken`, a small task
+//! [`Runtime`] that counts its tasks and reports [`Event`]s, and restart coordination
+//! ([`Latest`], [`SequenceGuard`]).
 //!
 //! A search box fires a request per keystroke, a scroll handler runs every frame, an editor
 //! saves a draft per key: only the last, the first, or one per interval is wanted. The
