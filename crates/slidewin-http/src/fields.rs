@@ -1,0 +1,280 @@
+//! [`RateLimitFields`]: the IETF `RateLimit-Policy` and `RateLimit` header fields of a
+//! [`RuleSet`], `Retry-After`, and the legacy `X-RateLimit-*` headers.
+
+use std::time::Duration;
+
+use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use sfv::{Integer, KeyRef, ListSerializer, StringRef};
+use slidewin::Decision;
+use slidewin::limit::{Decisions, RuleSet};
+
+use crate::error::ConfigError;
+
+/// `RateLimit-Policy`: the policies, the same on every response.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`: the policy closest to its limit, now.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// The legacy `X-RateLimit-Limit`, for clients that read only the old headers.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// The legacy `X-RateLimit-Remaining`.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// The legacy `X-RateLimit-Reset`: seconds until the window resets (as GitHub's and
+/// `tower_governor`'s clients read a delay; not a Unix time).
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The header fields of the IETF draft "`RateLimit` header fields for HTTP"
+/// (draft-ietf-httpapi-ratelimit-headers, the two-field form of draft-10 and later) for the
+/// rules of a [`RuleSet`], each rule a quota policy named after it:
+///
+/// - `RateLimit-Policy: "burst";q=10;w=1, "hourly";q=1000;w=3600`: each rule's quota (`q`,
+///   its limit) and window (`w`, its span in seconds), the same on every response. A span that
+///   is not whole seconds has no `w`, which the draft makes optional, rather than a rounded one.
+/// - `RateLimit: "burst";r=3;t=1`: the binding rule's units left (`r`) and the seconds until
+///   its window resets (`t`, rounded up), from a check's [`Decisions`]: the rule that denied,
+///   or else the one closest to its limit, as the draft asks.
+/// - `Retry-After` on a denial: the whole seconds until every rule admits, rounded up.
+///
+/// The values are built with the `sfv` crate (structured field values, RFC 9651), and the
+/// policy once, when the fields are.
+///
+/// # Example
+///
+/// ```
+/// use http::HeaderMap;
+/// use slidewin::{Limiter, Moment};
+/// use slidewin::limit::{Kind, Rule, RuleSet};
+/// use slidewin_http::RateLimitFields;
+///
+/// let rules = RuleSet::new([
+///     Rule::new("burst", Kind::Gcra, "10/s".parse()?)?,
+///     Rule::new("hourly", Kind::SlidingLog, "1000/hour".parse()?)?,
+/// ])?;
+/// let fields = RateLimitFields::new(&rules)?;
+/// let mut limiter = Limiter::new(rules);
+///
+/// let mut headers = HeaderMap::new();
+/// fields.insert(&limiter.check(Moment::ZERO, 7)?, &mut headers);
+/// assert_eq!(headers["ratelimit-policy"], r#""burst";q=10;w=1, "hourly";q=1000;w=3600"#);
+/// assert_eq!(headers["ratelimit"], r#""burst";r=3;t=1"#);
+/// assert!(headers.get("retry-after").is_none());
+///
+/// let mut headers = HeaderMap::new();
+/// fields.insert(&limiter.check(Moment::ZERO, 5)?, &mut headers);
+/// assert_eq!(headers["ratelimit"], r#""burst";r=3;t=1"#);
+/// assert_eq!(headers["retry-after"], "1"); // 200 ms, rounded up
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RateLimitFields {
+    policy: HeaderValue,
+    /// Each rule's name, as the policy's identifier.
+    names: Box<[Box<str>]>,
+}
+
+impl RateLimitFields {
+    /// The largest number a structured field's Integer holds (RFC 9651: fifteen digits).
+    ///
+    /// ```
+    /// assert_eq!(slidewin_http::RateLimitFields::MAX_NUMBER, 999_999_999_999_999);
+    /// ```
+    pub const MAX_NUMBER: u64 = 999_999_999_999_999;
+
+    /// The fields of `rules`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NotRepresentable`] for a rule whose limit or burst is above
+    /// [`MAX_NUMBER`](RateLimitFields::MAX_NUMBER), which no field could carry.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::RateLimitFields;
+    ///
+    /// let huge = Rule::new("huge", Kind::SlidingCounter, "1000000000000000/s".parse()?)?;
+    /// let err = RateLimitFields::new(&RuleSet::from(huge)).unwrap_err();
+    /// assert!(err.to_string().contains("1000000000000000"), "{err}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(rules: &RuleSet) -> Result<RateLimitFields, ConfigError> {
+        let mut policy = String::new();
+        let mut list = ListSerializer::with_buffer(&mut policy);
+        let mut names = Vec::with_capacity(rules.rules().len());
+        for rule in rules.rules() {
+            let quota = rule.quota();
+            let refuse = |what: &'static str, value: u64| ConfigError::NotRepresentable {
+                rule: rule.name().to_string(),
+                what,
+                value,
+            };
+            let q = Integer::try_from(quota.limit()).map_err(|_| refuse("limit", quota.limit()))?;
+            // The units left can reach the burst: it must fit too.
+            Integer::try_from(quota.burst()).map_err(|_| refuse("burst", quota.burst()))?;
+            // A rule's name is ASCII letters, digits, `_`, `-` and `.`: always a valid String.
+            let name = StringRef::from_str(rule.name()).map_err(|_| {
+                refuse("name", 0) // unreachable for a Rule's name; kept an error, not a panic
+            })?;
+            let item = list.bare_item(name).parameter(key("q"), q);
+            let span = quota.span();
+            let whole = (span.subsec_nanos() == 0).then(|| Integer::try_from(span.as_secs()));
+            if let Some(Ok(w)) = whole {
+                let _ = item.parameter(key("w"), w);
+            }
+            names.push(Box::from(rule.name()));
+        }
+        let _ = list.finish();
+        Ok(RateLimitFields {
+            policy: value(policy),
+            names: names.into_boxed_slice(),
+        })
+    }
+
+    /// `RateLimit-Policy`'s value.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::RateLimitFields;
+    /// let rule = Rule::new("fast", Kind::SlidingLog, "5 per 500ms".parse()?)?;
+    /// let fields = RateLimitFields::new(&RuleSet::from(rule))?;
+    /// assert_eq!(fields.policy(), r#""fast";q=5"#); // no whole seconds: no `w`
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn policy(&self) -> &HeaderValue {
+        &self.policy
+    }
+
+    /// `RateLimit`'s value for a check's `decisions`: the binding rule's units left and the
+    /// seconds until its window resets.
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::RateLimitFields;
+    ///
+    /// let rules = RuleSet::from(Rule::new("api", Kind::SlidingLog, "3/minute".parse()?)?);
+    /// let fields = RateLimitFields::new(&rules)?;
+    /// let limiter = Keyed::<String, _>::new(rules);
+    /// let decisions = limiter.check("ann", Moment::from_secs(1), 1)?;
+    /// assert_eq!(fields.rate_limit(&decisions), r#""api";r=2;t=60"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn rate_limit(&self, decisions: &Decisions) -> HeaderValue {
+        let binding = decisions.binding();
+        let decision = decisions.decision();
+        let mut out = String::new();
+        let mut list = ListSerializer::with_buffer(&mut out);
+        // Names were checked when the fields were built; a set of other rules than those
+        // (a caller's mistake) is named by position rather than panicking.
+        let name = self.names.get(binding).map_or("", |n| n);
+        let name = StringRef::from_str(name).unwrap_or(StringRef::constant(""));
+        let _ = list
+            .bare_item(name)
+            .parameter(key("r"), number(decision.remaining()))
+            .parameter(key("t"), number(whole_seconds(decision.reset_after())));
+        let _ = list.finish();
+        value(out)
+    }
+
+    /// Inserts `RateLimit-Policy`, `RateLimit` and, on a denial, `Retry-After` into
+    /// `headers`, replacing any there.
+    ///
+    /// ```
+    /// use http::HeaderMap;
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::RateLimitFields;
+    ///
+    /// let rules = RuleSet::from(Rule::new("login", Kind::SlidingLog, "1/minute".parse()?)?);
+    /// let fields = RateLimitFields::new(&rules)?;
+    /// let mut limiter = Limiter::new(rules);
+    /// limiter.check(Moment::ZERO, 1)?;
+    /// let mut headers = HeaderMap::new();
+    /// fields.insert(&limiter.check(Moment::from_secs(20), 1)?, &mut headers);
+    /// assert_eq!(headers["retry-after"], "40");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn insert(&self, decisions: &Decisions, headers: &mut HeaderMap) {
+        headers.insert(RATELIMIT_POLICY, self.policy.clone());
+        headers.insert(RATELIMIT, self.rate_limit(decisions));
+        match retry_after(&decisions.decision()) {
+            Some(wait) => headers.insert(RETRY_AFTER, wait),
+            None => headers.remove(RETRY_AFTER),
+        };
+    }
+
+    /// Inserts the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset` (seconds, rounded up) of the binding rule into `headers`, for
+    /// clients that read only those.
+    ///
+    /// ```
+    /// use http::HeaderMap;
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::RateLimitFields;
+    ///
+    /// let rules = RuleSet::from(Rule::new("api", Kind::FixedWindow, "100/minute".parse()?)?);
+    /// let mut limiter = Limiter::new(rules);
+    /// let mut headers = HeaderMap::new();
+    /// RateLimitFields::insert_legacy(&limiter.check(Moment::from_secs(15), 1)?, &mut headers);
+    /// assert_eq!(headers["x-ratelimit-limit"], "100");
+    /// assert_eq!(headers["x-ratelimit-remaining"], "99");
+    /// assert_eq!(headers["x-ratelimit-reset"], "45");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn insert_legacy(decisions: &Decisions, headers: &mut HeaderMap) {
+        let decision = decisions.decision();
+        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit()));
+        headers.insert(
+            X_RATELIMIT_REMAINING,
+            HeaderValue::from(decision.remaining()),
+        );
+        headers.insert(
+            X_RATELIMIT_RESET,
+            HeaderValue::from(whole_seconds(decision.reset_after())),
+        );
+    }
+}
+
+/// `Retry-After` for a denied `decision`: its `retry_after` in whole seconds, rounded up (a
+/// client that waits that long finds the room there); `None` when it was admitted.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::Decision;
+/// use slidewin_http::retry_after;
+///
+/// let denied = Decision::deny(5, 0, Duration::from_secs(3), Duration::from_millis(1_200));
+/// assert_eq!(retry_after(&denied).unwrap(), "2");
+/// assert!(retry_after(&Decision::allow(5, 4, Duration::from_secs(1))).is_none());
+/// ```
+#[must_use]
+pub fn retry_after(decision: &Decision) -> Option<HeaderValue> {
+    decision
+        .retry_after()
+        .map(|wait| HeaderValue::from(whole_seconds(wait)))
+}
+
+/// `duration` in whole seconds, rounded up.
+fn whole_seconds(duration: Duration) -> u64 {
+    duration
+        .as_secs()
+        .saturating_add(u64::from(duration.subsec_nanos() > 0))
+}
+
+/// A number as a field's Integer. Units left are at most a rule's burst, checked to fit when
+/// the fields were built, and a reset is at most two spans (under 1.2 × 10^12 seconds).
+fn number(n: u64) -> Integer {
+    Integer::try_from(n).unwrap_or(Integer::MAX)
+}
+
+fn key(name: &'static str) -> &'static KeyRef {
+    KeyRef::constant(name)
+}
+
+/// A serialized field as a header value: RFC 9651's output is printable ASCII.
+fn value(text: String) -> HeaderValue {
+    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}

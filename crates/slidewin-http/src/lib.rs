@@ -1,0 +1,48 @@
+//! slidewin's limits over HTTP: what a service that limits requests tells its clients, and
+//! whose requests they are.
+//!
+//! - [`RateLimitFields`]: the IETF `RateLimit-Policy` and `RateLimit` header fields
+//!   (draft-ietf-httpapi-ratelimit-headers, the two-field form) of a
+//!   [`RuleSet`](slidewin::limit::RuleSet) and a check's
+//!   [`Decisions`](slidewin::limit::Decisions), `Retry-After`, and the legacy
+//!   `X-RateLimit-*` headers, rendered with the `sfv` crate (RFC 9651).
+//! - [`TrustedProxies`]: the client's address behind your proxies, read from the right of
+//!   `X-Forwarded-For` or `Forwarded`, so that a client cannot give itself a fresh quota by
+//!   writing its own.
+//!
+//! ```
+//! use http::HeaderMap;
+//! use slidewin::{Keyed, Moment};
+//! use slidewin::limit::{Kind, Rule, RuleSet};
+//! use slidewin_http::{ForwardedHeader, RateLimitFields, TrustedProxies};
+//!
+//! let rules = RuleSet::new([
+//!     Rule::new("burst", Kind::SlidingLog, "10/s".parse()?)?,
+//!     Rule::new("hourly", Kind::SlidingLog, "1000/hour".parse()?)?,
+//! ])?;
+//! let fields = RateLimitFields::new(&rules)?;
+//! let limiter = Keyed::<std::net::IpAddr, _>::new(rules);
+//! let proxies = TrustedProxies::new(["10.0.0.0/8"], ForwardedHeader::XForwardedFor)?;
+//!
+//! // A request through the load balancer at 10.0.0.2.
+//! let mut request = HeaderMap::new();
+//! request.insert("x-forwarded-for", "203.0.113.7".parse()?);
+//! let client = proxies.client_ip("10.0.0.2:50000".parse()?, &request);
+//!
+//! let decisions = limiter.check(&client, Moment::from_secs(1), 1)?;
+//! let mut response = HeaderMap::new();
+//! fields.insert(&decisions, &mut response);
+//! assert_eq!(response["ratelimit"], r#""burst";r=9;t=1"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod client_ip;
+mod error;
+mod fields;
+
+pub use client_ip::{ForwardedHeader, TrustedProxies};
+pub use error::ConfigError;
+pub use fields::{
+    RATELIMIT, RATELIMIT_POLICY, RateLimitFields, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
+    X_RATELIMIT_RESET, retry_after,
+};
