@@ -15,7 +15,7 @@ use crate::circuit::{CircuitState, Circuits, FIRST_WAIT, LONGEST_WAIT, ProbeFn};
 use crate::cluster::Nodes;
 use crate::connection::{Connection, query};
 use crate::error::{RedisError, quote, redact};
-use crate::rules::{Call, Rules, short, tag_of};
+use crate::rules::{Call, Rules, suffix, tag_of};
 
 /// The shortest sleep of [`RedisLimiter::until_ready`] between tries: a denial's wait rounds
 /// to the microsecond, and a zero wait would spin.
@@ -635,7 +635,7 @@ impl RedisLimiter {
         now: Moment,
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
-        let now = micros(now)?;
+        let now = Some(micros(now)?);
         self.decide(rules, cost, self.eval(rules, key, now, cost, true).await)
     }
 
@@ -698,7 +698,7 @@ impl RedisLimiter {
         now: Moment,
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
-        let now = micros(now)?;
+        let now = Some(micros(now)?);
         self.decide(rules, cost, self.eval(rules, key, now, cost, false).await)
     }
 
@@ -805,10 +805,7 @@ impl RedisLimiter {
                 .check_cost(check.cost)
                 .map_err(RedisError::from)
                 .and_then(|()| {
-                    let now = match check.at {
-                        Some(at) => micros(at)?,
-                        None => None,
-                    };
+                    let now = check.at.map(micros).transpose()?;
                     Ok(Call::new(
                         check.rules,
                         &self.prefix,
@@ -920,12 +917,8 @@ impl RedisLimiter {
                 ),
             });
         }
-        let key = format!(
-            "{}:{}:{}",
-            tag_of(&self.prefix, key),
-            rule.name(),
-            short(rule.kind())
-        );
+        let mut key = tag_of(&self.prefix, key);
+        key.push_str(&suffix(rule));
         let mut command = redis::cmd("ZRANGEBYSCORE");
         command
             .arg(&key)
@@ -1017,11 +1010,11 @@ impl RedisLimiter {
 }
 
 /// `now` in microseconds, for the script; an error past [`RedisLimiter::MAX_TIME`].
-fn micros(now: Moment) -> Result<Option<u64>, RedisError> {
+fn micros(now: Moment) -> Result<u64, RedisError> {
     if now > RedisLimiter::MAX_TIME {
         return Err(RedisError::TimeOutOfRange { now });
     }
-    Ok(Some(now.as_nanos() / 1_000))
+    Ok(now.as_nanos() / 1_000)
 }
 
 /// The probe of an open circuit (see `circuit.rs`): `EXISTS` on a key of the place, routed as

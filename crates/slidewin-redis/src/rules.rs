@@ -222,8 +222,13 @@ fn number(kind: Kind) -> u64 {
     }
 }
 
+/// `:name:kind`: what follows the hash tag in each Redis key of `rule`.
+pub(crate) fn suffix(rule: &Rule) -> String {
+    format!(":{}:{}", rule.name(), short(rule.kind()))
+}
+
 /// The algorithm in a key: short, as every key carries it.
-pub(crate) fn short(kind: Kind) -> &'static str {
+fn short(kind: Kind) -> &'static str {
     match kind {
         Kind::SlidingLog => "log",
         Kind::SlidingCounter => "counter",
@@ -300,7 +305,7 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
         ],
     };
     Ok(Prepared {
-        suffix: format!(":{}:{}", rule.name(), short(kind)).into_boxed_str(),
+        suffix: suffix(rule).into_boxed_str(),
         params,
         limit: rule.max_cost(),
     })

@@ -418,9 +418,10 @@ async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
         assert_eq!(server.calls(write), writes, "{algorithm:?}");
         // Written with an expiry.
         for key in ["hot", "warm"] {
-            let short = ["log", "counter", "fixed", "gcra"]
-                [Kind::ALL.iter().position(|k| *k == algorithm).unwrap()];
-            let redis_key = format!("{{slidewin:{key}}}:limit:{short}");
+            let redis_key = format!(
+                "{{slidewin:{key}}}:limit:{}",
+                support::kind_in_key(algorithm)
+            );
             let ttl: i64 = server.cli(&["pttl", &redis_key]).trim().parse().unwrap();
             assert!(ttl > 0, "{algorithm:?} {redis_key}: pttl {ttl}");
         }

@@ -298,12 +298,7 @@ async fn two_rules_on_one_key_count_apart() {
         redis.inspect(&hour, "alice", from, to).await.unwrap(),
         [now; 2]
     );
-    let mut keys: Vec<String> = server
-        .cli(&["keys", "*"])
-        .lines()
-        .map(String::from)
-        .collect();
-    keys.sort();
+    let keys = support::all_keys(&server);
     assert_eq!(
         keys,
         ["{slidewin:alice}:hour:log", "{slidewin:alice}:second:log"]
@@ -583,12 +578,7 @@ async fn idle_keys_expire_and_reset_clears() {
             "{rules:?}"
         );
     }
-    let mut keys: Vec<String> = server
-        .cli(&["keys", "*"])
-        .lines()
-        .map(String::from)
-        .collect();
-    keys.sort();
+    let keys = support::all_keys(&server);
     assert_eq!(
         keys,
         [
@@ -650,13 +640,10 @@ async fn a_busy_key_always_outlives_its_state() {
                 continue;
             }
             admitted += 1;
-            let short = match rule.kind() {
-                Kind::SlidingLog => "log",
-                Kind::SlidingCounter => "counter",
-                Kind::FixedWindow => "fixed",
-                Kind::Gcra => "gcra",
-            };
-            let key = format!("{{slidewin:busy}}:busy:{short}");
+            let key = format!(
+                "{{slidewin:busy}}:busy:{}",
+                support::kind_in_key(rule.kind())
+            );
             let ttl: u128 = server.cli(&["pttl", &key]).trim().parse().unwrap();
             // A few ms of real time pass between the check and the question.
             assert!(

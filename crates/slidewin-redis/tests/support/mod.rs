@@ -40,3 +40,25 @@ pub fn blocking_limiter() -> (
         .expect("our own server");
     (runtime, server, redis)
 }
+
+/// How a Redis key names a rule's algorithm: `{prefix:key}:name:<this>`.
+pub fn kind_in_key(kind: slidewin::limit::Kind) -> &'static str {
+    use slidewin::limit::Kind;
+    match kind {
+        Kind::SlidingLog => "log",
+        Kind::SlidingCounter => "counter",
+        Kind::FixedWindow => "fixed",
+        Kind::Gcra => "gcra",
+    }
+}
+
+/// Every key on `server`, sorted.
+pub fn all_keys(server: &RedisServer) -> Vec<String> {
+    let mut keys: Vec<String> = server
+        .cli(&["keys", "*"])
+        .lines()
+        .map(String::from)
+        .collect();
+    keys.sort();
+    keys
+}
