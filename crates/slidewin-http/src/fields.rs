@@ -68,7 +68,7 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 pub struct RateLimitFields {
     policy: HeaderValue,
     /// Each rule's name, as the policy's identifier.
-    names: Box<[Box<str>]>,
+    names: Box<[sfv::String]>,
 }
 
 impl RateLimitFields {
@@ -112,16 +112,16 @@ impl RateLimitFields {
             // The units left can reach the burst: it must fit too.
             Integer::try_from(quota.burst()).map_err(|_| refuse("burst", quota.burst()))?;
             // A rule's name is ASCII letters, digits, `_`, `-` and `.`: always a valid String.
-            let name = StringRef::from_str(rule.name()).map_err(|_| {
+            let name = sfv::String::from_string(rule.name().to_string()).map_err(|_| {
                 refuse("name", 0) // unreachable for a Rule's name; kept an error, not a panic
             })?;
-            let item = list.bare_item(name).parameter(key("q"), q);
+            let item = list.bare_item(&name).parameter(key("q"), q);
             let span = quota.span();
             let whole = (span.subsec_nanos() == 0).then(|| Integer::try_from(span.as_secs()));
             if let Some(Ok(w)) = whole {
                 let _ = item.parameter(key("w"), w);
             }
-            names.push(Box::from(rule.name()));
+            names.push(name);
         }
         let _ = list.finish();
         Ok(RateLimitFields {
@@ -166,14 +166,15 @@ impl RateLimitFields {
         let decision = decisions.decision();
         let mut out = String::new();
         let mut list = ListSerializer::with_buffer(&mut out);
-        // Names were checked when the fields were built; a set of other rules than those
-        // (a caller's mistake) is named by position rather than panicking.
-        let name = self.names.get(binding).map_or("", |n| n);
-        let name = StringRef::from_str(name).unwrap_or(StringRef::constant(""));
-        let _ = list
-            .bare_item(name)
-            .parameter(key("r"), number(decision.remaining()))
-            .parameter(key("t"), number(whole_seconds(decision.reset_after())));
+        // The names were made field Strings once, with the fields. Decisions of a set other
+        // than these fields' (a caller's mistake) past their last rule get an empty name
+        // rather than a panic.
+        let _ = match self.names.get(binding) {
+            Some(name) => list.bare_item(name),
+            None => list.bare_item(StringRef::constant("")),
+        }
+        .parameter(key("r"), number(decision.remaining()))
+        .parameter(key("t"), number(whole_seconds(decision.reset_after())));
         let _ = list.finish();
         value(out)
     }
