@@ -14,15 +14,21 @@ const TASKS: usize = 64;
 const CONNECTIONS: usize = 4;
 const LIMIT: u64 = 100;
 
+/// `CONNECTIONS` limiters on `server`, each its own connection.
+async fn connect(server: &RedisServer) -> Vec<RedisLimiter> {
+    let mut clients = Vec::new();
+    for _ in 0..CONNECTIONS {
+        clients.push(RedisLimiter::connect(&server.url()).await.unwrap());
+    }
+    clients
+}
+
 /// 64 tasks on 4 connections, 10 checks each at the server's time, on `100/hour`: exactly 100
 /// admitted, and the log holds exactly those 100, each its own member.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_never_over_admit() {
     let server = RedisServer::start();
-    let mut clients = Vec::new();
-    for _ in 0..CONNECTIONS {
-        clients.push(RedisLimiter::connect(&server.url()).await.unwrap());
-    }
+    let clients = connect(&server).await;
     let rule = Rule::new(
         "hot",
         Kind::SlidingLog,
@@ -64,10 +70,7 @@ async fn sixty_four_clients_never_over_admit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_under_two_rules_consume_all_or_nothing() {
     let server = RedisServer::start();
-    let mut clients = Vec::new();
-    for _ in 0..CONNECTIONS {
-        clients.push(RedisLimiter::connect(&server.url()).await.unwrap());
-    }
+    let clients = connect(&server).await;
     let log = Rule::new(
         "log",
         Kind::SlidingLog,
