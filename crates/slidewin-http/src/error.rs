@@ -31,6 +31,30 @@ pub enum ConfigError {
         /// The most a list holds.
         max: usize,
     },
+    /// Two policies of one layer have the same name: their counts would be one on Redis, and
+    /// their headers could not be told apart.
+    DuplicatePolicy {
+        /// The name.
+        name: String,
+    },
+    /// A shadow policy named that is not one of its limit's.
+    UnknownPolicy {
+        /// The name given.
+        name: String,
+    },
+    /// A value the core library refused: a metrics window, a cap of zero keys.
+    Limit(slidewin::ConfigError),
+    /// A value the backend refused, naming it (a Redis rule set it cannot hold, say).
+    Backend {
+        /// What the backend said.
+        detail: String,
+    },
+}
+
+impl From<slidewin::ConfigError> for ConfigError {
+    fn from(err: slidewin::ConfigError) -> ConfigError {
+        ConfigError::Limit(err)
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -49,8 +73,27 @@ impl fmt::Display for ConfigError {
             ConfigError::TooManyNetworks { max } => {
                 write!(f, "more than {max} trusted proxy networks were given")
             }
+            ConfigError::DuplicatePolicy { name } => write!(
+                f,
+                "two policies of the layer are named `{name}`; each needs a name of its own"
+            ),
+            ConfigError::UnknownPolicy { name } => {
+                write!(
+                    f,
+                    "`{name}` is not a policy of this limit, so it cannot be shadowed"
+                )
+            }
+            ConfigError::Limit(err) => err.fmt(f),
+            ConfigError::Backend { detail } => write!(f, "the backend refused the rules: {detail}"),
         }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Limit(err) => Some(err),
+            _ => None,
+        }
+    }
+}

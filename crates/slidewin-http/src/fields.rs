@@ -162,14 +162,17 @@ impl RateLimitFields {
     /// ```
     #[must_use]
     pub fn rate_limit(&self, decisions: &Decisions) -> HeaderValue {
-        let binding = decisions.binding();
-        let decision = decisions.decision();
+        self.field(decisions.binding(), &decisions.decision())
+    }
+
+    /// `RateLimit`'s value for the rule at `index` and its `decision`.
+    pub(crate) fn field(&self, index: usize, decision: &Decision) -> HeaderValue {
         let mut out = String::new();
         let mut list = ListSerializer::with_buffer(&mut out);
         // The names were made field Strings once, with the fields. Decisions of a set other
         // than these fields' (a caller's mistake) past their last rule get an empty name
         // rather than a panic.
-        let _ = match self.names.get(binding) {
+        let _ = match self.names.get(index) {
             Some(name) => list.bare_item(name),
             None => list.bare_item(StringRef::constant("")),
         }
@@ -226,7 +229,11 @@ impl RateLimitFields {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn insert_legacy(decisions: &Decisions, headers: &mut HeaderMap) {
-        let decision = decisions.decision();
+        RateLimitFields::insert_legacy_one(&decisions.decision(), headers);
+    }
+
+    /// The legacy headers of one rule's `decision`.
+    pub(crate) fn insert_legacy_one(decision: &Decision, headers: &mut HeaderMap) {
         headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit()));
         headers.insert(
             X_RATELIMIT_REMAINING,

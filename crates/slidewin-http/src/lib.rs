@@ -36,13 +36,27 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod backend;
 mod client_ip;
 mod error;
 mod fields;
+mod layer;
+mod limit;
+mod refusal;
+mod stats;
 
+#[cfg(feature = "redis")]
+pub use backend::Redis;
+pub use backend::{Backend, BackendError, Checked, Memory};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub use error::ConfigError;
 pub use fields::{
     RATELIMIT, RATELIMIT_POLICY, RateLimitFields, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
     X_RATELIMIT_RESET, retry_after,
 };
+pub use layer::{
+    MissingKey, RateLimit, RateLimitLayer, RateLimitLayerBuilder, ResponseFuture, SLIDEWIN_DEGRADED,
+};
+pub use limit::{Key, Limit};
+pub use refusal::{QUOTA_EXCEEDED, Refusal, TEMPORARY_REDUCED_CAPACITY, problem};
+pub use stats::PolicyStats;

@@ -1,0 +1,327 @@
+//! [`Backend`]: where a layer keeps its counts: [`Memory`], or Redis with the `redis` feature.
+
+use std::fmt;
+use std::future::{Future, ready};
+
+use slidewin::Keyed;
+use slidewin::Moment;
+use slidewin::limit::{Decisions, LimitError, RuleSet};
+
+use crate::error::ConfigError;
+
+/// Where a [`RateLimitLayer`](crate::RateLimitLayer) keeps its counts: one trait over
+/// [`Memory`] and [`Redis`](crate::Redis), so one layer type and one test serve both.
+///
+/// A backend makes a **store** for each rule set the layer holds, and checks a key of a store:
+/// every rule of the set admits, and then all are charged, or none is (all-or-nothing).
+///
+/// # Example
+///
+/// ```
+/// use slidewin::Moment;
+/// use slidewin::limit::{Kind, Rule, RuleSet};
+/// use slidewin_http::{Backend, Memory};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let memory = Memory::new();
+/// let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "1/s".parse()?)?))?;
+/// assert!(memory.check(&store, "ann", Moment::ZERO, 1).await?.decisions().allowed());
+/// assert!(!memory.check(&store, "ann", Moment::ZERO, 1).await?.decisions().allowed());
+/// # Ok(()) }
+/// ```
+pub trait Backend: Send + Sync + 'static {
+    /// The counts of one rule set, for every key.
+    type Store: Send + Sync + 'static;
+
+    /// A store for `rules`.
+    ///
+    /// # Errors
+    ///
+    /// What the backend cannot hold, named.
+    fn store(&self, rules: RuleSet) -> Result<Self::Store, ConfigError>;
+
+    /// Decides about `cost` for `key` in `store` at `now` (the layer's clock; a backend may
+    /// keep time of its own, as Redis does by default), and charges it when every rule admits.
+    fn check<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: &'a str,
+        now: Moment,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
+}
+
+/// A backend's answer: each rule's decision, and whether it was made without the store.
+///
+/// ```
+/// use slidewin::Decision;
+/// use slidewin::limit::Decisions;
+/// use slidewin_http::Checked;
+///
+/// let each = Decisions::new(vec![Decision::allow(10, 9, std::time::Duration::ZERO)]).unwrap();
+/// let checked = Checked::new(each);
+/// assert!(checked.decisions().allowed() && checked.without_store().is_none());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    decisions: Decisions,
+    without_store: Option<String>,
+}
+
+impl Checked {
+    /// Decisions made by the store.
+    #[must_use]
+    pub fn new(decisions: Decisions) -> Checked {
+        Checked {
+            decisions,
+            without_store: None,
+        }
+    }
+
+    /// Decisions made without the store (by a failure policy), and why.
+    #[must_use]
+    pub fn by_failure_policy(decisions: Decisions, why: String) -> Checked {
+        Checked {
+            decisions,
+            without_store: Some(why),
+        }
+    }
+
+    /// Each rule's decision.
+    #[must_use]
+    pub fn decisions(&self) -> &Decisions {
+        &self.decisions
+    }
+
+    /// Why the store could not decide, when a failure policy did.
+    #[must_use]
+    pub fn without_store(&self) -> Option<&str> {
+        self.without_store.as_deref()
+    }
+
+    pub(crate) fn into_parts(self) -> (Decisions, Option<String>) {
+        (self.decisions, self.without_store)
+    }
+}
+
+/// A check a backend could not decide.
+///
+/// ```
+/// use slidewin_http::BackendError;
+/// let err = BackendError::CostTooHigh { cost: 20, max: 10 };
+/// assert_eq!(err.to_string(), "a cost of 20 can never be admitted: the most at once is 10");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The cost is more than the rules ever admit at once.
+    CostTooHigh {
+        /// The cost asked for.
+        cost: u64,
+        /// The most the rules admit at once.
+        max: u64,
+    },
+    /// The store holds its cap of keys, none idle: a new key must wait.
+    KeysFull {
+        /// The cap.
+        cap: usize,
+    },
+    /// The store could not answer, and no failure policy answers for it.
+    Unavailable {
+        /// What failed (for logs: it may name internal addresses).
+        detail: String,
+    },
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendError::CostTooHigh { cost, max } => LimitError::CostTooHigh {
+                cost: *cost,
+                max: *max,
+            }
+            .fmt(f),
+            BackendError::KeysFull { cap } => LimitError::KeysFull { cap: *cap }.fmt(f),
+            BackendError::Unavailable { detail } => {
+                write!(f, "the rate limit store could not answer: {detail}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+impl From<LimitError> for BackendError {
+    fn from(err: LimitError) -> BackendError {
+        match err {
+            LimitError::CostTooHigh { cost, max } => BackendError::CostTooHigh { cost, max },
+            LimitError::KeysFull { cap } => BackendError::KeysFull { cap },
+            // A variant the core adds later: still an error, named.
+            other => BackendError::Unavailable {
+                detail: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Counts in this process's memory: a [`Keyed`] limiter per rule set, sharded, with idle keys
+/// dropped and a cap on live keys (governor #171: a limiter keyed by IP driven out of memory
+/// by a flood of addresses). At the cap, a new key is refused rather than a limited key
+/// evicted, so that no client escapes its limit by pushing others out.
+///
+/// ```
+/// use slidewin_http::Memory;
+/// assert_eq!(Memory::new().max_keys(), Memory::DEFAULT_MAX_KEYS);
+/// assert_eq!(Memory::new().with_max_keys(10_000).max_keys(), 10_000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memory {
+    max_keys: usize,
+}
+
+impl Memory {
+    /// The cap on live keys per rule set, by default: a million (tens of megabytes of sliding
+    /// logs at most, and nothing for keys that are not live).
+    pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+    /// Counts in memory, with [`DEFAULT_MAX_KEYS`](Memory::DEFAULT_MAX_KEYS).
+    #[must_use]
+    pub fn new() -> Memory {
+        Memory {
+            max_keys: Memory::DEFAULT_MAX_KEYS,
+        }
+    }
+
+    /// The same, with at most `max_keys` live keys per rule set (a zero is refused when the
+    /// layer is built).
+    #[must_use]
+    pub fn with_max_keys(self, max_keys: usize) -> Memory {
+        Memory { max_keys }
+    }
+
+    /// The cap on live keys per rule set.
+    #[must_use]
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+}
+
+impl Default for Memory {
+    fn default() -> Memory {
+        Memory::new()
+    }
+}
+
+impl Backend for Memory {
+    type Store = Keyed<String, RuleSet>;
+
+    fn store(&self, rules: RuleSet) -> Result<Self::Store, ConfigError> {
+        Ok(Keyed::new(rules).with_max_keys(self.max_keys)?)
+    }
+
+    fn check<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: &'a str,
+        now: Moment,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a {
+        ready(
+            store
+                .check(key, now, cost)
+                .map(Checked::new)
+                .map_err(BackendError::from),
+        )
+    }
+}
+
+/// Counts on Redis or a Redis Cluster, through a
+/// [`RedisLimiter`](slidewin_redis::RedisLimiter): the same decisions as [`Memory`], shared by
+/// every process that uses the same Redis and prefix. Its
+/// [`FailurePolicy`](slidewin_redis::FailurePolicy), if set, answers while Redis cannot, and
+/// the layer can say so in a header
+/// ([`degraded_header`](crate::RateLimitLayerBuilder::degraded_header)).
+///
+/// Time is the Redis server's by default, so that every process agrees;
+/// [`with_layer_clock`](Redis::with_layer_clock) uses the layer's clock instead (for tests
+/// and replays, on the Unix timeline).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use slidewin_redis::{FailurePolicy, RedisLimiter};
+/// let limiter = RedisLimiter::connect("redis://127.0.0.1/").await?
+///     .with_failure_policy(FailurePolicy::Open);
+/// let backend = slidewin_http::Redis::new(limiter);
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "redis")]
+#[derive(Clone, Debug)]
+pub struct Redis {
+    limiter: slidewin_redis::RedisLimiter,
+    layer_clock: bool,
+}
+
+#[cfg(feature = "redis")]
+impl Redis {
+    /// Counts through `limiter`, at the Redis server's time.
+    #[must_use]
+    pub fn new(limiter: slidewin_redis::RedisLimiter) -> Redis {
+        Redis {
+            limiter,
+            layer_clock: false,
+        }
+    }
+
+    /// The same, at the layer's clock's time, taken as Unix time: every process must then
+    /// share one clock.
+    #[must_use]
+    pub fn with_layer_clock(self) -> Redis {
+        Redis {
+            layer_clock: true,
+            ..self
+        }
+    }
+
+    /// The limiter.
+    #[must_use]
+    pub fn limiter(&self) -> &slidewin_redis::RedisLimiter {
+        &self.limiter
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Backend for Redis {
+    type Store = slidewin_redis::Rules;
+
+    fn store(&self, rules: RuleSet) -> Result<Self::Store, ConfigError> {
+        slidewin_redis::Rules::new(rules).map_err(|err| ConfigError::Backend {
+            detail: err.to_string(),
+        })
+    }
+
+    async fn check<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: &'a str,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Checked, BackendError> {
+        let answer = if self.layer_clock {
+            self.limiter.check(store, key, now, cost).await
+        } else {
+            self.limiter.check_now(store, key, cost).await
+        };
+        match answer {
+            Ok(decision) => Ok(match decision.made_without_redis() {
+                Some(why) => {
+                    Checked::by_failure_policy(decision.decisions().clone(), why.to_string())
+                }
+                None => Checked::new(decision.decisions().clone()),
+            }),
+            Err(slidewin_redis::RedisError::Limit(err)) => Err(err.into()),
+            Err(err) => Err(BackendError::Unavailable {
+                detail: err.to_string(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,709 @@
+//! [`RateLimitLayer`]: the tower layer, its builder, and the service it wraps around yours.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::{Request, Response};
+use slidewin::limit::Decisions;
+use slidewin::stats::MetricEvent;
+use slidewin::time::MonotonicClock;
+use slidewin::{Clock, Decision, Moment};
+use tower::{Layer, Service};
+
+use crate::backend::{Backend, BackendError};
+use crate::error::ConfigError;
+use crate::fields::{RateLimitFields, retry_after};
+use crate::limit::Limit;
+use crate::refusal::{Refusal, problem};
+use crate::stats::PolicyStats;
+
+/// `Slidewin-Degraded`: on a response decided without the store, which way the failure policy
+/// went (`open` or `closed`). Sent only when the layer is built with
+/// [`degraded_header`](RateLimitLayerBuilder::degraded_header).
+pub const SLIDEWIN_DEGRADED: HeaderName = HeaderName::from_static("slidewin-degraded");
+
+type RefusalFn = dyn Fn(&Refusal<'_>) -> Response<String> + Send + Sync;
+
+/// What a request that a limit selects, but whose key cannot be found, gets.
+///
+/// ```
+/// assert_eq!(slidewin_http::MissingKey::default(), slidewin_http::MissingKey::Deny);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MissingKey {
+    /// A `500 Internal Server Error`: a limit was meant to hold and cannot (a server set up
+    /// without the peer's address, say). Nothing passes unchecked.
+    #[default]
+    Deny,
+    /// Passes, unlimited and without fields.
+    Pass,
+}
+
+/// A tower [`Layer`] that limits the rates of the requests to the service it wraps, with
+/// exact windows, and tells clients where they stand in the IETF `RateLimit-Policy` and
+/// `RateLimit` header fields.
+///
+/// - **Clones share the limits**: the layer holds its counts behind an `Arc`, so the clones
+///   that axum makes per route and per connection count together (unlike tower's own
+///   `RateLimitLayer`, tower #764 and axum #2634).
+/// - **Limits** ([`Limit`]): named policies for the requests some conditions select (route,
+///   method, a predicate), counted per [`Key`](crate::Key) (global, peer IP, the client's IP
+///   behind trusted proxies, a header, a closure), at a cost per request. The first limit that
+///   selects a request decides it; all its policies admit it or it is refused, and a refused
+///   request is counted against none.
+/// - **Backends** ([`Backend`]): [`Memory`](crate::Memory), or Redis with the `redis`
+///   feature, through one trait.
+/// - **Fields** on every response of a limited request, allowed or not:
+///   `RateLimit-Policy`, `RateLimit` (the policy closest to its limit) and, on a `429`,
+///   `Retry-After` in whole seconds rounded up; optionally the legacy `X-RateLimit-*`.
+/// - **Refusals** are `application/problem+json` (RFC 9457): a `429` of the draft's
+///   `quota-exceeded` type naming the violated policies; see [`Refusal`] for the others. A
+///   handler can replace the body ([`on_refusal`](RateLimitLayerBuilder::on_refusal)).
+/// - **Shadow mode**, per policy ([`Limit::shadow`]) or for the whole layer
+///   ([`shadow`](RateLimitLayerBuilder::shadow)): decide, send the fields, never deny, count.
+/// - **Statistics** per policy ([`PolicyStats`]): passed, denied, shadow-denied, and the
+///   latency of the wrapped service, over a sliding window.
+///
+/// The wrapped service's response body must be `From<String>` (axum's `Body`, `String`,
+/// `Full<Bytes>`) for the refusals' bodies.
+///
+/// # Example
+///
+/// ```
+/// use axum::{Router, body::Body, routing::get};
+/// use http::{Request, StatusCode};
+/// use slidewin::limit::{Kind, Rule, RuleSet};
+/// use slidewin_http::{Key, Limit, Memory, RateLimitLayer};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let rules = RuleSet::new([
+///     Rule::new("burst", Kind::SlidingLog, "2/s".parse()?)?,
+///     Rule::new("hourly", Kind::SlidingLog, "1000/hour".parse()?)?,
+/// ])?;
+/// let layer = RateLimitLayer::builder(Memory::new())
+///     .limit(Limit::new(rules).key(Key::global()))
+///     .build()?;
+/// let app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+///
+/// let call = || app.clone().oneshot(Request::get("/").body(Body::empty()).unwrap());
+/// let first = call().await?;
+/// assert_eq!(first.status(), StatusCode::OK);
+/// assert_eq!(first.headers()["ratelimit-policy"], r#""burst";q=2;w=1, "hourly";q=1000;w=3600"#);
+/// assert_eq!(first.headers()["ratelimit"], r#""burst";r=1;t=1"#);
+/// call().await?;
+/// let third = call().await?;
+/// assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(third.headers()["retry-after"], "1");
+/// assert_eq!(third.headers()["content-type"], "application/problem+json");
+/// # Ok(()) }
+/// ```
+pub struct RateLimitLayer<B: Backend, C = MonotonicClock> {
+    shared: Arc<Shared<B, C>>,
+}
+
+impl<B: Backend, C> Clone for RateLimitLayer<B, C> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<B: Backend + fmt::Debug, C: fmt::Debug> fmt::Debug for RateLimitLayer<B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("backend", &self.shared.backend)
+            .field("clock", &self.shared.clock)
+            .field(
+                "limits",
+                &self
+                    .shared
+                    .limits
+                    .iter()
+                    .map(|a| &a.limit)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> RateLimitLayer<B> {
+    /// A builder over `backend`, on the process's [`MonotonicClock`].
+    pub fn builder(backend: B) -> RateLimitLayerBuilder<B> {
+        RateLimitLayerBuilder {
+            backend,
+            clock: MonotonicClock,
+            limits: Vec::new(),
+            shadow: false,
+            missing_key: MissingKey::Deny,
+            legacy: false,
+            degraded: false,
+            on_refusal: Arc::new(problem),
+            stats_span: Duration::from_secs(60),
+            stats_buckets: 60,
+        }
+    }
+}
+
+impl<B: Backend, C> RateLimitLayer<B, C> {
+    /// Every policy's statistics, limit by limit, each limit's in the order of its rules.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Limit, Memory, RateLimitLayer};
+    ///
+    /// let rules = RuleSet::from(Rule::new("api", Kind::Gcra, "10/s".parse()?)?);
+    /// let layer = RateLimitLayer::builder(Memory::new()).limit(Limit::new(rules)).build()?;
+    /// assert_eq!(layer.stats()[0].name(), "api");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> &[PolicyStats] {
+        &self.shared.stats
+    }
+
+    /// The statistics of the policy `name`.
+    #[must_use]
+    pub fn policy(&self, name: &str) -> Option<&PolicyStats> {
+        self.shared.stats.iter().find(|s| s.name() == name)
+    }
+
+    /// The backend.
+    #[must_use]
+    pub fn backend(&self) -> &B {
+        &self.shared.backend
+    }
+}
+
+impl<S, B: Backend, C> Layer<S> for RateLimitLayer<B, C> {
+    type Service = RateLimit<S, B, C>;
+
+    fn layer(&self, inner: S) -> RateLimit<S, B, C> {
+        RateLimit {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// Builds a [`RateLimitLayer`].
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin::limit::{Kind, Rule, RuleSet};
+/// use slidewin::time::ManualClock;
+/// use slidewin_http::{Limit, Memory, MissingKey, RateLimitLayer};
+///
+/// let rules = RuleSet::from(Rule::new("api", Kind::SlidingLog, "100/minute".parse()?)?);
+/// let layer = RateLimitLayer::builder(Memory::new().with_max_keys(100_000))
+///     .clock(ManualClock::default())
+///     .limit(Limit::new(rules))
+///     .missing_key(MissingKey::Pass)
+///     .legacy_headers(true)
+///     .stats_window(Duration::from_secs(10), 10)
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RateLimitLayerBuilder<B, C = MonotonicClock> {
+    backend: B,
+    clock: C,
+    limits: Vec<Limit>,
+    shadow: bool,
+    missing_key: MissingKey,
+    legacy: bool,
+    degraded: bool,
+    on_refusal: Arc<RefusalFn>,
+    stats_span: Duration,
+    stats_buckets: u32,
+}
+
+impl<B: fmt::Debug, C: fmt::Debug> fmt::Debug for RateLimitLayerBuilder<B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayerBuilder")
+            .field("backend", &self.backend)
+            .field("clock", &self.clock)
+            .field("limits", &self.limits)
+            .field("shadow", &self.shadow)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
+    /// Reads time from `clock` (a `ManualClock`, or slidewin-shape's `TokioClock` under
+    /// `tokio::time::pause()`, in tests).
+    pub fn clock<C2: Clock + Send + Sync + 'static>(
+        self,
+        clock: C2,
+    ) -> RateLimitLayerBuilder<B, C2> {
+        RateLimitLayerBuilder {
+            backend: self.backend,
+            clock,
+            limits: self.limits,
+            shadow: self.shadow,
+            missing_key: self.missing_key,
+            legacy: self.legacy,
+            degraded: self.degraded,
+            on_refusal: self.on_refusal,
+            stats_span: self.stats_span,
+            stats_buckets: self.stats_buckets,
+        }
+    }
+
+    /// Adds a limit, after those already added: the first that selects a request decides it.
+    #[must_use]
+    pub fn limit(mut self, limit: Limit) -> Self {
+        self.limits.push(limit);
+        self
+    }
+
+    /// Puts every policy in shadow mode: the layer decides, counts and sends the fields, but
+    /// lets every request through.
+    #[must_use]
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.shadow = shadow;
+        self
+    }
+
+    /// What a selected request without a key gets ([`MissingKey::Deny`] by default).
+    #[must_use]
+    pub fn missing_key(mut self, missing_key: MissingKey) -> Self {
+        self.missing_key = missing_key;
+        self
+    }
+
+    /// Also sends the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` of the binding
+    /// policy, for clients that read only those.
+    #[must_use]
+    pub fn legacy_headers(mut self, legacy: bool) -> Self {
+        self.legacy = legacy;
+        self
+    }
+
+    /// Sends [`Slidewin-Degraded`](SLIDEWIN_DEGRADED) on the responses that a backend's
+    /// failure policy decided (Redis down), saying which way it went.
+    #[must_use]
+    pub fn degraded_header(mut self, degraded: bool) -> Self {
+        self.degraded = degraded;
+        self
+    }
+
+    /// Answers refusals with `handler` instead of the `application/problem+json` bodies of
+    /// [`problem`](crate::problem). The layer adds the rate-limit fields to its response.
+    ///
+    /// ```
+    /// use http::{Response, StatusCode};
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Limit, Memory, RateLimitLayer, Refusal};
+    ///
+    /// let rules = RuleSet::from(Rule::new("api", Kind::Gcra, "10/s".parse()?)?);
+    /// let layer = RateLimitLayer::builder(Memory::new())
+    ///     .limit(Limit::new(rules))
+    ///     .on_refusal(|refusal: &Refusal<'_>| {
+    ///         let mut response = Response::new(format!("slow down: {refusal}"));
+    ///         *response.status_mut() = refusal.status();
+    ///         response
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn on_refusal(
+        mut self,
+        handler: impl Fn(&Refusal<'_>) -> Response<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_refusal = Arc::new(handler);
+        self
+    }
+
+    /// Keeps the statistics over the last `span`, in `buckets` buckets (the last minute, in
+    /// seconds, by default).
+    #[must_use]
+    pub fn stats_window(mut self, span: Duration, buckets: u32) -> Self {
+        self.stats_span = span;
+        self.stats_buckets = buckets;
+        self
+    }
+
+    /// The layer.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::DuplicatePolicy`] for two policies of one name in the layer;
+    /// [`ConfigError::NotRepresentable`] for a limit too large for the fields;
+    /// [`ConfigError::Limit`] for a statistics window or key cap the core refuses;
+    /// [`ConfigError::Backend`] for rules the backend cannot hold.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{ConfigError, Limit, Memory, RateLimitLayer};
+    ///
+    /// let api = RuleSet::from(Rule::new("api", Kind::Gcra, "10/s".parse()?)?);
+    /// let err = RateLimitLayer::builder(Memory::new())
+    ///     .limit(Limit::new(api.clone()).route("/a"))
+    ///     .limit(Limit::new(api).route("/b"))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err, ConfigError::DuplicatePolicy { name: "api".into() });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn build(self) -> Result<RateLimitLayer<B, C>, ConfigError> {
+        let start = self.clock.now();
+        let mut stats = Vec::new();
+        let mut limits = Vec::with_capacity(self.limits.len());
+        for limit in self.limits {
+            let rules = limit.rules().rules();
+            for rule in rules {
+                if stats.iter().any(|s: &PolicyStats| s.name() == rule.name()) {
+                    return Err(ConfigError::DuplicatePolicy {
+                        name: rule.name().to_string(),
+                    });
+                }
+            }
+            let shadow: Vec<bool> = limit
+                .shadow_flags()
+                .iter()
+                .map(|&s| s || self.shadow)
+                .collect();
+            let fields = RateLimitFields::new(limit.rules())?;
+            let first_stat = stats.len();
+            for (rule, &shadow) in rules.iter().zip(&shadow) {
+                stats.push(PolicyStats::new(
+                    rule.name(),
+                    shadow,
+                    self.stats_span,
+                    self.stats_buckets,
+                    start,
+                )?);
+            }
+            let part = |want: bool| -> Result<Option<Part<B::Store>>, ConfigError> {
+                let picked: Vec<usize> = (0..rules.len()).filter(|&i| shadow[i] == want).collect();
+                if picked.is_empty() {
+                    return Ok(None);
+                }
+                let set = slidewin::limit::RuleSet::new(picked.iter().map(|&i| rules[i].clone()))?;
+                Ok(Some(Part {
+                    store: self.backend.store(set)?,
+                    rules: picked.into_boxed_slice(),
+                }))
+            };
+            let enforced = part(false)?;
+            let shadowed = part(true)?;
+            limits.push(Armed {
+                enforced,
+                shadowed,
+                fields,
+                first_stat,
+                limit,
+            });
+        }
+        Ok(RateLimitLayer {
+            shared: Arc::new(Shared {
+                backend: self.backend,
+                clock: self.clock,
+                limits: limits.into_boxed_slice(),
+                stats: stats.into_boxed_slice(),
+                missing_key: self.missing_key,
+                legacy: self.legacy,
+                degraded: self.degraded,
+                on_refusal: self.on_refusal,
+            }),
+        })
+    }
+}
+
+struct Shared<B: Backend, C> {
+    backend: B,
+    clock: C,
+    limits: Box<[Armed<B::Store>]>,
+    stats: Box<[PolicyStats]>,
+    missing_key: MissingKey,
+    legacy: bool,
+    degraded: bool,
+    on_refusal: Arc<RefusalFn>,
+}
+
+/// A limit with its stores.
+struct Armed<S> {
+    limit: Limit,
+    /// The policies that deny, in one store, checked first.
+    enforced: Option<Part<S>>,
+    /// The shadow policies, in a store of their own, checked when the enforced ones admit, so
+    /// that their denials never hold back the others' counts.
+    shadowed: Option<Part<S>>,
+    fields: RateLimitFields,
+    /// Where the limit's policies' statistics begin in the layer's.
+    first_stat: usize,
+}
+
+/// Some of a limit's policies, in a store.
+struct Part<S> {
+    store: S,
+    /// Which of the limit's rules, by index.
+    rules: Box<[usize]>,
+}
+
+/// What the checks of a request came to.
+struct Outcome {
+    /// Each decision made, with its rule's index in the limit, in the order of the parts.
+    decisions: Vec<(usize, Decision)>,
+    /// Whether the request goes through.
+    admitted: bool,
+    refusal: Option<Refused>,
+    without_store: Option<String>,
+}
+
+enum Refused {
+    Quota,
+    CostTooHigh { cost: u64, max: u64 },
+    KeysFull { cap: usize },
+    Unavailable(String),
+}
+
+impl<B: Backend, C: Clock> Shared<B, C> {
+    /// Checks `key` under the limit's enforced policies, then (when they admit) its shadow
+    /// ones.
+    async fn decide(&self, armed: &Armed<B::Store>, key: &str, now: Moment, cost: u64) -> Outcome {
+        let mut out = Outcome {
+            decisions: Vec::new(),
+            admitted: true,
+            refusal: None,
+            without_store: None,
+        };
+        if let Some(part) = &armed.enforced {
+            match self.backend.check(&part.store, key, now, cost).await {
+                Ok(checked) => {
+                    let (decisions, without) = checked.into_parts();
+                    out.admitted = decisions.allowed();
+                    if !out.admitted {
+                        out.refusal = Some(match &without {
+                            Some(why) => Refused::Unavailable(why.clone()),
+                            None => Refused::Quota,
+                        });
+                    }
+                    out.without_store = without;
+                    push(&mut out.decisions, &part.rules, &decisions);
+                }
+                Err(err) => {
+                    out.admitted = false;
+                    out.refusal = Some(match err {
+                        BackendError::CostTooHigh { cost, max } => {
+                            Refused::CostTooHigh { cost, max }
+                        }
+                        BackendError::KeysFull { cap } => Refused::KeysFull { cap },
+                        BackendError::Unavailable { detail } => Refused::Unavailable(detail),
+                    });
+                }
+            }
+        }
+        if out.admitted
+            && let Some(part) = &armed.shadowed
+        {
+            match self.backend.check(&part.store, key, now, cost).await {
+                Ok(checked) => {
+                    let (decisions, without) = checked.into_parts();
+                    out.without_store = out.without_store.or(without);
+                    push(&mut out.decisions, &part.rules, &decisions);
+                }
+                // A shadow policy that could never admit the cost, or has no room for the key,
+                // would have refused: counted as such. One whose store is down decides nothing.
+                Err(BackendError::CostTooHigh { .. } | BackendError::KeysFull { .. }) => {
+                    for &i in &part.rules {
+                        self.stats[armed.first_stat + i].record(now, MetricEvent::Block);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        out
+    }
+}
+
+fn push(into: &mut Vec<(usize, Decision)>, rules: &[usize], decisions: &Decisions) {
+    into.extend(rules.iter().copied().zip(decisions.iter().copied()));
+}
+
+impl<B: Backend, C> fmt::Debug for Shared<B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+/// The service [`RateLimitLayer`] wraps around yours.
+pub struct RateLimit<S, B: Backend, C = MonotonicClock> {
+    inner: S,
+    shared: Arc<Shared<B, C>>,
+}
+
+impl<S: Clone, B: Backend, C> Clone for RateLimit<S, B, C> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, B: Backend, C> fmt::Debug for RateLimit<S, B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of a [`RateLimit`] service's response.
+pub type ResponseFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+impl<S, B, C, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, B, C>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Backend,
+    C: Clock + Send + Sync + 'static,
+    ReqBody: Send + 'static,
+    ResBody: From<String> + Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<Response<ResBody>, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The clone is not ready; the service that was polled ready serves this request.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { serve(&shared, inner, request).await })
+    }
+}
+
+async fn serve<S, B, C, ReqBody, ResBody>(
+    shared: &Shared<B, C>,
+    mut inner: S,
+    request: Request<ReqBody>,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    B: Backend,
+    C: Clock,
+    ResBody: From<String>,
+{
+    let (parts, body) = request.into_parts();
+    let Some(armed) = shared.limits.iter().find(|a| a.limit.selects(&parts)) else {
+        return inner.call(Request::from_parts(parts, body)).await;
+    };
+    let Some(key) = armed.limit.key_of(&parts) else {
+        return match shared.missing_key {
+            MissingKey::Pass => inner.call(Request::from_parts(parts, body)).await,
+            MissingKey::Deny => Ok(convert((shared.on_refusal)(&Refusal::MissingKey))),
+        };
+    };
+    let cost = armed.limit.cost_of(&parts);
+    let now = shared.clock.now();
+    let outcome = shared.decide(armed, &key, now, cost).await;
+    let stats =
+        &shared.stats[armed.first_stat..armed.first_stat + armed.limit.rules().rules().len()];
+
+    // The binding decision among those made, and its policy.
+    let binding = Decisions::new(outcome.decisions.iter().map(|&(_, d)| d).collect())
+        .map(|all| outcome.decisions[all.binding()]);
+
+    let mut response = if outcome.admitted {
+        for (i, stat) in stats.iter().enumerate() {
+            stat.record(now, MetricEvent::Pass);
+            let denied = outcome
+                .decisions
+                .iter()
+                .any(|&(r, d)| r == i && !d.allowed());
+            if denied {
+                stat.record(now, MetricEvent::Block); // a shadow policy's would-be denial
+            }
+        }
+        let response = inner.call(Request::from_parts(parts, body)).await?;
+        let done = shared.clock.now();
+        let event = if response.status().is_server_error() {
+            MetricEvent::Exception
+        } else {
+            MetricEvent::Success
+        };
+        let latency = done.saturating_duration_since(now);
+        for stat in stats {
+            stat.record_response(done, event, latency);
+        }
+        response
+    } else {
+        let names = armed.limit.rules().rules();
+        let refused = outcome.refusal.as_ref().unwrap_or(&Refused::Quota);
+        let mut violated: Vec<&str> = Vec::new();
+        for (i, stat) in stats.iter().enumerate() {
+            let by_it = match refused {
+                Refused::Quota => outcome
+                    .decisions
+                    .iter()
+                    .any(|&(r, d)| r == i && !d.allowed()),
+                Refused::CostTooHigh { cost, .. } => {
+                    !stat.is_shadow() && names[i].max_cost() < *cost
+                }
+                Refused::KeysFull { .. } | Refused::Unavailable(_) => !stat.is_shadow(),
+            };
+            if by_it {
+                stat.record(now, MetricEvent::Block);
+                violated.push(names[i].name());
+            }
+        }
+        let refusal = match refused {
+            Refused::Quota => Refusal::QuotaExceeded {
+                policies: violated,
+                retry_after: binding.and_then(|(_, d)| d.retry_after()),
+            },
+            Refused::CostTooHigh { cost, max } => Refusal::CostTooHigh {
+                policies: violated,
+                cost: *cost,
+                max: *max,
+            },
+            Refused::KeysFull { cap } => Refusal::KeysFull { cap: *cap },
+            Refused::Unavailable(detail) => Refusal::Unavailable {
+                detail,
+                retry_after: binding.and_then(|(_, d)| d.retry_after()),
+            },
+        };
+        convert((shared.on_refusal)(&refusal))
+    };
+
+    let headers = response.headers_mut();
+    if let Some((rule, decision)) = binding {
+        headers.insert(
+            crate::fields::RATELIMIT_POLICY,
+            armed.fields.policy().clone(),
+        );
+        headers.insert(
+            crate::fields::RATELIMIT,
+            armed.fields.field(rule, &decision),
+        );
+        if shared.legacy {
+            RateLimitFields::insert_legacy_one(&decision, headers);
+        }
+        match retry_after(&decision).filter(|_| !outcome.admitted) {
+            Some(wait) => headers.insert(RETRY_AFTER, wait),
+            None => headers.remove(RETRY_AFTER),
+        };
+    }
+    if shared.degraded && outcome.without_store.is_some() {
+        let way = if outcome.admitted { "open" } else { "closed" };
+        headers.insert(SLIDEWIN_DEGRADED, HeaderValue::from_static(way));
+    }
+    Ok(response)
+}
+
+fn convert<T: From<String>>(response: Response<String>) -> Response<T> {
+    response.map(T::from)
+}
