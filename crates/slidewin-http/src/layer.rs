@@ -680,11 +680,11 @@ where
     };
 
     let headers = response.headers_mut();
+    headers.insert(
+        crate::fields::RATELIMIT_POLICY,
+        armed.fields.policy().clone(),
+    );
     if let Some((rule, decision)) = binding {
-        headers.insert(
-            crate::fields::RATELIMIT_POLICY,
-            armed.fields.policy().clone(),
-        );
         headers.insert(
             crate::fields::RATELIMIT,
             armed.fields.field(rule, &decision),

@@ -25,7 +25,7 @@ use crate::error::ConfigError;
 /// ```
 /// use axum::{Router, body::Body, routing::get};
 /// use http::Request;
-/// use slidewin::Moment;
+/// use slidewin::{Clock, Moment};
 /// use slidewin::limit::{Kind, Rule, RuleSet};
 /// use slidewin::time::ManualClock;
 /// use slidewin_http::{Key, Limit, Memory, RateLimitLayer};
