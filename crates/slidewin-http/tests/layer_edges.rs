@@ -126,7 +126,7 @@ async fn a_new_key_at_the_cap_gets_503_and_no_limited_key_is_evicted() {
     );
 }
 
-/// tower_governor's "smart" extractor takes the left-most `X-Forwarded-For` address, which
+/// `tower_governor`'s "smart" extractor takes the left-most `X-Forwarded-For` address, which
 /// the client writes: behind trusted proxies, the key is the right-most untrusted one, so a
 /// client that writes a fresh address each time gets no fresh quota.
 #[tokio::test]
