@@ -628,6 +628,8 @@ where
                 stat.record(now, MetricEvent::Block); // a shadow policy's would-be denial
             }
         }
+        // The wrapped service's own time: from here, not from the check (a Redis round trip).
+        let start = shared.clock.now();
         let response = inner.call(Request::from_parts(parts, body)).await?;
         let done = shared.clock.now();
         let event = if response.status().is_server_error() {
@@ -635,7 +637,7 @@ where
         } else {
             MetricEvent::Success
         };
-        let latency = done.saturating_duration_since(now);
+        let latency = done.saturating_duration_since(start);
         for stat in stats {
             stat.record_response(done, event, latency);
         }
