@@ -18,8 +18,8 @@ pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// The legacy `X-RateLimit-Remaining`.
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
-/// The legacy `X-RateLimit-Reset`: seconds until the window resets (as GitHub's and
-/// `tower_governor`'s clients read a delay; not a Unix time).
+/// The legacy `X-RateLimit-Reset`: seconds until the window resets, a delay as
+/// `tower_governor` and the IETF draft's `t` send it (GitHub's API sends a Unix time instead).
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The header fields of the IETF draft "`RateLimit` header fields for HTTP"

@@ -58,9 +58,14 @@ pub enum MissingKey {
 ///   request is counted against none.
 /// - **Backends** ([`Backend`]): [`Memory`](crate::Memory), or Redis with the `redis`
 ///   feature, through one trait.
-/// - **Fields** on every response of a limited request, allowed or not:
-///   `RateLimit-Policy`, `RateLimit` (the policy closest to its limit) and, on a `429`,
+/// - **Fields**: `RateLimit-Policy` on every response of a limited request, allowed or not;
+///   `RateLimit` (the binding policy: the one that denied, or the one closest to its limit,
+///   shadow policies included) on every response a policy decided; on a refusal,
 ///   `Retry-After` in whole seconds rounded up; optionally the legacy `X-RateLimit-*`.
+///   Refusals no policy decided (a cost no policy could ever admit, the key cap, a missing
+///   key, the store down without a failure policy) carry `RateLimit-Policy` alone.
+/// - **Policy names** are unique in a layer: they name the policies in the fields, the
+///   statistics and, on Redis, the keys.
 /// - **Refusals** are `application/problem+json` (RFC 9457): a `429` of the draft's
 ///   `quota-exceeded` type naming the violated policies; see [`Refusal`] for the others. A
 ///   handler can replace the body ([`on_refusal`](RateLimitLayerBuilder::on_refusal)).
@@ -179,6 +184,24 @@ impl<B: Backend, C> RateLimitLayer<B, C> {
     pub fn backend(&self) -> &B {
         &self.shared.backend
     }
+
+    /// The clock the layer reads, to read the statistics at its time.
+    ///
+    /// ```
+    /// use slidewin::Clock;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Limit, Memory, RateLimitLayer};
+    ///
+    /// let rules = RuleSet::from(Rule::new("api", Kind::Gcra, "10/s".parse()?)?);
+    /// let layer = RateLimitLayer::builder(Memory::new()).limit(Limit::new(rules)).build()?;
+    /// let now = layer.clock().now();
+    /// assert_eq!(layer.stats()[0].passed(now), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn clock(&self) -> &C {
+        &self.shared.clock
+    }
 }
 
 impl<S, B: Backend, C> Layer<S> for RateLimitLayer<B, C> {
@@ -270,7 +293,8 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
         self
     }
 
-    /// What a selected request without a key gets ([`MissingKey::Deny`] by default).
+    /// What a selected request without a key gets ([`MissingKey::Deny`] by default), unless
+    /// its limit says otherwise ([`Limit::missing_key`]).
     #[must_use]
     pub fn missing_key(mut self, missing_key: MissingKey) -> Self {
         self.missing_key = missing_key;
@@ -602,9 +626,27 @@ where
         return inner.call(Request::from_parts(parts, body)).await;
     };
     let Some(key) = armed.limit.key_of(&parts) else {
-        return match shared.missing_key {
+        return match armed
+            .limit
+            .missing_key_choice()
+            .unwrap_or(shared.missing_key)
+        {
             MissingKey::Pass => inner.call(Request::from_parts(parts, body)).await,
-            MissingKey::Deny => Ok(convert((shared.on_refusal)(&Refusal::MissingKey))),
+            MissingKey::Deny => {
+                let policies = armed
+                    .limit
+                    .rules()
+                    .rules()
+                    .iter()
+                    .map(|r| r.name())
+                    .collect();
+                let mut response = convert((shared.on_refusal)(&Refusal::MissingKey { policies }));
+                response.headers_mut().insert(
+                    crate::fields::RATELIMIT_POLICY,
+                    armed.fields.policy().clone(),
+                );
+                Ok(response)
+            }
         };
     };
     let cost = armed.limit.cost_of(&parts);

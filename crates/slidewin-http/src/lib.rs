@@ -60,3 +60,8 @@ pub use layer::{
 pub use limit::{Key, Limit};
 pub use refusal::{QUOTA_EXCEEDED, Refusal, TEMPORARY_REDUCED_CAPACITY, problem};
 pub use stats::PolicyStats;
+
+// The README's examples are compiled as tests too.
+#[doc = include_str!("../README.md")]
+#[cfg(all(doctest, feature = "axum", feature = "redis"))]
+pub struct ReadmeDoctests;

@@ -232,7 +232,9 @@ enum Cost {
 /// .key(Key::header("x-api-key".parse()?))
 /// .cost_fn(|parts| {
 ///     let bytes = parts.headers.get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
-///     bytes.unwrap_or(0u64).div_ceil(1024)
+///     // At least 1 KiB: a chunked upload, with no length, must not go uncounted (a cost of
+///     // 0 checks without consuming).
+///     bytes.unwrap_or(0u64).div_ceil(1024).max(1)
 /// });
 /// assert_eq!(uploads.rules().rules()[0].name(), "upload-kib");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -245,6 +247,8 @@ pub struct Limit {
     cost: Cost,
     /// The policies, by index, that only count.
     shadow: Vec<bool>,
+    /// What a request without a key gets here, if not the layer's choice.
+    missing_key: Option<crate::MissingKey>,
 }
 
 impl Limit {
@@ -259,6 +263,7 @@ impl Limit {
             key: Key::peer_ip(),
             cost: Cost::Units(1),
             shadow,
+            missing_key: None,
         }
     }
 
@@ -309,6 +314,26 @@ impl Limit {
     #[must_use]
     pub fn key(mut self, key: Key) -> Limit {
         self.key = key;
+        self
+    }
+
+    /// What a request this limit selects gets when its key cannot be found, instead of the
+    /// layer's choice ([`missing_key`](crate::RateLimitLayerBuilder::missing_key)): for a
+    /// limit keyed by an optional header, say, that lets requests without it through.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Key, Limit, MissingKey};
+    ///
+    /// let rules = RuleSet::from(Rule::new("per-key", Kind::Gcra, "10/s".parse()?)?);
+    /// let limit = Limit::new(rules)
+    ///     .key(Key::header("x-api-key".parse()?))
+    ///     .missing_key(MissingKey::Pass);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn missing_key(mut self, missing_key: crate::MissingKey) -> Limit {
+        self.missing_key = Some(missing_key);
         self
     }
 
@@ -387,6 +412,10 @@ impl Limit {
             Cost::Units(units) => *units,
             Cost::Fn(f) => f(parts),
         }
+    }
+
+    pub(crate) fn missing_key_choice(&self) -> Option<crate::MissingKey> {
+        self.missing_key
     }
 
     pub(crate) fn shadow_flags(&self) -> &[bool] {

@@ -52,8 +52,12 @@ pub enum Refusal<'a> {
         cap: usize,
     },
     /// A limit selected the request but its key could not be found (`500`; see
-    /// [`MissingKey`](crate::MissingKey)).
-    MissingKey,
+    /// [`MissingKey`](crate::MissingKey)): a header the client did not send, or a server set
+    /// up without the peer's address. A handler may answer the former with a `401`.
+    MissingKey {
+        /// The policies of the limit whose key is missing.
+        policies: Vec<&'a str>,
+    },
     /// The store could not decide (`503`): it is down and there is no failure policy, or the
     /// failure policy is closed.
     Unavailable {
@@ -76,7 +80,7 @@ impl Refusal<'_> {
             Refusal::KeysFull { .. } | Refusal::Unavailable { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            Refusal::MissingKey => StatusCode::INTERNAL_SERVER_ERROR,
+            Refusal::MissingKey { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }
@@ -103,7 +107,10 @@ impl fmt::Display for Refusal<'_> {
                 f,
                 "the limiter tracks its cap of {cap} clients, none idle; new clients must wait"
             ),
-            Refusal::MissingKey => f.write_str("the request's rate limit key could not be found"),
+            Refusal::MissingKey { policies } => {
+                write!(f, "the request has no key for the polic")?;
+                list(f, policies)
+            }
             Refusal::Unavailable { .. } => f.write_str("the rate limiter's store is unavailable"),
         }
     }
@@ -153,7 +160,7 @@ pub fn problem(refusal: &Refusal<'_>) -> Response<String> {
     let type_ = match refusal {
         Refusal::QuotaExceeded { .. } | Refusal::CostTooHigh { .. } => QUOTA_EXCEEDED,
         Refusal::KeysFull { .. } => TEMPORARY_REDUCED_CAPACITY,
-        Refusal::MissingKey | Refusal::Unavailable { .. } => "about:blank",
+        Refusal::MissingKey { .. } | Refusal::Unavailable { .. } => "about:blank",
     };
     body.insert("type".into(), json!(type_));
     let title = match refusal {

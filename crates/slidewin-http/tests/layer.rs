@@ -399,11 +399,16 @@ on_both_backends! {
         let response = call(&deny, get_from("/", CLIENT)).await;
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(header(&response, "ratelimit"), None);
-        assert_eq!(json(response).await["status"], 500);
+        let body = json(response).await;
+        assert_eq!(body["status"], 500);
+        assert_eq!(body["detail"], "the request has no key for the policy `api`");
         let pass = app(h.builder().limit(limit()).missing_key(MissingKey::Pass).build().unwrap());
         for _ in 0..3 {
             assert_eq!(status(&pass, "/").await, StatusCode::OK);
         }
+        // A limit may choose for itself: the layer denies, this one lets keyless requests by.
+        let optional = app(h.builder().limit(limit().missing_key(MissingKey::Pass)).build().unwrap());
+        assert_eq!(status(&optional, "/").await, StatusCode::OK);
         // No peer address recorded at all: peer IP keys are missing too.
         let by_ip = app(h.builder().limit(Limit::new(rules([rule("ip", Kind::Gcra, "1/minute")]))).build().unwrap());
         let bare = Request::get("/").body(Body::empty()).unwrap();
