@@ -474,8 +474,10 @@ struct Part<S> {
 
 /// What the checks of a request came to.
 struct Outcome {
-    /// Each decision made, with its rule's index in the limit, in the order of the parts.
-    decisions: Vec<(usize, Decision)>,
+    /// The enforced policies' decisions, in the order of their part's rules.
+    enforced: Option<Decisions>,
+    /// The shadow policies', when they were checked.
+    shadowed: Option<Decisions>,
     /// Whether the request goes through.
     admitted: bool,
     refusal: Option<Refused>,
@@ -489,12 +491,54 @@ enum Refused {
     Unavailable(String),
 }
 
+impl Outcome {
+    /// Each decision made, with its rule's index in the limit.
+    fn each<'a, S>(&'a self, armed: &'a Armed<S>) -> impl Iterator<Item = (usize, Decision)> + 'a {
+        let part = |part: &'a Option<Part<S>>, decisions: &'a Option<Decisions>| {
+            part.iter().zip(decisions).flat_map(|(part, decisions)| {
+                part.rules.iter().copied().zip(decisions.iter().copied())
+            })
+        };
+        part(&armed.enforced, &self.enforced).chain(part(&armed.shadowed, &self.shadowed))
+    }
+
+    /// Whether the policy at `rule` denied (or would have).
+    fn denied_by<S>(&self, armed: &Armed<S>, rule: usize) -> bool {
+        self.each(armed).any(|(r, d)| r == rule && !d.allowed())
+    }
+
+    /// The binding decision among those made, with its rule's index in the limit: the denial
+    /// with the longest wait, else the admission closest to its limit (as [`Decisions`]).
+    fn binding<S>(&self, armed: &Armed<S>) -> Option<(usize, Decision)> {
+        let of = |part: &Option<Part<S>>, decisions: &Option<Decisions>| {
+            let (part, decisions) = (part.as_ref()?, decisions.as_ref()?);
+            Some((part.rules[decisions.binding()], decisions.decision()))
+        };
+        match (
+            of(&armed.enforced, &self.enforced),
+            of(&armed.shadowed, &self.shadowed),
+        ) {
+            (Some(enforced), Some(shadowed)) => {
+                // Only a limit with both kinds of policy pays for this allocation.
+                let both = Decisions::new(vec![enforced.1, shadowed.1])?;
+                Some(if both.binding() == 0 {
+                    enforced
+                } else {
+                    shadowed
+                })
+            }
+            (one, other) => one.or(other),
+        }
+    }
+}
+
 impl<B: Backend, C: Clock> Shared<B, C> {
     /// Checks `key` under the limit's enforced policies, then (when they admit) its shadow
     /// ones.
     async fn decide(&self, armed: &Armed<B::Store>, key: &str, now: Moment, cost: u64) -> Outcome {
         let mut out = Outcome {
-            decisions: Vec::new(),
+            enforced: None,
+            shadowed: None,
             admitted: true,
             refusal: None,
             without_store: None,
@@ -511,7 +555,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                         });
                     }
                     out.without_store = without;
-                    push(&mut out.decisions, &part.rules, &decisions);
+                    out.enforced = Some(decisions);
                 }
                 Err(err) => {
                     out.admitted = false;
@@ -532,7 +576,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                 Ok(checked) => {
                     let (decisions, without) = checked.into_parts();
                     out.without_store = out.without_store.or(without);
-                    push(&mut out.decisions, &part.rules, &decisions);
+                    out.shadowed = Some(decisions);
                 }
                 // A shadow policy that could never admit the cost, or has no room for the key,
                 // would have refused: counted as such. One whose store is down decides nothing.
@@ -546,10 +590,6 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         }
         out
     }
-}
-
-fn push(into: &mut Vec<(usize, Decision)>, rules: &[usize], decisions: &Decisions) {
-    into.extend(rules.iter().copied().zip(decisions.iter().copied()));
 }
 
 impl<B: Backend, C> fmt::Debug for Shared<B, C> {
@@ -651,22 +691,16 @@ where
     };
     let cost = armed.limit.cost_of(&parts);
     let now = shared.clock.now();
-    let outcome = shared.decide(armed, &key, now, cost).await;
+    let outcome = shared.decide(armed, key.as_str(), now, cost).await;
     let stats =
         &shared.stats[armed.first_stat..armed.first_stat + armed.limit.rules().rules().len()];
 
-    // The binding decision among those made, and its policy.
-    let binding = Decisions::new(outcome.decisions.iter().map(|&(_, d)| d).collect())
-        .map(|all| outcome.decisions[all.binding()]);
+    let binding = outcome.binding(armed);
 
     let mut response = if outcome.admitted {
         for (i, stat) in stats.iter().enumerate() {
             stat.record(now, MetricEvent::Pass);
-            let denied = outcome
-                .decisions
-                .iter()
-                .any(|&(r, d)| r == i && !d.allowed());
-            if denied {
+            if outcome.denied_by(armed, i) {
                 stat.record(now, MetricEvent::Block); // a shadow policy's would-be denial
             }
         }
@@ -690,10 +724,7 @@ where
         let mut violated: Vec<&str> = Vec::new();
         for (i, stat) in stats.iter().enumerate() {
             let by_it = match refused {
-                Refused::Quota => outcome
-                    .decisions
-                    .iter()
-                    .any(|&(r, d)| r == i && !d.allowed()),
+                Refused::Quota => outcome.denied_by(armed, i),
                 Refused::CostTooHigh { cost, .. } => {
                     !stat.is_shadow() && names[i].max_cost() < *cost
                 }

@@ -2,7 +2,7 @@
 //! each request costs.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use http::request::Parts;
@@ -120,18 +120,54 @@ impl Key {
     /// The key of a request, or `None` when it has none.
     #[must_use]
     pub fn extract(&self, parts: &Parts) -> Option<String> {
+        self.text(parts).map(|key| key.as_str().to_string())
+    }
+
+    /// The key of a request, without allocating for an address or a header's value.
+    pub(crate) fn text<'p>(&self, parts: &'p Parts) -> Option<KeyText<'p>> {
         match &self.0 {
-            KeyKind::Global => Some(String::new()),
-            KeyKind::PeerIp => peer(parts).map(|peer| peer.ip().to_string()),
+            KeyKind::Global => Some(KeyText::Borrowed("")),
+            KeyKind::PeerIp => peer(parts).map(|peer| KeyText::ip(peer.ip())),
             KeyKind::ClientIp(proxies) => {
-                peer(parts).map(|peer| proxies.client_ip(peer, &parts.headers).to_string())
+                peer(parts).map(|peer| KeyText::ip(proxies.client_ip(peer, &parts.headers)))
             }
             KeyKind::Header(name) => parts
                 .headers
                 .get(name)
                 .and_then(|value| value.to_str().ok())
-                .map(str::to_string),
-            KeyKind::Fn(f) => f(parts),
+                .map(KeyText::Borrowed),
+            KeyKind::Fn(f) => f(parts).map(KeyText::Owned),
+        }
+    }
+}
+
+/// A request's key: borrowed from the request, an address written on the stack, or a
+/// closure's `String`.
+pub(crate) enum KeyText<'p> {
+    Borrowed(&'p str),
+    /// An address's text (at most 45 bytes, for an IPv6 address with an IPv4 tail).
+    Ip([u8; 48], u8),
+    Owned(String),
+}
+
+impl KeyText<'_> {
+    fn ip(address: IpAddr) -> KeyText<'static> {
+        use std::io::Write;
+        let mut buffer = [0u8; 48];
+        let mut rest = &mut buffer[..];
+        // An address's text always fits; were it not to, the key would be cut, never a panic.
+        let _ = write!(rest, "{address}");
+        let written = 48 - rest.len();
+        KeyText::Ip(buffer, u8::try_from(written).unwrap_or(48))
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            KeyText::Borrowed(text) => text,
+            KeyText::Ip(buffer, len) => {
+                std::str::from_utf8(&buffer[..usize::from(*len)]).unwrap_or_default()
+            }
+            KeyText::Owned(text) => text,
         }
     }
 }
@@ -402,8 +438,8 @@ impl Limit {
     }
 
     /// The request's key, by the limit's [`Key`].
-    pub(crate) fn key_of(&self, parts: &Parts) -> Option<String> {
-        self.key.extract(parts)
+    pub(crate) fn key_of<'p>(&self, parts: &'p Parts) -> Option<KeyText<'p>> {
+        self.key.text(parts)
     }
 
     /// The request's cost.

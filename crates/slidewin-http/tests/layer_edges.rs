@@ -305,11 +305,13 @@ proptest! {
 
     /// Through the layer, each request gets what the limiter it wraps answers, directly: the
     /// same admissions, the same `RateLimit` field and `Retry-After`, for random rule sets,
-    /// keys, costs and times (going back too).
+    /// keys, costs and times. (Time only moves forward here: when it goes back, a key's
+    /// answer depends on whether an idle sweep, which follows the map's random hash seed, has
+    /// dropped it; the shared bodies test the clock going back.)
     #[test]
     fn the_layer_answers_as_the_limiter_does(
         kinds in prop::collection::vec((0..4usize, 1..6u64, 1..4u64), 1..3),
-        steps in prop::collection::vec((0..3usize, 0..4u64, -500..1500i64), 1..40),
+        steps in prop::collection::vec((0..3usize, 0..4u64, 0..1500u64), 1..40),
     ) {
         let kinds_of = [Kind::SlidingLog, Kind::SlidingCounter, Kind::FixedWindow, Kind::Gcra];
         let set = RuleSet::new(kinds.iter().enumerate().map(|(i, &(kind, limit, secs))| {
@@ -328,13 +330,7 @@ proptest! {
         let fields = RateLimitFields::new(&set).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         for (key, cost, ms) in steps {
-            let now = clock.now();
-            let now = if ms < 0 {
-                now.checked_sub(Duration::from_millis(ms.unsigned_abs())).unwrap()
-            } else {
-                now.checked_add(Duration::from_millis(ms.unsigned_abs())).unwrap()
-            };
-            clock.set(now);
+            let now = clock.advance(Duration::from_millis(ms));
             let key = format!("k{key}");
             let expected = reference.check(key.as_str(), now, cost);
             let request = Request::get("/")
