@@ -3,9 +3,10 @@
 use std::fmt;
 use std::future::{Future, ready};
 
-use slidewin::Keyed;
-use slidewin::Moment;
-use slidewin::limit::{Decisions, LimitError, RuleSet};
+use slidewin::limit::{
+    Decisions, FixedWindow, Gcra, Kind, LimitError, RuleSet, SlidingCounter, SlidingLog,
+};
+use slidewin::{Decision, Keyed, Moment};
 
 use crate::error::ConfigError;
 
@@ -25,8 +26,8 @@ use crate::error::ConfigError;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let memory = Memory::new();
 /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "1/s".parse()?)?))?;
-/// assert!(memory.check(&store, "ann", Moment::ZERO, 1).await?.decisions().allowed());
-/// assert!(!memory.check(&store, "ann", Moment::ZERO, 1).await?.decisions().allowed());
+/// assert!(memory.check(&store, "ann", Moment::ZERO, 1).await?.allowed());
+/// assert!(!memory.check(&store, "ann", Moment::ZERO, 1).await?.allowed());
 /// # Ok(()) }
 /// ```
 pub trait Backend: Send + Sync + 'static {
@@ -49,31 +50,87 @@ pub trait Backend: Send + Sync + 'static {
         now: Moment,
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
+
+    /// [`check`](Backend::check), answered at once by a backend that never waits (memory):
+    /// the layer then needs no boxed future for the request. `None`, the default, means the
+    /// backend did nothing and must be asked with `check`. A backend answers at once always or
+    /// never.
+    fn check_at_once(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        now: Moment,
+        cost: u64,
+    ) -> Option<Result<Checked, BackendError>> {
+        let _ = (store, key, now, cost);
+        None
+    }
 }
 
 /// A backend's answer: each rule's decision, and whether it was made without the store.
 ///
 /// ```
+/// use std::time::Duration;
 /// use slidewin::Decision;
 /// use slidewin::limit::Decisions;
 /// use slidewin_http::Checked;
 ///
-/// let each = Decisions::new(vec![Decision::allow(10, 9, std::time::Duration::ZERO)]).unwrap();
+/// let each = Decisions::new(vec![Decision::allow(10, 9, Duration::ZERO)]).unwrap();
 /// let checked = Checked::new(each);
-/// assert!(checked.decisions().allowed() && checked.without_store().is_none());
+/// assert!(checked.allowed() && checked.without_store().is_none());
+/// assert_eq!(checked, Checked::one(Decision::allow(10, 9, Duration::ZERO)));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checked {
-    decisions: Decisions,
+    answer: Answer,
     without_store: Option<String>,
 }
 
+/// One rule's decision needs no allocation; several come as a set's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    One(Decision),
+    Many(Decisions),
+}
+
+impl Answer {
+    pub(crate) fn as_slice(&self) -> &[Decision] {
+        match self {
+            Answer::One(decision) => std::slice::from_ref(decision),
+            Answer::Many(decisions) => decisions.as_slice(),
+        }
+    }
+
+    pub(crate) fn binding(&self) -> usize {
+        match self {
+            Answer::One(_) => 0,
+            Answer::Many(decisions) => decisions.binding(),
+        }
+    }
+
+    pub(crate) fn decision(&self) -> Decision {
+        match self {
+            Answer::One(decision) => *decision,
+            Answer::Many(decisions) => decisions.decision(),
+        }
+    }
+}
+
 impl Checked {
-    /// Decisions made by the store.
+    /// A rule set's decisions, made by the store.
     #[must_use]
     pub fn new(decisions: Decisions) -> Checked {
         Checked {
-            decisions,
+            answer: Answer::Many(decisions),
+            without_store: None,
+        }
+    }
+
+    /// One rule's decision, made by the store.
+    #[must_use]
+    pub fn one(decision: Decision) -> Checked {
+        Checked {
+            answer: Answer::One(decision),
             without_store: None,
         }
     }
@@ -82,15 +139,33 @@ impl Checked {
     #[must_use]
     pub fn by_failure_policy(decisions: Decisions, why: String) -> Checked {
         Checked {
-            decisions,
+            answer: Answer::Many(decisions),
             without_store: Some(why),
         }
     }
 
-    /// Each rule's decision.
+    /// Whether every rule admitted.
     #[must_use]
-    pub fn decisions(&self) -> &Decisions {
-        &self.decisions
+    pub fn allowed(&self) -> bool {
+        self.answer.decision().allowed()
+    }
+
+    /// Each rule's decision, in the order of the store's rules.
+    #[must_use]
+    pub fn decisions(&self) -> &[Decision] {
+        self.answer.as_slice()
+    }
+
+    /// The binding rule's index (see [`Decisions::binding`]).
+    #[must_use]
+    pub fn binding(&self) -> usize {
+        self.answer.binding()
+    }
+
+    /// The binding rule's decision.
+    #[must_use]
+    pub fn decision(&self) -> Decision {
+        self.answer.decision()
     }
 
     /// Why the store could not decide, when a failure policy did.
@@ -99,8 +174,8 @@ impl Checked {
         self.without_store.as_deref()
     }
 
-    pub(crate) fn into_parts(self) -> (Decisions, Option<String>) {
-        (self.decisions, self.without_store)
+    pub(crate) fn into_parts(self) -> (Answer, Option<String>) {
+        (self.answer, self.without_store)
     }
 }
 
@@ -212,27 +287,120 @@ impl Default for Memory {
     }
 }
 
-impl Backend for Memory {
-    type Store = Keyed<String, RuleSet>;
+/// A [`Memory`] backend's counts for one rule set: a [`Keyed`] limiter of the rule's own
+/// algorithm when there is one rule (lock-free for [`Gcra`] and [`FixedWindow`], and no
+/// allocation per check), of the [`RuleSet`] otherwise.
+pub struct MemoryStore(Store);
 
-    fn store(&self, rules: RuleSet) -> Result<Self::Store, ConfigError> {
-        Ok(Keyed::new(rules).with_max_keys(self.max_keys)?)
+enum Store {
+    Gcra(Keyed<String, Gcra>),
+    Log(Keyed<String, SlidingLog>),
+    Counter(Keyed<String, SlidingCounter>),
+    Fixed(Keyed<String, FixedWindow>),
+    Set(Keyed<String, RuleSet>),
+}
+
+impl MemoryStore {
+    /// The keys held now.
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Backend, Memory};
+    ///
+    /// let memory = Memory::new();
+    /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::Gcra, "1/s".parse()?)?))?;
+    /// memory.check_at_once(&store, "ann", Moment::ZERO, 1);
+    /// assert_eq!(store.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Store::Gcra(keyed) => keyed.len(),
+            Store::Log(keyed) => keyed.len(),
+            Store::Counter(keyed) => keyed.len(),
+            Store::Fixed(keyed) => keyed.len(),
+            Store::Set(keyed) => keyed.len(),
+        }
+    }
+
+    /// Whether no key is held.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl Backend for Memory {
+    type Store = MemoryStore;
+
+    fn store(&self, rules: RuleSet) -> Result<MemoryStore, ConfigError> {
+        let cap = self.max_keys;
+        let store = match rules.rules() {
+            [rule] => {
+                let quota = rule.quota();
+                match rule.kind() {
+                    Kind::Gcra => Store::Gcra(Keyed::new(Gcra::new(quota)?).with_max_keys(cap)?),
+                    Kind::SlidingLog => {
+                        Store::Log(Keyed::new(SlidingLog::new(quota)?).with_max_keys(cap)?)
+                    }
+                    Kind::SlidingCounter => {
+                        Store::Counter(Keyed::new(SlidingCounter::new(quota)?).with_max_keys(cap)?)
+                    }
+                    Kind::FixedWindow => {
+                        Store::Fixed(Keyed::new(FixedWindow::new(quota)?).with_max_keys(cap)?)
+                    }
+                }
+            }
+            _ => Store::Set(Keyed::new(rules).with_max_keys(cap)?),
+        };
+        Ok(MemoryStore(store))
     }
 
     fn check<'a>(
         &'a self,
-        store: &'a Self::Store,
+        store: &'a MemoryStore,
         key: &'a str,
         now: Moment,
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a {
-        ready(
-            store
-                .check(key, now, cost)
-                .map(Checked::new)
-                .map_err(BackendError::from),
-        )
+        ready(check_memory(store, key, now, cost))
     }
+
+    fn check_at_once(
+        &self,
+        store: &MemoryStore,
+        key: &str,
+        now: Moment,
+        cost: u64,
+    ) -> Option<Result<Checked, BackendError>> {
+        Some(check_memory(store, key, now, cost))
+    }
+}
+
+fn check_memory(
+    store: &MemoryStore,
+    key: &str,
+    now: Moment,
+    cost: u64,
+) -> Result<Checked, BackendError> {
+    let answer = match &store.0 {
+        Store::Gcra(keyed) => keyed.check(key, now, cost).map(Checked::one),
+        Store::Log(keyed) => keyed.check(key, now, cost).map(Checked::one),
+        Store::Counter(keyed) => keyed.check(key, now, cost).map(Checked::one),
+        Store::Fixed(keyed) => keyed.check(key, now, cost).map(Checked::one),
+        Store::Set(keyed) => keyed.check(key, now, cost).map(Checked::new),
+    };
+    answer.map_err(BackendError::from)
 }
 
 /// Counts on Redis or a Redis Cluster, through a

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
-use sfv::{Integer, KeyRef, ListSerializer, StringRef};
+use sfv::{Integer, KeyRef, ListSerializer};
 use slidewin::Decision;
 use slidewin::limit::{Decisions, RuleSet};
 
@@ -67,8 +67,10 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 #[derive(Clone, Debug)]
 pub struct RateLimitFields {
     policy: HeaderValue,
-    /// Each rule's name, as the policy's identifier.
-    names: Box<[sfv::String]>,
+    /// Each rule's `RateLimit` member up to its first parameter's value, `"name";r=`, rendered
+    /// by sfv once: a request then only appends two Integers, whose serialization is their
+    /// decimal digits (RFC 9651, 4.1.4).
+    members: Box<[Box<[u8]>]>,
 }
 
 impl RateLimitFields {
@@ -100,7 +102,7 @@ impl RateLimitFields {
     pub fn new(rules: &RuleSet) -> Result<RateLimitFields, ConfigError> {
         let mut policy = String::new();
         let mut list = ListSerializer::with_buffer(&mut policy);
-        let mut names = Vec::with_capacity(rules.rules().len());
+        let mut members = Vec::with_capacity(rules.rules().len());
         for rule in rules.rules() {
             let quota = rule.quota();
             let refuse = |what: &'static str, value: u64| ConfigError::NotRepresentable {
@@ -121,12 +123,12 @@ impl RateLimitFields {
             if let Some(Ok(w)) = whole {
                 let _ = item.parameter(key("w"), w);
             }
-            names.push(name);
+            members.push(member(&name));
         }
         let _ = list.finish();
         Ok(RateLimitFields {
             policy: value(policy),
-            names: names.into_boxed_slice(),
+            members: members.into_boxed_slice(),
         })
     }
 
@@ -167,19 +169,17 @@ impl RateLimitFields {
 
     /// `RateLimit`'s value for the rule at `index` and its `decision`.
     pub(crate) fn field(&self, index: usize, decision: &Decision) -> HeaderValue {
-        let mut out = String::new();
-        let mut list = ListSerializer::with_buffer(&mut out);
-        // The names were made field Strings once, with the fields. Decisions of a set other
-        // than these fields' (a caller's mistake) past their last rule get an empty name
-        // rather than a panic.
-        let _ = match self.names.get(index) {
-            Some(name) => list.bare_item(name),
-            None => list.bare_item(StringRef::constant("")),
-        }
-        .parameter(key("r"), number(decision.remaining()))
-        .parameter(key("t"), number(whole_seconds(decision.reset_after())));
-        let _ = list.finish();
-        value(out)
+        // Decisions of a set other than these fields' (a caller's mistake) past their last rule
+        // get an empty name rather than a panic.
+        let member = self.members.get(index).map_or(&br#""";r="#[..], |m| &m[..]);
+        let mut out = Vec::with_capacity(member.len() + 24);
+        out.extend_from_slice(member);
+        let mut digits = itoa::Buffer::new();
+        out.extend_from_slice(digits.format(number(decision.remaining())).as_bytes());
+        out.extend_from_slice(b";t=");
+        let reset = number(whole_seconds(decision.reset_after()));
+        out.extend_from_slice(digits.format(reset).as_bytes());
+        HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 
     /// Inserts `RateLimit-Policy`, `RateLimit` and, on a denial, `Retry-After` into
@@ -272,10 +272,22 @@ fn whole_seconds(duration: Duration) -> u64 {
         .saturating_add(u64::from(duration.subsec_nanos() > 0))
 }
 
-/// A number as a field's Integer. Units left are at most a rule's burst, checked to fit when
-/// the fields were built, and a reset is at most two spans (under 1.2 × 10^12 seconds).
-fn number(n: u64) -> Integer {
-    Integer::try_from(n).unwrap_or(Integer::MAX)
+/// A number a field's Integer holds. Units left are at most a rule's burst, checked to fit
+/// when the fields were built, and a reset is at most two spans (under 1.2 × 10^12 seconds).
+fn number(n: u64) -> u64 {
+    n.min(RateLimitFields::MAX_NUMBER)
+}
+
+/// `"name";r=`: the member sfv renders for `name` with `r=0`, less the `0`.
+fn member(name: &sfv::String) -> Box<[u8]> {
+    let mut text = String::new();
+    let mut list = ListSerializer::with_buffer(&mut text);
+    let _ = list
+        .bare_item(name)
+        .parameter(key("r"), Integer::constant(0));
+    let _ = list.finish();
+    text.pop(); // the `0`
+    text.into_bytes().into_boxed_slice()
 }
 
 fn key(name: &'static str) -> &'static KeyRef {

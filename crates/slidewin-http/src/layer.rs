@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::request::Parts;
 use http::{Request, Response};
 use slidewin::limit::Decisions;
 use slidewin::stats::MetricEvent;
@@ -15,10 +16,10 @@ use slidewin::time::MonotonicClock;
 use slidewin::{Clock, Decision, Moment};
 use tower::{Layer, Service};
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Answer, Backend, BackendError, Checked};
 use crate::error::ConfigError;
 use crate::fields::{RateLimitFields, retry_after};
-use crate::limit::Limit;
+use crate::limit::{KeyText, Limit};
 use crate::refusal::{Refusal, problem};
 use crate::stats::PolicyStats;
 
@@ -475,9 +476,9 @@ struct Part<S> {
 /// What the checks of a request came to.
 struct Outcome {
     /// The enforced policies' decisions, in the order of their part's rules.
-    enforced: Option<Decisions>,
+    enforced: Option<Answer>,
     /// The shadow policies', when they were checked.
-    shadowed: Option<Decisions>,
+    shadowed: Option<Answer>,
     /// Whether the request goes through.
     admitted: bool,
     refusal: Option<Refused>,
@@ -492,11 +493,77 @@ enum Refused {
 }
 
 impl Outcome {
+    fn new() -> Outcome {
+        Outcome {
+            enforced: None,
+            shadowed: None,
+            admitted: true,
+            refusal: None,
+            without_store: None,
+        }
+    }
+
+    /// Records the enforced policies' answer.
+    fn enforced(&mut self, result: Result<Checked, BackendError>) {
+        match result {
+            Ok(checked) => {
+                let (answer, without) = checked.into_parts();
+                self.admitted = answer.decision().allowed();
+                if !self.admitted {
+                    self.refusal = Some(match &without {
+                        Some(why) => Refused::Unavailable(why.clone()),
+                        None => Refused::Quota,
+                    });
+                }
+                self.without_store = without;
+                self.enforced = Some(answer);
+            }
+            Err(err) => {
+                self.admitted = false;
+                self.refusal = Some(match err {
+                    BackendError::CostTooHigh { cost, max } => Refused::CostTooHigh { cost, max },
+                    BackendError::KeysFull { cap } => Refused::KeysFull { cap },
+                    BackendError::Unavailable { detail } => Refused::Unavailable(detail),
+                });
+            }
+        }
+    }
+
+    /// Records the shadow policies' answer. One that could never admit the cost, or has no
+    /// room for the key, would have refused: counted as such. One whose store is down decides
+    /// nothing.
+    fn shadowed<S>(
+        &mut self,
+        armed: &Armed<S>,
+        stats: &[PolicyStats],
+        now: Moment,
+        result: Result<Checked, BackendError>,
+    ) {
+        match result {
+            Ok(checked) => {
+                let (answer, without) = checked.into_parts();
+                self.without_store = self.without_store.take().or(without);
+                self.shadowed = Some(answer);
+            }
+            Err(BackendError::CostTooHigh { .. } | BackendError::KeysFull { .. }) => {
+                if let Some(part) = &armed.shadowed {
+                    for &i in &part.rules {
+                        stats[armed.first_stat + i].record(now, MetricEvent::Block);
+                    }
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Each decision made, with its rule's index in the limit.
     fn each<'a, S>(&'a self, armed: &'a Armed<S>) -> impl Iterator<Item = (usize, Decision)> + 'a {
-        let part = |part: &'a Option<Part<S>>, decisions: &'a Option<Decisions>| {
-            part.iter().zip(decisions).flat_map(|(part, decisions)| {
-                part.rules.iter().copied().zip(decisions.iter().copied())
+        let part = |part: &'a Option<Part<S>>, answer: &'a Option<Answer>| {
+            part.iter().zip(answer).flat_map(|(part, answer)| {
+                part.rules
+                    .iter()
+                    .copied()
+                    .zip(answer.as_slice().iter().copied())
             })
         };
         part(&armed.enforced, &self.enforced).chain(part(&armed.shadowed, &self.shadowed))
@@ -510,9 +577,9 @@ impl Outcome {
     /// The binding decision among those made, with its rule's index in the limit: the denial
     /// with the longest wait, else the admission closest to its limit (as [`Decisions`]).
     fn binding<S>(&self, armed: &Armed<S>) -> Option<(usize, Decision)> {
-        let of = |part: &Option<Part<S>>, decisions: &Option<Decisions>| {
-            let (part, decisions) = (part.as_ref()?, decisions.as_ref()?);
-            Some((part.rules[decisions.binding()], decisions.decision()))
+        let of = |part: &Option<Part<S>>, answer: &Option<Answer>| {
+            let (part, answer) = (part.as_ref()?, answer.as_ref()?);
+            Some((part.rules[answer.binding()], answer.decision()))
         };
         match (
             of(&armed.enforced, &self.enforced),
@@ -532,63 +599,218 @@ impl Outcome {
     }
 }
 
+/// What to do with a request, before any store is asked.
+enum Plan<'p> {
+    /// No limit selects it, or its key is missing and may pass.
+    Pass,
+    /// Its key is missing.
+    Refuse(Response<String>),
+    /// Check `key` under the limit at `limit`.
+    Check {
+        limit: usize,
+        key: KeyText<'p>,
+        cost: u64,
+        now: Moment,
+    },
+}
+
+/// The checks' verdict: a refusal to send, or what to do with the wrapped service's answer.
+enum Verdict {
+    Refused(Response<String>),
+    Admitted(After),
+}
+
+/// What an admitted request's response gets.
+struct After {
+    limit: usize,
+    /// When the wrapped service was called.
+    start: Moment,
+    rate_limit: Option<HeaderValue>,
+    legacy: Option<Decision>,
+    degraded: bool,
+}
+
 impl<B: Backend, C: Clock> Shared<B, C> {
-    /// Checks `key` under the limit's enforced policies, then (when they admit) its shadow
-    /// ones.
-    async fn decide(&self, armed: &Armed<B::Store>, key: &str, now: Moment, cost: u64) -> Outcome {
-        let mut out = Outcome {
-            enforced: None,
-            shadowed: None,
-            admitted: true,
-            refusal: None,
-            without_store: None,
+    fn plan<'p>(&self, parts: &'p Parts) -> Plan<'p> {
+        let Some(limit) = self.limits.iter().position(|a| a.limit.selects(parts)) else {
+            return Plan::Pass;
         };
+        let armed = &self.limits[limit];
+        let Some(key) = armed.limit.key_of(parts) else {
+            return match armed.limit.missing_key_choice().unwrap_or(self.missing_key) {
+                MissingKey::Pass => Plan::Pass,
+                MissingKey::Deny => {
+                    let names = armed.limit.rules().rules();
+                    let policies = names.iter().map(|r| r.name()).collect();
+                    let mut response = (self.on_refusal)(&Refusal::MissingKey { policies });
+                    response.headers_mut().insert(
+                        crate::fields::RATELIMIT_POLICY,
+                        armed.fields.policy().clone(),
+                    );
+                    Plan::Refuse(response)
+                }
+            };
+        };
+        Plan::Check {
+            limit,
+            cost: armed.limit.cost_of(parts),
+            key,
+            now: self.clock.now(),
+        }
+    }
+
+    /// The checks, when the backend answers them at once; `None` when it does not, and
+    /// nothing was checked.
+    fn decide_at_once(
+        &self,
+        armed: &Armed<B::Store>,
+        key: &str,
+        now: Moment,
+        cost: u64,
+    ) -> Option<Outcome> {
+        let mut out = Outcome::new();
+        let mut checked = false;
         if let Some(part) = &armed.enforced {
-            match self.backend.check(&part.store, key, now, cost).await {
-                Ok(checked) => {
-                    let (decisions, without) = checked.into_parts();
-                    out.admitted = decisions.allowed();
-                    if !out.admitted {
-                        out.refusal = Some(match &without {
-                            Some(why) => Refused::Unavailable(why.clone()),
-                            None => Refused::Quota,
-                        });
-                    }
-                    out.without_store = without;
-                    out.enforced = Some(decisions);
-                }
-                Err(err) => {
-                    out.admitted = false;
-                    out.refusal = Some(match err {
-                        BackendError::CostTooHigh { cost, max } => {
-                            Refused::CostTooHigh { cost, max }
-                        }
-                        BackendError::KeysFull { cap } => Refused::KeysFull { cap },
-                        BackendError::Unavailable { detail } => Refused::Unavailable(detail),
-                    });
-                }
-            }
+            out.enforced(self.backend.check_at_once(&part.store, key, now, cost)?);
+            checked = true;
         }
         if out.admitted
             && let Some(part) = &armed.shadowed
         {
-            match self.backend.check(&part.store, key, now, cost).await {
-                Ok(checked) => {
-                    let (decisions, without) = checked.into_parts();
-                    out.without_store = out.without_store.or(without);
-                    out.shadowed = Some(decisions);
-                }
-                // A shadow policy that could never admit the cost, or has no room for the key,
-                // would have refused: counted as such. One whose store is down decides nothing.
-                Err(BackendError::CostTooHigh { .. } | BackendError::KeysFull { .. }) => {
-                    for &i in &part.rules {
-                        self.stats[armed.first_stat + i].record(now, MetricEvent::Block);
-                    }
-                }
-                Err(_) => {}
+            match self.backend.check_at_once(&part.store, key, now, cost) {
+                Some(result) => out.shadowed(armed, &self.stats, now, result),
+                None if !checked => return None,
+                // A backend answers at once always or never; were it not to, the shadow
+                // policies decide nothing rather than have the enforced ones charged twice.
+                None => {}
             }
         }
+        Some(out)
+    }
+
+    /// The checks: the limit's enforced policies, then (when they admit) its shadow ones.
+    async fn decide(&self, armed: &Armed<B::Store>, key: &str, now: Moment, cost: u64) -> Outcome {
+        let mut out = Outcome::new();
+        if let Some(part) = &armed.enforced {
+            out.enforced(self.backend.check(&part.store, key, now, cost).await);
+        }
+        if out.admitted
+            && let Some(part) = &armed.shadowed
+        {
+            let result = self.backend.check(&part.store, key, now, cost).await;
+            out.shadowed(armed, &self.stats, now, result);
+        }
         out
+    }
+
+    /// The statistics of the checks, and the refusal or what the response will get.
+    fn conclude(&self, limit: usize, now: Moment, outcome: &Outcome) -> Verdict {
+        let armed = &self.limits[limit];
+        let names = armed.limit.rules().rules();
+        let stats = &self.stats[armed.first_stat..armed.first_stat + names.len()];
+        let binding = outcome.binding(armed);
+        let degraded = self.degraded && outcome.without_store.is_some();
+        if outcome.admitted {
+            for (i, stat) in stats.iter().enumerate() {
+                stat.record(now, MetricEvent::Pass);
+                if outcome.denied_by(armed, i) {
+                    stat.record(now, MetricEvent::Block); // a shadow policy's would-be denial
+                }
+            }
+            return Verdict::Admitted(After {
+                limit,
+                start: now,
+                rate_limit: binding.map(|(rule, decision)| armed.fields.field(rule, &decision)),
+                legacy: binding
+                    .filter(|_| self.legacy)
+                    .map(|(_, decision)| decision),
+                degraded,
+            });
+        }
+        let refused = outcome.refusal.as_ref().unwrap_or(&Refused::Quota);
+        let mut violated: Vec<&str> = Vec::new();
+        for (i, stat) in stats.iter().enumerate() {
+            let by_it = match refused {
+                Refused::Quota => outcome.denied_by(armed, i),
+                Refused::CostTooHigh { cost, .. } => {
+                    !stat.is_shadow() && names[i].max_cost() < *cost
+                }
+                Refused::KeysFull { .. } | Refused::Unavailable(_) => !stat.is_shadow(),
+            };
+            if by_it {
+                stat.record(now, MetricEvent::Block);
+                violated.push(names[i].name());
+            }
+        }
+        let wait = binding.and_then(|(_, d)| d.retry_after());
+        let refusal = match refused {
+            Refused::Quota => Refusal::QuotaExceeded {
+                policies: violated,
+                retry_after: wait,
+            },
+            Refused::CostTooHigh { cost, max } => Refusal::CostTooHigh {
+                policies: violated,
+                cost: *cost,
+                max: *max,
+            },
+            Refused::KeysFull { cap } => Refusal::KeysFull { cap: *cap },
+            Refused::Unavailable(detail) => Refusal::Unavailable {
+                detail,
+                retry_after: wait,
+            },
+        };
+        let mut response = (self.on_refusal)(&refusal);
+        let headers = response.headers_mut();
+        headers.insert(
+            crate::fields::RATELIMIT_POLICY,
+            armed.fields.policy().clone(),
+        );
+        if let Some((rule, decision)) = binding {
+            headers.insert(
+                crate::fields::RATELIMIT,
+                armed.fields.field(rule, &decision),
+            );
+            if self.legacy {
+                RateLimitFields::insert_legacy_one(&decision, headers);
+            }
+            if let Some(wait) = retry_after(&decision) {
+                headers.insert(RETRY_AFTER, wait);
+            }
+        }
+        if degraded {
+            headers.insert(SLIDEWIN_DEGRADED, HeaderValue::from_static("closed"));
+        }
+        Verdict::Refused(response)
+    }
+
+    /// The wrapped service's answer: timed, counted, and given the fields.
+    fn finish<T>(&self, after: &mut After, response: &mut Response<T>) {
+        let armed = &self.limits[after.limit];
+        let done = self.clock.now();
+        let event = if response.status().is_server_error() {
+            MetricEvent::Exception
+        } else {
+            MetricEvent::Success
+        };
+        let latency = done.saturating_duration_since(after.start);
+        let count = armed.limit.rules().rules().len();
+        for stat in &self.stats[armed.first_stat..armed.first_stat + count] {
+            stat.record_response(done, event, latency);
+        }
+        let headers = response.headers_mut();
+        headers.insert(
+            crate::fields::RATELIMIT_POLICY,
+            armed.fields.policy().clone(),
+        );
+        if let Some(rate_limit) = after.rate_limit.take() {
+            headers.insert(crate::fields::RATELIMIT, rate_limit);
+        }
+        if let Some(decision) = &after.legacy {
+            RateLimitFields::insert_legacy_one(decision, headers);
+        }
+        if after.degraded {
+            headers.insert(SLIDEWIN_DEGRADED, HeaderValue::from_static("open"));
+        }
     }
 }
 
@@ -621,8 +843,58 @@ impl<S: fmt::Debug, B: Backend, C> fmt::Debug for RateLimit<S, B, C> {
     }
 }
 
-/// The future of a [`RateLimit`] service's response.
-pub type ResponseFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+pin_project_lite::pin_project! {
+    /// The future of a [`RateLimit`] service's response. With a backend that answers at once
+    /// (memory) it is the wrapped service's own future, unboxed; otherwise a boxed one that
+    /// waits for the store first.
+    pub struct ResponseFuture<F, B: Backend, C, T, E> {
+        #[pin]
+        state: State<F, B, C, T, E>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<F, B: Backend, C, T, E> {
+        Ready { response: Option<Response<T>> },
+        Inner { #[pin] future: F, after: Option<(Arc<Shared<B, C>>, After)> },
+        Waiting { future: Boxed<Response<T>, E> },
+    }
+}
+
+impl<F, B, C, T, E> Future for ResponseFuture<F, B, C, T, E>
+where
+    F: Future<Output = Result<Response<T>, E>>,
+    B: Backend,
+    C: Clock,
+{
+    type Output = Result<Response<T>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Ready { response } => match response.take() {
+                Some(response) => Poll::Ready(Ok(response)),
+                None => panic!("a RateLimit response future polled after it completed"),
+            },
+            StateProj::Inner { future, after } => {
+                let mut response = std::task::ready!(future.poll(cx))?;
+                if let Some((shared, mut after)) = after.take() {
+                    shared.finish(&mut after, &mut response);
+                }
+                Poll::Ready(Ok(response))
+            }
+            StateProj::Waiting { future } => future.as_mut().poll(cx),
+        }
+    }
+}
+
+impl<F, B: Backend, C, T, E> fmt::Debug for ResponseFuture<F, B, C, T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
 
 impl<S, B, C, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, B, C>
 where
@@ -635,7 +907,7 @@ where
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = ResponseFuture<Response<ResBody>, S::Error>;
+    type Future = ResponseFuture<S::Future, B, C, ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -644,141 +916,57 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         // The clone is not ready; the service that was polled ready serves this request.
         let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let shared = Arc::clone(&self.shared);
-        Box::pin(async move { serve(&shared, inner, request).await })
-    }
-}
-
-async fn serve<S, B, C, ReqBody, ResBody>(
-    shared: &Shared<B, C>,
-    mut inner: S,
-    request: Request<ReqBody>,
-) -> Result<Response<ResBody>, S::Error>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    B: Backend,
-    C: Clock,
-    ResBody: From<String>,
-{
-    let (parts, body) = request.into_parts();
-    let Some(armed) = shared.limits.iter().find(|a| a.limit.selects(&parts)) else {
-        return inner.call(Request::from_parts(parts, body)).await;
-    };
-    let Some(key) = armed.limit.key_of(&parts) else {
-        return match armed
-            .limit
-            .missing_key_choice()
-            .unwrap_or(shared.missing_key)
-        {
-            MissingKey::Pass => inner.call(Request::from_parts(parts, body)).await,
-            MissingKey::Deny => {
-                let policies = armed
-                    .limit
-                    .rules()
-                    .rules()
-                    .iter()
-                    .map(|r| r.name())
-                    .collect();
-                let mut response = convert((shared.on_refusal)(&Refusal::MissingKey { policies }));
-                response.headers_mut().insert(
-                    crate::fields::RATELIMIT_POLICY,
-                    armed.fields.policy().clone(),
-                );
-                Ok(response)
-            }
-        };
-    };
-    let cost = armed.limit.cost_of(&parts);
-    let now = shared.clock.now();
-    let outcome = shared.decide(armed, key.as_str(), now, cost).await;
-    let stats =
-        &shared.stats[armed.first_stat..armed.first_stat + armed.limit.rules().rules().len()];
-
-    let binding = outcome.binding(armed);
-
-    let mut response = if outcome.admitted {
-        for (i, stat) in stats.iter().enumerate() {
-            stat.record(now, MetricEvent::Pass);
-            if outcome.denied_by(armed, i) {
-                stat.record(now, MetricEvent::Block); // a shadow policy's would-be denial
-            }
-        }
-        // The wrapped service's own time: from here, not from the check (a Redis round trip).
-        let start = shared.clock.now();
-        let response = inner.call(Request::from_parts(parts, body)).await?;
-        let done = shared.clock.now();
-        let event = if response.status().is_server_error() {
-            MetricEvent::Exception
-        } else {
-            MetricEvent::Success
-        };
-        let latency = done.saturating_duration_since(start);
-        for stat in stats {
-            stat.record_response(done, event, latency);
-        }
-        response
-    } else {
-        let names = armed.limit.rules().rules();
-        let refused = outcome.refusal.as_ref().unwrap_or(&Refused::Quota);
-        let mut violated: Vec<&str> = Vec::new();
-        for (i, stat) in stats.iter().enumerate() {
-            let by_it = match refused {
-                Refused::Quota => outcome.denied_by(armed, i),
-                Refused::CostTooHigh { cost, .. } => {
-                    !stat.is_shadow() && names[i].max_cost() < *cost
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let (parts, body) = request.into_parts();
+        let state = match self.shared.plan(&parts) {
+            Plan::Pass => State::Inner {
+                future: inner.call(Request::from_parts(parts, body)),
+                after: None,
+            },
+            Plan::Refuse(response) => State::Ready {
+                response: Some(response.map(ResBody::from)),
+            },
+            Plan::Check {
+                limit,
+                key,
+                cost,
+                now,
+            } => {
+                let armed = &self.shared.limits[limit];
+                match self.shared.decide_at_once(armed, key.as_str(), now, cost) {
+                    Some(outcome) => match self.shared.conclude(limit, now, &outcome) {
+                        Verdict::Refused(response) => State::Ready {
+                            response: Some(response.map(ResBody::from)),
+                        },
+                        Verdict::Admitted(after) => State::Inner {
+                            future: inner.call(Request::from_parts(parts, body)),
+                            after: Some((Arc::clone(&self.shared), after)),
+                        },
+                    },
+                    None => {
+                        let key = key.as_str().to_string();
+                        let shared = Arc::clone(&self.shared);
+                        State::Waiting {
+                            future: Box::pin(async move {
+                                let armed = &shared.limits[limit];
+                                let outcome = shared.decide(armed, &key, now, cost).await;
+                                match shared.conclude(limit, now, &outcome) {
+                                    Verdict::Refused(response) => Ok(response.map(ResBody::from)),
+                                    Verdict::Admitted(mut after) => {
+                                        // The wrapped service's own time, not the store's.
+                                        after.start = shared.clock.now();
+                                        let request = Request::from_parts(parts, body);
+                                        let mut response = inner.call(request).await?;
+                                        shared.finish(&mut after, &mut response);
+                                        Ok(response)
+                                    }
+                                }
+                            }),
+                        }
+                    }
                 }
-                Refused::KeysFull { .. } | Refused::Unavailable(_) => !stat.is_shadow(),
-            };
-            if by_it {
-                stat.record(now, MetricEvent::Block);
-                violated.push(names[i].name());
             }
-        }
-        let refusal = match refused {
-            Refused::Quota => Refusal::QuotaExceeded {
-                policies: violated,
-                retry_after: binding.and_then(|(_, d)| d.retry_after()),
-            },
-            Refused::CostTooHigh { cost, max } => Refusal::CostTooHigh {
-                policies: violated,
-                cost: *cost,
-                max: *max,
-            },
-            Refused::KeysFull { cap } => Refusal::KeysFull { cap: *cap },
-            Refused::Unavailable(detail) => Refusal::Unavailable {
-                detail,
-                retry_after: binding.and_then(|(_, d)| d.retry_after()),
-            },
         };
-        convert((shared.on_refusal)(&refusal))
-    };
-
-    let headers = response.headers_mut();
-    headers.insert(
-        crate::fields::RATELIMIT_POLICY,
-        armed.fields.policy().clone(),
-    );
-    if let Some((rule, decision)) = binding {
-        headers.insert(
-            crate::fields::RATELIMIT,
-            armed.fields.field(rule, &decision),
-        );
-        if shared.legacy {
-            RateLimitFields::insert_legacy_one(&decision, headers);
-        }
-        match retry_after(&decision).filter(|_| !outcome.admitted) {
-            Some(wait) => headers.insert(RETRY_AFTER, wait),
-            None => headers.remove(RETRY_AFTER),
-        };
+        ResponseFuture { state }
     }
-    if shared.degraded && outcome.without_store.is_some() {
-        let way = if outcome.admitted { "open" } else { "closed" };
-        headers.insert(SLIDEWIN_DEGRADED, HeaderValue::from_static(way));
-    }
-    Ok(response)
-}
-
-fn convert<T: From<String>>(response: Response<String>) -> Response<T> {
-    response.map(T::from)
 }

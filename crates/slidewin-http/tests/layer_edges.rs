@@ -278,6 +278,8 @@ async fn over_a_real_socket() {
             .header("host", address.to_string())
             .body(http_body_util::Empty::<axum::body::Bytes>::new())
             .unwrap();
+        // The connection takes the next request once it has finished the last.
+        sender.ready().await.unwrap();
         let response = sender.send_request(request).await.unwrap();
         let (parts, body) = response.into_parts();
         let body = body.collect().await.unwrap().to_bytes();
@@ -353,5 +355,43 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+/// An admitted request's own `Retry-After` (a 503 of the wrapped service) is the service's:
+/// the layer adds the fields and takes nothing away.
+#[tokio::test]
+async fn the_wrapped_services_retry_after_is_left_alone() {
+    let layer = RateLimitLayer::builder(Memory::new())
+        .limit(Limit::new(RuleSet::from(rule("api", Kind::Gcra, "10/s"))))
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|| async {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [("retry-after", "30")],
+                    "busy",
+                )
+            }),
+        )
+        .layer(layer);
+    let response = call(&app, from("192.0.2.1:1")).await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers()["retry-after"], "30");
+    assert_eq!(response.headers()["ratelimit"], r#""api";r=9;t=1"#);
+}
+
+proptest! {
+    /// A peer's key is its address's text, as `Display` writes it, for IPv4 and IPv6 alike.
+    #[test]
+    fn a_peer_key_is_the_address_text(address in any::<std::net::IpAddr>(), port in any::<u16>()) {
+        let peer = SocketAddr::new(address, port);
+        let mut request = Request::new(());
+        request.extensions_mut().insert(peer);
+        let (parts, ()) = request.into_parts();
+        prop_assert_eq!(Key::peer_ip().extract(&parts), Some(address.to_string()));
     }
 }

@@ -1,0 +1,284 @@
+//! What `RateLimitLayer` (memory backend) adds to a request, against `tower_governor`'s
+//! `GovernorLayer`, on an axum `Router` whose handler answers at once, in the same run.
+//! `cargo bench -p slidewin-http --features axum --bench layer`.
+//!
+//! One criterion group, `layer/per_request`, four functions:
+//!
+//! - `no_layer`: the bare router (the floor);
+//! - `tower_governor`: `GovernorLayer` keyed by `PeerIpKeyExtractor` (axum's
+//!   `ConnectInfo<SocketAddr>`), with `use_headers()` (`x-ratelimit-limit` and
+//!   `x-ratelimit-remaining` on every admitted response);
+//! - `slidewin_gcra`: our layer, one `Kind::Gcra` policy on `Key::peer_ip()`, on the real
+//!   clock (`MonotonicClock`), sending `RateLimit-Policy` and `RateLimit`;
+//! - `slidewin_sliding_log_two_policies`: our layer, two `SlidingLog` policies (`burst` and
+//!   `hourly`) on `Key::peer_ip()`, on a `ManualClock` (see [`STEP`]).
+//!
+//! Every request is `GET /` carrying `ConnectInfo(SocketAddr)` of one client, as axum's
+//! `into_make_service_with_connect_info` puts it there; every one is admitted (checked once
+//! before measuring, with the headers each layer claims to send). Each request is
+//! `Router::clone().oneshot(request)` awaited on a current-thread tokio runtime (criterion's
+//! `to_async`: one `block_on` per sample), and the time includes building the request and
+//! dropping the response, the same for every function: the overhead of a layer is its time
+//! less `no_layer`'s.
+//!
+//! `LAYER_INTERLEAVED=1` (same command) runs the four routers interleaved instead of
+//! criterion: 31 rounds, each timing 20,000 requests through every router in a rotating
+//! order, and prints each one's median and the median of the rounds' ratios of overheads (this
+//! VM's speed drifts by up to a third between criterion's functions, measured one after the
+//! other).
+//!
+//! Without the crate's `axum` feature the layer cannot read `ConnectInfo` (it would answer
+//! `500` for a missing key): the requests then also carry the bare `SocketAddr`, which it reads
+//! either way, in every function alike.
+
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::routing::get;
+use criterion::{Criterion, criterion_group};
+use http::{Request, Response, StatusCode};
+use slidewin::Moment;
+use slidewin::limit::{Kind, Rule, RuleSet};
+use slidewin::time::ManualClock;
+use slidewin_http::{Key, Limit, Memory, RateLimitLayer};
+use tokio::runtime::Runtime;
+use tower::ServiceExt;
+use tower_governor::GovernorLayer;
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::key_extractor::PeerIpKeyExtractor;
+
+/// How far the sliding-log variant's `ManualClock` moves before each request: 11 ms, so the
+/// client sends about 91 requests a second and every one is admitted. Its `burst` policy
+/// (`100/s`) then holds a log of about 91 stamps, near its limit, as a busy client's would:
+/// each request expires about one stamp and adds one. The `hourly` policy (`400000/hour`)
+/// holds what an hour at that rate leaves, about 327,000 stamps, once [`PREFILL`] requests
+/// have gone through before the measurement: a log at its steady size, which each request
+/// too moves by one stamp out and one in. A real clock would not do: requests a microsecond
+/// apart would spend `100/s` at once, and a limit high enough to admit them all would be a
+/// log of millions. Every function moves a `ManualClock` of its own by the same step, so the
+/// step's atomic add is in the floor too.
+const STEP: Duration = Duration::from_millis(11);
+
+/// Requests sent through the sliding-log variant before it is measured: an hour and a bit of
+/// its clock, so that its `hourly` log has reached its steady size.
+const PREFILL: u64 = 330_000;
+
+/// The one client.
+fn peer() -> SocketAddr {
+    "203.0.113.7:50000".parse().unwrap()
+}
+
+fn request() -> Request<Body> {
+    let mut request = Request::get("/").body(Body::empty()).unwrap();
+    request.extensions_mut().insert(ConnectInfo(peer()));
+    #[cfg(not(feature = "axum"))]
+    request.extensions_mut().insert(peer());
+    request
+}
+
+fn router() -> Router {
+    Router::new().route("/", get(|| async { "" }))
+}
+
+fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
+    Rule::new(name, kind, quota.parse().unwrap()).unwrap()
+}
+
+/// A router under test: its name, the router, the clock it moves before each request, and the
+/// headers every admitted response must carry.
+struct Variant {
+    name: &'static str,
+    router: Router,
+    clock: ManualClock,
+    headers: &'static [&'static str],
+    /// Requests to send before measuring.
+    prefill: u64,
+}
+
+impl Variant {
+    /// `requests` requests one after the other, each moving the clock first.
+    async fn run(&self, requests: u64) {
+        for _ in 0..requests {
+            self.one().await;
+        }
+    }
+
+    async fn one(&self) -> Response<Body> {
+        self.clock.advance(STEP);
+        let response = self.router.clone().oneshot(request()).await.unwrap();
+        debug_assert_eq!(response.status(), StatusCode::OK);
+        black_box(response)
+    }
+
+    /// Before measuring: the prefill, then a check.
+    fn prepare(&self, rt: &Runtime) {
+        rt.block_on(self.run(self.prefill));
+        self.check(rt);
+    }
+
+    /// One request, outside the timing: it must be admitted and carry the headers.
+    fn check(&self, rt: &Runtime) {
+        let response = rt.block_on(self.one());
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "{}: not admitted",
+            self.name
+        );
+        for header in self.headers {
+            assert!(
+                response.headers().contains_key(*header),
+                "{}: no `{header}` in {:?}",
+                self.name,
+                response.headers()
+            );
+        }
+    }
+}
+
+fn variants() -> [Variant; 4] {
+    // 1,000,000 a second with a burst of 10^9, alike for both GCRAs: never spent here.
+    let governor = GovernorConfigBuilder::default()
+        .key_extractor(PeerIpKeyExtractor)
+        .per_nanosecond(1_000)
+        .burst_size(1_000_000_000)
+        .use_headers()
+        .finish()
+        .unwrap();
+    let gcra = RuleSet::from(rule("api", Kind::Gcra, "1000000/s burst 1000000000"));
+    let sliding_logs = RuleSet::new([
+        rule("burst", Kind::SlidingLog, "100/s"),
+        rule("hourly", Kind::SlidingLog, "400000/hour"),
+    ])
+    .unwrap();
+    let log_clock = ManualClock::new(Moment::ZERO);
+    [
+        Variant {
+            name: "no_layer",
+            router: router(),
+            clock: ManualClock::default(),
+            headers: &[],
+            prefill: 0,
+        },
+        Variant {
+            name: "tower_governor",
+            router: router().layer(GovernorLayer::new(governor)),
+            clock: ManualClock::default(),
+            headers: &["x-ratelimit-limit", "x-ratelimit-remaining"],
+            prefill: 0,
+        },
+        Variant {
+            name: "slidewin_gcra",
+            router: router().layer(
+                RateLimitLayer::builder(Memory::new())
+                    .limit(Limit::new(gcra).key(Key::peer_ip()))
+                    .build()
+                    .unwrap(),
+            ),
+            clock: ManualClock::default(),
+            headers: &["ratelimit-policy", "ratelimit"],
+            prefill: 0,
+        },
+        Variant {
+            name: "slidewin_sliding_log_two_policies",
+            router: router().layer(
+                RateLimitLayer::builder(Memory::new())
+                    .clock(log_clock.clone())
+                    .limit(Limit::new(sliding_logs).key(Key::peer_ip()))
+                    .build()
+                    .unwrap(),
+            ),
+            clock: log_clock,
+            headers: &["ratelimit-policy", "ratelimit"],
+            prefill: PREFILL,
+        },
+    ]
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn per_request(c: &mut Criterion) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("layer/per_request");
+    for variant in variants() {
+        variant.prepare(&rt);
+        group.bench_function(variant.name, |b| {
+            b.to_async(&rt).iter(|| variant.one());
+        });
+        variant.check(&rt); // still admitting after the measurement
+    }
+    group.finish();
+}
+
+/// Requests per variant per round of the interleaved pass.
+const REQUESTS: u64 = 20_000;
+const ROUNDS: usize = 31;
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The same four routers, interleaved: each round times `REQUESTS` requests through each, in
+/// an order that rotates from round to round, so that the machine's drift falls on all alike.
+/// Prints each one's median time per request, its overhead over `no_layer` (the medians'
+/// difference), and the median over rounds of each round's ratio of overheads to
+/// `tower_governor`'s. Run when `LAYER_INTERLEAVED` is set:
+/// `LAYER_INTERLEAVED=1 cargo bench -p slidewin-http --features axum --bench layer`.
+fn interleaved() {
+    let rt = runtime();
+    let variants = variants();
+    for variant in &variants {
+        variant.prepare(&rt);
+        rt.block_on(variant.run(REQUESTS)); // warm up
+    }
+    let mut times = vec![Vec::with_capacity(ROUNDS); variants.len()];
+    for round in 0..ROUNDS {
+        for k in 0..variants.len() {
+            let i = (round + k) % variants.len();
+            let start = Instant::now();
+            rt.block_on(variants[i].run(REQUESTS));
+            times[i].push(start.elapsed().as_secs_f64() * 1e9 / REQUESTS as f64);
+        }
+    }
+    for variant in &variants {
+        variant.check(&rt);
+    }
+    let overhead = |i: usize, round: usize| times[i][round] - times[0][round];
+    let medians: Vec<f64> = times.iter().map(|t| median(t.clone())).collect();
+    println!("layer/interleaved: {ROUNDS} rounds of {REQUESTS} requests per router, medians");
+    for (i, variant) in variants.iter().enumerate() {
+        let ratio = median(
+            (0..ROUNDS)
+                .map(|r| overhead(i, r) / overhead(1, r))
+                .collect(),
+        );
+        println!(
+            "{:<36} {:>8.1} ns  overhead {:>7.1} ns  vs tower_governor's overhead {:.2}x",
+            variant.name,
+            medians[i],
+            medians[i] - medians[0],
+            ratio,
+        );
+    }
+}
+
+criterion_group!(benches, per_request);
+
+fn main() {
+    if std::env::var_os("LAYER_INTERLEAVED").is_some() {
+        interleaved();
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
