@@ -86,12 +86,21 @@ pub struct Checked {
     without_store: Option<String>,
 }
 
-/// One rule's decision needs no allocation; several come as a set's.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One rule's decision on its own, or a set's.
+#[derive(Clone, Debug)]
 pub(crate) enum Answer {
     One(Decision),
     Many(Decisions),
 }
+
+/// Equal when they say the same: one rule's decision, or a set of one rule that decided it.
+impl PartialEq for Answer {
+    fn eq(&self, other: &Answer) -> bool {
+        self.as_slice() == other.as_slice() && self.binding() == other.binding()
+    }
+}
+
+impl Eq for Answer {}
 
 impl Answer {
     pub(crate) fn as_slice(&self) -> &[Decision] {

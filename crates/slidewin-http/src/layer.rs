@@ -13,7 +13,7 @@ use http::{Request, Response};
 use slidewin::limit::Decisions;
 use slidewin::stats::MetricEvent;
 use slidewin::time::MonotonicClock;
-use slidewin::{Clock, Decision, Moment};
+use slidewin::{Clock, Decision, Moment, WindowMetrics};
 use tower::{Layer, Service};
 
 use crate::backend::{Answer, Backend, BackendError, Checked};
@@ -153,6 +153,7 @@ impl<B: Backend> RateLimitLayer<B> {
             on_refusal: Arc::new(problem),
             stats_span: Duration::from_secs(60),
             stats_buckets: 60,
+            stats_on: true,
         }
     }
 }
@@ -245,6 +246,7 @@ pub struct RateLimitLayerBuilder<B, C = MonotonicClock> {
     on_refusal: Arc<RefusalFn>,
     stats_span: Duration,
     stats_buckets: u32,
+    stats_on: bool,
 }
 
 impl<B: fmt::Debug, C: fmt::Debug> fmt::Debug for RateLimitLayerBuilder<B, C> {
@@ -276,6 +278,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
             on_refusal: self.on_refusal,
             stats_span: self.stats_span,
             stats_buckets: self.stats_buckets,
+            stats_on: self.stats_on,
         }
     }
 
@@ -346,6 +349,14 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
         self
     }
 
+    /// Keeps no statistics (they are kept by default): for a service that reads none, a clock
+    /// read and a few atomic adds less per request. [`PolicyStats`] then read zeros.
+    #[must_use]
+    pub fn stats(mut self, on: bool) -> Self {
+        self.stats_on = on;
+        self
+    }
+
     /// Keeps the statistics over the last `span`, in `buckets` buckets (the last minute, in
     /// seconds, by default).
     #[must_use]
@@ -397,10 +408,16 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
                 .collect();
             let fields = RateLimitFields::new(limit.rules())?;
             let first_stat = stats.len();
+            let requests = Arc::new(WindowMetrics::new(
+                self.stats_span,
+                self.stats_buckets,
+                start,
+            )?);
             for (rule, &shadow) in rules.iter().zip(&shadow) {
                 stats.push(PolicyStats::new(
                     rule.name(),
                     shadow,
+                    Arc::clone(&requests),
                     self.stats_span,
                     self.stats_buckets,
                     start,
@@ -424,6 +441,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
                 shadowed,
                 fields,
                 first_stat,
+                requests,
                 limit,
             });
         }
@@ -437,6 +455,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
                 legacy: self.legacy,
                 degraded: self.degraded,
                 on_refusal: self.on_refusal,
+                stats_on: self.stats_on,
             }),
         })
     }
@@ -451,6 +470,7 @@ struct Shared<B: Backend, C> {
     legacy: bool,
     degraded: bool,
     on_refusal: Arc<RefusalFn>,
+    stats_on: bool,
 }
 
 /// A limit with its stores.
@@ -464,6 +484,8 @@ struct Armed<S> {
     fields: RateLimitFields,
     /// Where the limit's policies' statistics begin in the layer's.
     first_stat: usize,
+    /// The requests the limit let through, for all its policies' statistics.
+    requests: Arc<WindowMetrics>,
 }
 
 /// Some of a limit's policies, in a store.
@@ -535,7 +557,7 @@ impl Outcome {
     fn shadowed<S>(
         &mut self,
         armed: &Armed<S>,
-        stats: &[PolicyStats],
+        stats: Option<&[PolicyStats]>,
         now: Moment,
         result: Result<Checked, BackendError>,
     ) {
@@ -546,9 +568,9 @@ impl Outcome {
                 self.shadowed = Some(answer);
             }
             Err(BackendError::CostTooHigh { .. } | BackendError::KeysFull { .. }) => {
-                if let Some(part) = &armed.shadowed {
+                if let (Some(part), Some(stats)) = (&armed.shadowed, stats) {
                     for &i in &part.rules {
-                        stats[armed.first_stat + i].record(now, MetricEvent::Block);
+                        stats[armed.first_stat + i].deny(now);
                     }
                 }
             }
@@ -626,11 +648,17 @@ struct After {
     /// When the wrapped service was called.
     start: Moment,
     rate_limit: Option<HeaderValue>,
-    legacy: Option<Decision>,
+    /// Boxed: rarely asked for, and the future that carries it is moved a few times.
+    legacy: Option<Box<Decision>>,
     degraded: bool,
 }
 
 impl<B: Backend, C: Clock> Shared<B, C> {
+    /// The policies' statistics, when they are kept.
+    fn kept_stats(&self) -> Option<&[PolicyStats]> {
+        self.stats_on.then_some(&*self.stats)
+    }
+
     fn plan<'p>(&self, parts: &'p Parts) -> Plan<'p> {
         let Some(limit) = self.limits.iter().position(|a| a.limit.selects(parts)) else {
             return Plan::Pass;
@@ -659,33 +687,36 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         }
     }
 
-    /// The checks, when the backend answers them at once; `None` when it does not, and
-    /// nothing was checked.
+    /// The checks into `out`, when the backend answers them at once; `false` when it does
+    /// not, and nothing was checked. (Written in place: an outcome is a few hundred bytes.)
     fn decide_at_once(
         &self,
         armed: &Armed<B::Store>,
         key: &str,
         now: Moment,
         cost: u64,
-    ) -> Option<Outcome> {
-        let mut out = Outcome::new();
+        out: &mut Outcome,
+    ) -> bool {
         let mut checked = false;
         if let Some(part) = &armed.enforced {
-            out.enforced(self.backend.check_at_once(&part.store, key, now, cost)?);
+            let Some(result) = self.backend.check_at_once(&part.store, key, now, cost) else {
+                return false;
+            };
+            out.enforced(result);
             checked = true;
         }
         if out.admitted
             && let Some(part) = &armed.shadowed
         {
             match self.backend.check_at_once(&part.store, key, now, cost) {
-                Some(result) => out.shadowed(armed, &self.stats, now, result),
-                None if !checked => return None,
+                Some(result) => out.shadowed(armed, self.kept_stats(), now, result),
+                None if !checked => return false,
                 // A backend answers at once always or never; were it not to, the shadow
                 // policies decide nothing rather than have the enforced ones charged twice.
                 None => {}
             }
         }
-        Some(out)
+        true
     }
 
     /// The checks: the limit's enforced policies, then (when they admit) its shadow ones.
@@ -698,7 +729,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
             && let Some(part) = &armed.shadowed
         {
             let result = self.backend.check(&part.store, key, now, cost).await;
-            out.shadowed(armed, &self.stats, now, result);
+            out.shadowed(armed, self.kept_stats(), now, result);
         }
         out
     }
@@ -711,10 +742,14 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         let binding = outcome.binding(armed);
         let degraded = self.degraded && outcome.without_store.is_some();
         if outcome.admitted {
-            for (i, stat) in stats.iter().enumerate() {
-                stat.record(now, MetricEvent::Pass);
-                if outcome.denied_by(armed, i) {
-                    stat.record(now, MetricEvent::Block); // a shadow policy's would-be denial
+            if self.stats_on {
+                armed.requests.add(now, MetricEvent::Pass, 1);
+                if armed.shadowed.is_some() {
+                    for (i, stat) in stats.iter().enumerate() {
+                        if outcome.denied_by(armed, i) {
+                            stat.deny(now); // a shadow policy's would-be denial
+                        }
+                    }
                 }
             }
             return Verdict::Admitted(After {
@@ -723,7 +758,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                 rate_limit: binding.map(|(rule, decision)| armed.fields.field(rule, &decision)),
                 legacy: binding
                     .filter(|_| self.legacy)
-                    .map(|(_, decision)| decision),
+                    .map(|(_, decision)| Box::new(decision)),
                 degraded,
             });
         }
@@ -738,7 +773,9 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                 Refused::KeysFull { .. } | Refused::Unavailable(_) => !stat.is_shadow(),
             };
             if by_it {
-                stat.record(now, MetricEvent::Block);
+                if self.stats_on {
+                    stat.deny(now);
+                }
                 violated.push(names[i].name());
             }
         }
@@ -786,16 +823,17 @@ impl<B: Backend, C: Clock> Shared<B, C> {
     /// The wrapped service's answer: timed, counted, and given the fields.
     fn finish<T>(&self, after: &mut After, response: &mut Response<T>) {
         let armed = &self.limits[after.limit];
-        let done = self.clock.now();
-        let event = if response.status().is_server_error() {
-            MetricEvent::Exception
-        } else {
-            MetricEvent::Success
-        };
-        let latency = done.saturating_duration_since(after.start);
-        let count = armed.limit.rules().rules().len();
-        for stat in &self.stats[armed.first_stat..armed.first_stat + count] {
-            stat.record_response(done, event, latency);
+        if self.stats_on {
+            let done = self.clock.now();
+            let event = if response.status().is_server_error() {
+                MetricEvent::Exception
+            } else {
+                MetricEvent::Success
+            };
+            armed.requests.add(done, event, 1);
+            armed
+                .requests
+                .add_rt(done, done.saturating_duration_since(after.start));
         }
         let headers = response.headers_mut();
         headers.insert(
@@ -933,8 +971,12 @@ where
                 now,
             } => {
                 let armed = &self.shared.limits[limit];
-                match self.shared.decide_at_once(armed, key.as_str(), now, cost) {
-                    Some(outcome) => match self.shared.conclude(limit, now, &outcome) {
+                let mut outcome = Outcome::new();
+                match self
+                    .shared
+                    .decide_at_once(armed, key.as_str(), now, cost, &mut outcome)
+                {
+                    true => match self.shared.conclude(limit, now, &outcome) {
                         Verdict::Refused(response) => State::Ready {
                             response: Some(response.map(ResBody::from)),
                         },
@@ -943,7 +985,7 @@ where
                             after: Some((Arc::clone(&self.shared), after)),
                         },
                     },
-                    None => {
+                    false => {
                         let key = key.as_str().to_string();
                         let shared = Arc::clone(&self.shared);
                         State::Waiting {
@@ -954,7 +996,9 @@ where
                                     Verdict::Refused(response) => Ok(response.map(ResBody::from)),
                                     Verdict::Admitted(mut after) => {
                                         // The wrapped service's own time, not the store's.
-                                        after.start = shared.clock.now();
+                                        if shared.stats_on {
+                                            after.start = shared.clock.now();
+                                        }
                                         let request = Request::from_parts(parts, body);
                                         let mut response = inner.call(request).await?;
                                         shared.finish(&mut after, &mut response);

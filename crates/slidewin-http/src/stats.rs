@@ -1,16 +1,17 @@
 //! [`PolicyStats`]: what each policy of a layer did over the last minute.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use slidewin::stats::{MetricEvent, MetricStats};
+use slidewin::stats::MetricEvent;
 use slidewin::{Moment, WindowMetrics};
 
 use crate::error::ConfigError;
 
 /// What one policy of a [`RateLimitLayer`](crate::RateLimitLayer) did, over a sliding window
 /// (the last minute, in one-second buckets, by default): requests passed, denied and
-/// shadow-denied, and the latency of the wrapped service. Lock-free, on a [`WindowMetrics`].
+/// shadow-denied, and the latency of the wrapped service. Lock-free, on [`WindowMetrics`].
 ///
 /// - **passed**: requests of the policy's limit that went through;
 /// - **denied**: requests refused under this policy, because it had no room (or, for every
@@ -18,9 +19,10 @@ use crate::error::ConfigError;
 /// - **shadow-denied**: for a policy in shadow mode, requests it would have denied; they went
 ///   through, so they count as passed too.
 ///
-/// [`metrics`](PolicyStats::metrics) gives the ring itself: `Pass` and `Block` as above
-/// (`Block` being shadow denials for a shadow policy), and `Success`, `Exception` (5xx) and
-/// response times of the wrapped service's answers.
+/// The policies of one limit see the same requests through, so they share one ring for them
+/// ([`requests`](PolicyStats::requests): `Pass` for each request let through, then `Success`
+/// or `Exception` (a 5xx) with the response time when the wrapped service answers); each
+/// policy has a ring of its own for its denials ([`denials`](PolicyStats::denials): `Block`).
 ///
 /// ```
 /// use axum::{Router, body::Body, routing::get};
@@ -49,13 +51,16 @@ use crate::error::ConfigError;
 pub struct PolicyStats {
     name: Box<str>,
     shadow: bool,
-    metrics: WindowMetrics,
+    /// The limit's, shared by its policies.
+    requests: Arc<WindowMetrics>,
+    denials: WindowMetrics,
 }
 
 impl PolicyStats {
     pub(crate) fn new(
         name: &str,
         shadow: bool,
+        requests: Arc<WindowMetrics>,
         span: Duration,
         buckets: u32,
         start: Moment,
@@ -63,7 +68,8 @@ impl PolicyStats {
         Ok(PolicyStats {
             name: name.into(),
             shadow,
-            metrics: WindowMetrics::new(span, buckets, start)?,
+            requests,
+            denials: WindowMetrics::new(span, buckets, start)?,
         })
     }
 
@@ -82,7 +88,7 @@ impl PolicyStats {
     /// The requests passed in the window at `now`.
     #[must_use]
     pub fn passed(&self, now: Moment) -> u64 {
-        self.metrics.sum(now, MetricEvent::Pass)
+        self.requests.sum(now, MetricEvent::Pass)
     }
 
     /// The requests this policy denied in the window at `now` (none for a shadow policy).
@@ -91,7 +97,7 @@ impl PolicyStats {
         if self.shadow {
             0
         } else {
-            self.metrics.sum(now, MetricEvent::Block)
+            self.denials.sum(now, MetricEvent::Block)
         }
     }
 
@@ -100,31 +106,28 @@ impl PolicyStats {
     #[must_use]
     pub fn shadow_denied(&self, now: Moment) -> u64 {
         if self.shadow {
-            self.metrics.sum(now, MetricEvent::Block)
+            self.denials.sum(now, MetricEvent::Block)
         } else {
             0
         }
     }
 
-    /// Every figure of the window at `now`: counts, rates, and the wrapped service's latency.
+    /// The ring of the requests let through, shared by the policies of one limit: `Pass`,
+    /// then `Success` or `Exception` (a 5xx) and the response time of the wrapped service.
+    /// Per-bucket reads draw a chart of the last minute, second by second.
     #[must_use]
-    pub fn stats(&self, now: Moment) -> MetricStats {
-        self.metrics.stats(now)
+    pub fn requests(&self) -> &WindowMetrics {
+        &self.requests
     }
 
-    /// The ring, for per-bucket reads (a chart of the last minute, second by second).
+    /// The ring of this policy's denials (`Block`): would-be denials for a shadow policy.
     #[must_use]
-    pub fn metrics(&self) -> &WindowMetrics {
-        &self.metrics
+    pub fn denials(&self) -> &WindowMetrics {
+        &self.denials
     }
 
-    pub(crate) fn record(&self, now: Moment, event: MetricEvent) {
-        self.metrics.add(now, event, 1);
-    }
-
-    pub(crate) fn record_response(&self, now: Moment, event: MetricEvent, latency: Duration) {
-        self.metrics.add(now, event, 1);
-        self.metrics.add_rt(now, latency);
+    pub(crate) fn deny(&self, now: Moment) {
+        self.denials.add(now, MetricEvent::Block, 1);
     }
 }
 

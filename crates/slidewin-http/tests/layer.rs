@@ -485,10 +485,11 @@ on_both_backends! {
         assert_eq!(status(&app, "/").await, StatusCode::OK);
         assert_eq!(status(&app, "/fail").await, StatusCode::BAD_GATEWAY);
         assert_eq!(status(&app, "/").await, StatusCode::TOO_MANY_REQUESTS);
-        let stats = layer.policy("api").unwrap().stats(h.now());
+        let api = layer.policy("api").unwrap();
+        let stats = api.requests().stats(h.now());
         use slidewin::stats::MetricEvent;
         assert_eq!(stats.count(MetricEvent::Pass), 2);
-        assert_eq!(stats.count(MetricEvent::Block), 1);
+        assert_eq!(api.denials().stats(h.now()).count(MetricEvent::Block), 1);
         assert_eq!(stats.count(MetricEvent::Success), 1);
         assert_eq!(stats.count(MetricEvent::Exception), 1);
         assert_eq!(stats.max_rt(), Some(Duration::from_millis(7)));
@@ -496,6 +497,21 @@ on_both_backends! {
         // A minute later, the window has moved past them.
         h.advance(Duration::from_secs(61));
         assert_eq!(layer.policy("api").unwrap().passed(h.now()), 0);
+    }
+
+    /// Without statistics, the limits and fields are the same and the statistics read zeros.
+    async fn statistics_can_be_turned_off(h) {
+        let layer = h
+            .builder()
+            .limit(Limit::new(rules([rule("api", Kind::SlidingLog, "1/minute")])))
+            .stats(false)
+            .build()
+            .unwrap();
+        let app = app(layer.clone());
+        assert_eq!(rate_limit(&call(&app, get_from("/", CLIENT)).await), ("api".into(), 0, 60));
+        assert_eq!(status(&app, "/").await, StatusCode::TOO_MANY_REQUESTS);
+        let api = layer.policy("api").unwrap();
+        assert_eq!((api.passed(h.now()), api.denied(h.now())), (0, 0));
     }
 
     /// The legacy headers, on request.

@@ -213,3 +213,30 @@ fn sliding_log_a_cost_of_a_trillion_is_one_stamp() {
     assert_eq!(denied.retry_after(), Some(Duration::from_millis(990)));
     assert!(limiter.check(secs(1), trillion).unwrap().allowed());
 }
+
+/// Rule sets of one to six rules (a few decisions are kept in place, more on the heap): each
+/// rule answers as it would alone, the binding rule is the tightest, and decisions built from
+/// a `Vec` equal those a check returns.
+#[test]
+fn rule_sets_of_every_size_answer_as_their_rules() {
+    use slidewin::limit::{Decisions, Kind, Rule, RuleSet};
+    for n in 1..=6u64 {
+        let rules: Vec<Rule> = (0..n)
+            .map(|i| {
+                let limit = 10 - i; // the last rule is the tightest
+                Rule::new(&format!("r{i}"), Kind::SlidingLog, quota(&format!("{limit}/minute")))
+                    .unwrap()
+            })
+            .collect();
+        let mut set = Limiter::new(RuleSet::new(rules.clone()).unwrap());
+        let decisions = set.check(Moment::ZERO, 1).unwrap();
+        assert_eq!(decisions.as_slice().len(), usize::try_from(n).unwrap());
+        for (i, rule) in rules.iter().enumerate() {
+            let mut alone = Limiter::new(SlidingLog::new(rule.quota()).unwrap());
+            assert_eq!(decisions[i], alone.check(Moment::ZERO, 1).unwrap(), "rule {i} of {n}");
+        }
+        assert_eq!(decisions.binding(), usize::try_from(n - 1).unwrap());
+        let rebuilt = Decisions::new(decisions.as_slice().to_vec()).unwrap();
+        assert_eq!(rebuilt, decisions);
+    }
+}

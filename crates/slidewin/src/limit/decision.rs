@@ -259,10 +259,64 @@ impl fmt::Debug for Decision {
 /// assert_eq!((later.binding(), later.remaining()), (1, 1)); // 1 of 5 left this hour
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct Decisions {
-    each: Box<[Decision]>,
+    each: Each,
     binding: usize,
+}
+
+/// How many decisions a [`Decisions`] holds without an allocation: rule sets are small, and a
+/// check of one is on a hot path.
+const INLINE: usize = 2;
+
+/// The decisions, in place when they are few.
+#[derive(Clone)]
+pub(crate) enum Each {
+    Inline(u8, [Decision; INLINE]),
+    Heap(Box<[Decision]>),
+}
+
+impl Each {
+    /// `n` decisions from `each`, in place when they fit; the first error, if any.
+    pub(crate) fn try_collect<E>(
+        n: usize,
+        each: impl Iterator<Item = Result<Decision, E>>,
+    ) -> Result<Each, E> {
+        match u8::try_from(n) {
+            Ok(len) if n <= INLINE => {
+                let mut items = [Decision::allow(0, 0, Duration::ZERO); INLINE];
+                for (slot, decision) in items.iter_mut().zip(each) {
+                    *slot = decision?;
+                }
+                Ok(Each::Inline(len, items))
+            }
+            _ => each
+                .collect::<Result<Vec<_>, E>>()
+                .map(|all| Each::Heap(all.into_boxed_slice())),
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[Decision] {
+        match self {
+            Each::Inline(len, items) => &items[..usize::from(*len)],
+            Each::Heap(all) => all,
+        }
+    }
+}
+
+impl PartialEq for Decisions {
+    fn eq(&self, other: &Decisions) -> bool {
+        self.binding == other.binding && self.each.as_slice() == other.each.as_slice()
+    }
+}
+
+impl Eq for Decisions {}
+
+impl std::hash::Hash for Decisions {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.each.as_slice().hash(state);
+        self.binding.hash(state);
+    }
 }
 
 impl Decisions {
@@ -282,11 +336,18 @@ impl Decisions {
     /// ```
     #[must_use]
     pub fn new(each: Vec<Decision>) -> Option<Decisions> {
-        let binding = binding(&each)?;
-        Some(Decisions {
-            each: each.into_boxed_slice(),
-            binding,
-        })
+        let each = if each.len() <= INLINE {
+            Each::try_collect(each.len(), each.into_iter().map(Ok::<_, ()>)).ok()?
+        } else {
+            Each::Heap(each.into_boxed_slice())
+        };
+        Decisions::from_each(each)
+    }
+
+    /// The set's answer from each rule's, as a rule set's check collects them.
+    pub(crate) fn from_each(each: Each) -> Option<Decisions> {
+        let binding = binding(each.as_slice())?;
+        Some(Decisions { each, binding })
     }
 
     /// Whether the request was admitted: by every rule. A denied request consumed nothing.
@@ -303,7 +364,7 @@ impl Decisions {
     #[inline]
     #[must_use]
     pub fn allowed(&self) -> bool {
-        self.each[self.binding].allowed
+        self.each.as_slice()[self.binding].allowed
     }
 
     /// The index of the binding rule (see the type's docs), whose decision this dereferences
@@ -339,7 +400,7 @@ impl Decisions {
     #[inline]
     #[must_use]
     pub fn as_slice(&self) -> &[Decision] {
-        &self.each
+        self.each.as_slice()
     }
 
     /// Each rule's decision, in the rules' order.
@@ -353,7 +414,7 @@ impl Decisions {
     /// assert_eq!(two.iter().filter(|d| d.allowed()).count(), 2);
     /// ```
     pub fn iter(&self) -> std::slice::Iter<'_, Decision> {
-        self.each.iter()
+        self.each.as_slice().iter()
     }
 
     /// The binding rule's decision.
@@ -369,7 +430,7 @@ impl Decisions {
     #[inline]
     #[must_use]
     pub fn decision(&self) -> Decision {
-        self.each[self.binding]
+        self.each.as_slice()[self.binding]
     }
 }
 
@@ -403,14 +464,14 @@ impl Deref for Decisions {
 
     #[inline]
     fn deref(&self) -> &Decision {
-        &self.each[self.binding]
+        &self.each.as_slice()[self.binding]
     }
 }
 
 impl AsRef<Decision> for Decisions {
     #[inline]
     fn as_ref(&self) -> &Decision {
-        &self.each[self.binding]
+        &self.each.as_slice()[self.binding]
     }
 }
 
@@ -419,7 +480,7 @@ impl std::ops::Index<usize> for Decisions {
 
     /// The decision of the rule at `index`, in the rules' order.
     fn index(&self, index: usize) -> &Decision {
-        &self.each[index]
+        &self.each.as_slice()[index]
     }
 }
 
@@ -428,7 +489,7 @@ impl<'a> IntoIterator for &'a Decisions {
     type IntoIter = std::slice::Iter<'a, Decision>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.each.iter()
+        self.each.as_slice().iter()
     }
 }
 
@@ -436,7 +497,7 @@ impl fmt::Debug for Decisions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Decisions")
             .field("binding", &self.binding)
-            .field("each", &self.each)
+            .field("each", &self.each.as_slice())
             .finish()
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
+use crate::limit::decision::Each;
 use crate::limit::{
     Decision, Decisions, FixedWindow, Gcra, LimitError, Quota, SlidingCounter, SlidingLog,
 };
@@ -471,23 +472,20 @@ impl RuleSet {
     }
 
     /// Each rule's answer, consuming nothing.
-    fn peek_each(
-        &self,
-        state: &[RuleState],
-        now: Moment,
-        cost: u64,
-    ) -> Result<Vec<Decision>, LimitError> {
+    fn peek_each(&self, state: &[RuleState], now: Moment, cost: u64) -> Result<Each, LimitError> {
         if cost > self.max_cost {
             return Err(LimitError::CostTooHigh {
                 cost,
                 max: self.max_cost,
             });
         }
-        self.rules
-            .iter()
-            .zip(state)
-            .map(|(rule, state)| each_kind!(&rule.engine, state, |e, s| e.peek(s, now, cost)))
-            .collect()
+        Each::try_collect(
+            self.rules.len(),
+            self.rules
+                .iter()
+                .zip(state)
+                .map(|(rule, state)| each_kind!(&rule.engine, state, |e, s| e.peek(s, now, cost))),
+        )
     }
 }
 
@@ -533,13 +531,13 @@ impl Enforce for RuleSet {
         cost: u64,
     ) -> Result<Decisions, LimitError> {
         let each = self.peek_each(state, now, cost)?;
-        if cost > 0 && each.iter().all(Decision::allowed) {
+        if cost > 0 && each.as_slice().iter().all(Decision::allowed) {
             // Every rule admits: consume from each. A check answers what its peek did.
             for (rule, state) in self.rules.iter().zip(state.iter_mut()) {
                 each_kind!(&rule.engine, state, |e, s| e.check(s, now, cost))?;
             }
         }
-        Ok(Decisions::new(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))
+        Ok(Decisions::from_each(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))
     }
 
     fn peek(
@@ -549,7 +547,7 @@ impl Enforce for RuleSet {
         cost: u64,
     ) -> Result<Decisions, LimitError> {
         let each = self.peek_each(state, now, cost)?;
-        Ok(Decisions::new(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))
+        Ok(Decisions::from_each(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))
     }
 
     /// When the last of its rules is idle.
