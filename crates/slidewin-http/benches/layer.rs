@@ -2,7 +2,7 @@
 //! `GovernorLayer`, on an axum `Router` whose handler answers at once, in the same run.
 //! `cargo bench -p slidewin-http --features axum --bench layer`.
 //!
-//! One criterion group, `layer/per_request`, four functions:
+//! One criterion group, `layer/per_request`, six functions:
 //!
 //! - `no_layer`: the bare router (the floor);
 //! - `tower_governor`: `GovernorLayer` keyed by `PeerIpKeyExtractor` (axum's
@@ -10,8 +10,11 @@
 //!   `x-ratelimit-remaining` on every admitted response);
 //! - `slidewin_gcra`: our layer, one `Kind::Gcra` policy on `Key::peer_ip()`, on the real
 //!   clock (`MonotonicClock`), sending `RateLimit-Policy` and `RateLimit`;
+//! - `slidewin_gcra_without_stats`: the same with `stats(false)`;
 //! - `slidewin_sliding_log_two_policies`: our layer, two `SlidingLog` policies (`burst` and
-//!   `hourly`) on `Key::peer_ip()`, on a `ManualClock` (see [`STEP`]).
+//!   `hourly`) on `Key::peer_ip()`, on a `ManualClock` (see [`STEP`]);
+//! - `slidewin_sliding_logs_10_per_s_1000_per_hour`: the example policies, on a
+//!   `ManualClock` (see [`EXAMPLE_STEP`]).
 //!
 //! Every request is `GET /` carrying `ConnectInfo(SocketAddr)` of one client, as axum's
 //! `into_make_service_with_connect_info` puts it there; every one is admitted (checked once
@@ -21,7 +24,7 @@
 //! dropping the response, the same for every function: the overhead of a layer is its time
 //! less `no_layer`'s.
 //!
-//! `LAYER_INTERLEAVED=1` (same command) runs the four routers interleaved instead of
+//! `LAYER_INTERLEAVED=1` (same command) runs the routers interleaved instead of
 //! criterion: 31 rounds, each timing 20,000 requests through every router in a rotating
 //! order, and prints each one's median and the median of the rounds' ratios of overheads (this
 //! VM's speed drifts by up to a third between criterion's functions, measured one after the
