@@ -224,8 +224,12 @@ fn rule_sets_of_every_size_answer_as_their_rules() {
         let rules: Vec<Rule> = (0..n)
             .map(|i| {
                 let limit = 10 - i; // the last rule is the tightest
-                Rule::new(&format!("r{i}"), Kind::SlidingLog, quota(&format!("{limit}/minute")))
-                    .unwrap()
+                Rule::new(
+                    &format!("r{i}"),
+                    Kind::SlidingLog,
+                    quota(&format!("{limit}/minute")),
+                )
+                .unwrap()
             })
             .collect();
         let mut set = Limiter::new(RuleSet::new(rules.clone()).unwrap());
@@ -233,7 +237,11 @@ fn rule_sets_of_every_size_answer_as_their_rules() {
         assert_eq!(decisions.as_slice().len(), usize::try_from(n).unwrap());
         for (i, rule) in rules.iter().enumerate() {
             let mut alone = Limiter::new(SlidingLog::new(rule.quota()).unwrap());
-            assert_eq!(decisions[i], alone.check(Moment::ZERO, 1).unwrap(), "rule {i} of {n}");
+            assert_eq!(
+                decisions[i],
+                alone.check(Moment::ZERO, 1).unwrap(),
+                "rule {i} of {n}"
+            );
         }
         assert_eq!(decisions.binding(), usize::try_from(n - 1).unwrap());
         let rebuilt = Decisions::new(decisions.as_slice().to_vec()).unwrap();
