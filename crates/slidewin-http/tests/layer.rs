@@ -1,9 +1,10 @@
 //! The layer on an axum `Router`, driven with `oneshot`: every body runs against the memory
-//! backend and against a Redis of its own, through one macro, on a `ManualClock` (the Redis
-//! backend on the layer's clock), and must give the same answers on both.
+//! backend, a Redis of its own and a shared Redis Cluster, through one macro, on a
+//! `ManualClock` (the Redis backend on the layer's clock), and must give the same answers on
+//! all three.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use axum::Router;
@@ -19,7 +20,7 @@ use slidewin_http::{
     Backend, Key, Limit, Memory, MissingKey, RateLimitLayer, RateLimitLayerBuilder, Redis,
 };
 use slidewin_redis::RedisLimiter;
-use slidewin_test_support::redis::RedisServer;
+use slidewin_test_support::redis::{RedisCluster, RedisServer};
 use tower::ServiceExt;
 
 fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
@@ -35,6 +36,7 @@ struct Harness<B> {
     backend: B,
     clock: ManualClock,
     _server: Option<RedisServer>,
+    _cluster: Option<Arc<RedisCluster>>,
 }
 
 impl<B: Backend + Clone> Harness<B> {
@@ -59,6 +61,7 @@ fn memory() -> Harness<Memory> {
         backend: Memory::new(),
         clock: ManualClock::new(START),
         _server: None,
+        _cluster: None,
     }
 }
 
@@ -69,11 +72,41 @@ async fn redis() -> Harness<Redis> {
         backend: Redis::new(limiter).with_layer_clock(),
         clock: ManualClock::new(START),
         _server: Some(server),
+        _cluster: None,
     }
 }
 
-/// Writes each body as a test against memory and against a Redis of its own.
-macro_rules! on_both_backends {
+/// One cluster for the tests that run at once: started by the first, stopped when the last
+/// lets go of it (a cluster takes a while to start; each test keeps to a prefix of its own).
+fn shared_cluster() -> Arc<RedisCluster> {
+    static SHARED: Mutex<Weak<RedisCluster>> = Mutex::new(Weak::new());
+    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(cluster) = shared.upgrade() {
+        return cluster;
+    }
+    let cluster = Arc::new(RedisCluster::start());
+    *shared = Arc::downgrade(&cluster);
+    cluster
+}
+
+async fn cluster(prefix: &str) -> Harness<Redis> {
+    let cluster = shared_cluster();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let limiter = RedisLimiter::connect_cluster(&urls)
+        .await
+        .unwrap()
+        .with_prefix(prefix);
+    Harness {
+        backend: Redis::new(limiter).with_layer_clock(),
+        clock: ManualClock::new(START),
+        _server: None,
+        _cluster: Some(cluster),
+    }
+}
+
+/// Writes each body as a test against memory, a Redis of its own and a shared Redis Cluster.
+macro_rules! on_every_backend {
     ($($(#[doc = $doc:literal])* async fn $name:ident($h:ident) $body:block)*) => {
         mod memory {
             use super::*;
@@ -88,6 +121,14 @@ macro_rules! on_both_backends {
             $($(#[doc = $doc])* #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 let $h = redis().await;
+                $body
+            })*
+        }
+        mod cluster {
+            use super::*;
+            $($(#[doc = $doc])* #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let $h = cluster(stringify!($name)).await;
                 $body
             })*
         }
@@ -169,7 +210,7 @@ async fn json(response: Response<Body>) -> serde_json::Value {
     serde_json::from_slice(&bytes).expect("a JSON body")
 }
 
-on_both_backends! {
+on_every_backend! {
     /// Up to the limit, 200s with the fields; then a 429 problem with `Retry-After`, parsed back.
     async fn admits_up_to_the_limit_then_answers_429_with_the_fields(h) {
         let layer = h
