@@ -9,7 +9,7 @@
 //!   `ConnectInfo<SocketAddr>`), with `use_headers()` (`x-ratelimit-limit` and
 //!   `x-ratelimit-remaining` on every admitted response);
 //! - `slidewin_gcra`: our layer, one `Kind::Gcra` policy on `Key::peer_ip()`, on the real
-//!   clock (`MonotonicClock`), sending `RateLimit-Policy` and `RateLimit`;
+//!   clock (the layer's default, `TscClock`), sending `RateLimit-Policy` and `RateLimit`;
 //! - `slidewin_gcra_without_stats`: the same with `stats(false)`;
 //! - `slidewin_sliding_log_two_policies`: our layer, two `SlidingLog` policies (`burst` and
 //!   `hourly`) on `Key::peer_ip()`, on a `ManualClock` (see [`STEP`]);

@@ -12,11 +12,11 @@ use http::request::Parts;
 use http::{Request, Response};
 use slidewin::limit::Decisions;
 use slidewin::stats::MetricEvent;
-use slidewin::time::MonotonicClock;
 use slidewin::{Clock, Decision, Moment, WindowMetrics};
 use tower::{Layer, Service};
 
 use crate::backend::{Answer, Backend, BackendError, Checked};
+use crate::clock::TscClock;
 use crate::error::ConfigError;
 use crate::fields::{RateLimitFields, retry_after};
 use crate::limit::{KeyText, Limit};
@@ -109,7 +109,7 @@ pub enum MissingKey {
 /// assert_eq!(third.headers()["content-type"], "application/problem+json");
 /// # Ok(()) }
 /// ```
-pub struct RateLimitLayer<B: Backend, C = MonotonicClock> {
+pub struct RateLimitLayer<B: Backend, C = TscClock> {
     shared: Arc<Shared<B, C>>,
 }
 
@@ -140,11 +140,11 @@ impl<B: Backend + fmt::Debug, C: fmt::Debug> fmt::Debug for RateLimitLayer<B, C>
 }
 
 impl<B: Backend> RateLimitLayer<B> {
-    /// A builder over `backend`, on the process's [`MonotonicClock`].
+    /// A builder over `backend`, on a [`TscClock`].
     pub fn builder(backend: B) -> RateLimitLayerBuilder<B> {
         RateLimitLayerBuilder {
             backend,
-            clock: MonotonicClock,
+            clock: TscClock::new(),
             limits: Vec::new(),
             shadow: false,
             missing_key: MissingKey::Deny,
@@ -235,7 +235,7 @@ impl<S, B: Backend, C> Layer<S> for RateLimitLayer<B, C> {
 ///     .build()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RateLimitLayerBuilder<B, C = MonotonicClock> {
+pub struct RateLimitLayerBuilder<B, C = TscClock> {
     backend: B,
     clock: C,
     limits: Vec<Limit>,
@@ -859,7 +859,7 @@ impl<B: Backend, C> fmt::Debug for Shared<B, C> {
 }
 
 /// The service [`RateLimitLayer`] wraps around yours.
-pub struct RateLimit<S, B: Backend, C = MonotonicClock> {
+pub struct RateLimit<S, B: Backend, C = TscClock> {
     inner: S,
     shared: Arc<Shared<B, C>>,
 }

@@ -38,6 +38,7 @@
 
 mod backend;
 mod client_ip;
+mod clock;
 mod error;
 mod fields;
 mod layer;
@@ -49,6 +50,7 @@ mod stats;
 pub use backend::Redis;
 pub use backend::{Backend, BackendError, Checked, Memory};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
+pub use clock::TscClock;
 pub use error::ConfigError;
 pub use fields::{
     RATELIMIT, RATELIMIT_POLICY, RateLimitFields, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
