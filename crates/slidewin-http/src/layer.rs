@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use http::request::Parts;
 use http::{Request, Response};
 use slidewin::limit::Decisions;
@@ -647,9 +647,8 @@ struct After {
     limit: usize,
     /// When the wrapped service was called.
     start: Moment,
-    rate_limit: Option<HeaderValue>,
-    /// Boxed: rarely asked for, and the future that carries it is moved a few times.
-    legacy: Option<Box<Decision>>,
+    /// The binding decision, with its rule's index in the limit.
+    binding: Option<(usize, Decision)>,
     degraded: bool,
 }
 
@@ -671,10 +670,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                     let names = armed.limit.rules().rules();
                     let policies = names.iter().map(|r| r.name()).collect();
                     let mut response = (self.on_refusal)(&Refusal::MissingKey { policies });
-                    response.headers_mut().insert(
-                        crate::fields::RATELIMIT_POLICY,
-                        armed.fields.policy().clone(),
-                    );
+                    self.insert_fields(armed, None, None, response.headers_mut());
                     Plan::Refuse(response)
                 }
             };
@@ -755,10 +751,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
             return Verdict::Admitted(After {
                 limit,
                 start: now,
-                rate_limit: binding.map(|(rule, decision)| armed.fields.field(rule, &decision)),
-                legacy: binding
-                    .filter(|_| self.legacy)
-                    .map(|(_, decision)| Box::new(decision)),
+                binding,
                 degraded,
             });
         }
@@ -798,30 +791,15 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         };
         let mut response = (self.on_refusal)(&refusal);
         let headers = response.headers_mut();
-        headers.insert(
-            crate::fields::RATELIMIT_POLICY,
-            armed.fields.policy().clone(),
-        );
-        if let Some((rule, decision)) = binding {
-            headers.insert(
-                crate::fields::RATELIMIT,
-                armed.fields.field(rule, &decision),
-            );
-            if self.legacy {
-                RateLimitFields::insert_legacy_one(&decision, headers);
-            }
-            if let Some(wait) = retry_after(&decision) {
-                headers.insert(RETRY_AFTER, wait);
-            }
-        }
-        if degraded {
-            headers.insert(SLIDEWIN_DEGRADED, HeaderValue::from_static("closed"));
+        self.insert_fields(armed, binding, degraded.then_some("closed"), headers);
+        if let Some(wait) = binding.and_then(|(_, decision)| retry_after(&decision)) {
+            headers.insert(RETRY_AFTER, wait);
         }
         Verdict::Refused(response)
     }
 
     /// The wrapped service's answer: timed, counted, and given the fields.
-    fn finish<T>(&self, after: &mut After, response: &mut Response<T>) {
+    fn finish<T>(&self, after: &After, response: &mut Response<T>) {
         let armed = &self.limits[after.limit];
         if self.stats_on {
             let done = self.clock.now();
@@ -835,26 +813,36 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                 .requests
                 .add_rt(done, done.saturating_duration_since(after.start));
         }
-        let headers = response.headers_mut();
+        let degraded = after.degraded.then_some("open");
+        self.insert_fields(armed, after.binding, degraded, response.headers_mut());
+    }
+
+    /// A limited request's fields: `RateLimit-Policy`; the binding decision's `RateLimit`
+    /// (and the legacy headers, when asked for); `Slidewin-Degraded` with the way a failure
+    /// policy went.
+    fn insert_fields(
+        &self,
+        armed: &Armed<B::Store>,
+        binding: Option<(usize, Decision)>,
+        degraded: Option<&'static str>,
+        headers: &mut HeaderMap,
+    ) {
         headers.insert(
             crate::fields::RATELIMIT_POLICY,
             armed.fields.policy().clone(),
         );
-        if let Some(rate_limit) = after.rate_limit.take() {
-            headers.insert(crate::fields::RATELIMIT, rate_limit);
+        if let Some((rule, decision)) = binding {
+            headers.insert(
+                crate::fields::RATELIMIT,
+                armed.fields.field(rule, &decision),
+            );
+            if self.legacy {
+                RateLimitFields::insert_legacy_one(&decision, headers);
+            }
         }
-        if let Some(decision) = &after.legacy {
-            RateLimitFields::insert_legacy_one(decision, headers);
+        if let Some(way) = degraded {
+            headers.insert(SLIDEWIN_DEGRADED, HeaderValue::from_static(way));
         }
-        if after.degraded {
-            headers.insert(SLIDEWIN_DEGRADED, HeaderValue::from_static("open"));
-        }
-    }
-}
-
-impl<B: Backend, C> fmt::Debug for Shared<B, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared").finish_non_exhaustive()
     }
 }
 
@@ -918,8 +906,8 @@ where
             },
             StateProj::Inner { future, after } => {
                 let mut response = std::task::ready!(future.poll(cx))?;
-                if let Some((shared, mut after)) = after.take() {
-                    shared.finish(&mut after, &mut response);
+                if let Some((shared, after)) = after.take() {
+                    shared.finish(&after, &mut response);
                 }
                 Poll::Ready(Ok(response))
             }
@@ -1001,7 +989,7 @@ where
                                         }
                                         let request = Request::from_parts(parts, body);
                                         let mut response = inner.call(request).await?;
-                                        shared.finish(&mut after, &mut response);
+                                        shared.finish(&after, &mut response);
                                         Ok(response)
                                     }
                                 }
