@@ -1,40 +1,17 @@
 //! The `RateLimit` fields parsed back with `sfv`, as a client would: for random rule sets and
 //! random checks, every field is a valid structured field whose numbers are the decisions'.
 
+mod support;
+
 use std::time::Duration;
 
 use http::HeaderMap;
 use proptest::prelude::*;
-use sfv::{BareItem, Integer, List, ListEntry, Parser};
+use sfv::Integer;
 use slidewin::limit::{Kind, Rule, RuleSet};
 use slidewin::{Decision, Limiter, Moment, Quota};
 use slidewin_http::{RateLimitFields, retry_after};
-
-/// Each member's name and its integer parameters, in order.
-fn members(field: &str) -> Vec<(String, Vec<(String, i64)>)> {
-    let list: List = Parser::new(field).parse().expect("a structured List");
-    list.iter()
-        .map(|entry| {
-            let ListEntry::Item(item) = entry else {
-                panic!("an inner list in {field}")
-            };
-            let BareItem::String(name) = &item.bare_item else {
-                panic!("a name that is not a String in {field}")
-            };
-            let params = item
-                .params
-                .iter()
-                .map(|(key, value)| {
-                    let BareItem::Integer(n) = value else {
-                        panic!("a parameter that is not an Integer in {field}")
-                    };
-                    (key.as_str().to_string(), i64::from(*n))
-                })
-                .collect();
-            (name.as_str().to_string(), params)
-        })
-        .collect()
-}
+use support::members;
 
 fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
     Rule::new(name, kind, quota.parse().unwrap()).unwrap()

@@ -3,8 +3,10 @@
 //! `ManualClock` (the Redis backend on the layer's clock), and must give the same answers on
 //! all three.
 
+mod support;
+
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
@@ -12,7 +14,6 @@ use axum::body::Body;
 use axum::routing::{get, post};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use sfv::{BareItem, List, ListEntry, Parser};
 use slidewin::limit::{Kind, Rule, RuleSet};
 use slidewin::time::ManualClock;
 use slidewin::{Clock, Moment};
@@ -21,6 +22,7 @@ use slidewin_http::{
 };
 use slidewin_redis::RedisLimiter;
 use slidewin_test_support::redis::{RedisCluster, RedisServer};
+use support::members;
 use tower::ServiceExt;
 
 fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
@@ -76,21 +78,8 @@ async fn redis() -> Harness<Redis> {
     }
 }
 
-/// One cluster for the tests that run at once: started by the first, stopped when the last
-/// lets go of it (a cluster takes a while to start; each test keeps to a prefix of its own).
-fn shared_cluster() -> Arc<RedisCluster> {
-    static SHARED: Mutex<Weak<RedisCluster>> = Mutex::new(Weak::new());
-    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(cluster) = shared.upgrade() {
-        return cluster;
-    }
-    let cluster = Arc::new(RedisCluster::start());
-    *shared = Arc::downgrade(&cluster);
-    cluster
-}
-
 async fn cluster(prefix: &str) -> Harness<Redis> {
-    let cluster = shared_cluster();
+    let cluster = RedisCluster::shared();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let limiter = RedisLimiter::connect_cluster(&urls)
@@ -166,32 +155,6 @@ async fn status(app: &Router, path: &str) -> StatusCode {
 
 fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
     response.headers().get(name).map(|v| v.to_str().unwrap())
-}
-
-/// Each member of a structured List field, with its integer parameters.
-fn members(field: &str) -> Vec<(String, Vec<(String, i64)>)> {
-    let list: List = Parser::new(field).parse().expect("a structured List");
-    list.iter()
-        .map(|entry| {
-            let ListEntry::Item(item) = entry else {
-                panic!("an inner list in {field}")
-            };
-            let BareItem::String(name) = &item.bare_item else {
-                panic!("a name that is not a String in {field}")
-            };
-            let params = item
-                .params
-                .iter()
-                .map(|(key, value)| {
-                    let BareItem::Integer(n) = value else {
-                        panic!("a parameter that is not an Integer in {field}")
-                    };
-                    (key.as_str().to_string(), i64::from(*n))
-                })
-                .collect();
-            (name.as_str().to_string(), params)
-        })
-        .collect()
 }
 
 /// `RateLimit`'s one member: (policy, r, t).

@@ -9,7 +9,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use slidewin::limit::{Decisions, Kind, LimitError, Rule, RuleSet};
@@ -120,19 +119,6 @@ impl<S> Backend for OnRedis<S> {
     }
 }
 
-/// One cluster for the tests that run at once: started by the first, stopped when the last
-/// lets go of it (a cluster takes a while to start; each test keeps to a prefix of its own).
-fn shared_cluster() -> Arc<RedisCluster> {
-    static SHARED: Mutex<Weak<RedisCluster>> = Mutex::new(Weak::new());
-    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(cluster) = shared.upgrade() {
-        return cluster;
-    }
-    let cluster = Arc::new(RedisCluster::start());
-    *shared = Arc::downgrade(&cluster);
-    cluster
-}
-
 /// Writes each body as a test against memory, a Redis of its own and a shared Redis Cluster.
 macro_rules! on_every_backend {
     ($($(#[doc = $doc:literal])* async fn $name:ident($b:ident) $body:block)*) => {
@@ -155,7 +141,7 @@ macro_rules! on_every_backend {
         mod cluster {
             use super::*;
             $($(#[doc = $doc])* #[tokio::test] async fn $name() {
-                let cluster = shared_cluster();
+                let cluster = RedisCluster::shared();
                 let urls = cluster.urls();
                 let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
                 let redis = RedisLimiter::connect_cluster(&urls)

@@ -213,6 +213,21 @@ impl RedisCluster {
         cluster
     }
 
+    /// One cluster for the tests of a binary that run at once: started by the first, stopped
+    /// when the last lets go of it (a cluster takes a while to start; each test keeps to a
+    /// prefix of its own).
+    pub fn shared() -> std::sync::Arc<RedisCluster> {
+        use std::sync::{Arc, Mutex, PoisonError, Weak};
+        static SHARED: Mutex<Weak<RedisCluster>> = Mutex::new(Weak::new());
+        let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cluster) = shared.upgrade() {
+            return cluster;
+        }
+        let cluster = Arc::new(RedisCluster::start());
+        *shared = Arc::downgrade(&cluster);
+        cluster
+    }
+
     /// Each node's URL.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
