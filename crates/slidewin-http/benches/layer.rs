@@ -44,10 +44,10 @@ use axum::extract::ConnectInfo;
 use axum::routing::get;
 use criterion::{Criterion, criterion_group};
 use http::{Request, Response, StatusCode};
-use slidewin::Moment;
 use slidewin::limit::{Kind, Rule, RuleSet};
 use slidewin::time::ManualClock;
-use slidewin_http::{Key, Limit, Memory, RateLimitLayer};
+use slidewin::{Clock, Moment};
+use slidewin_http::{Key, Limit, Memory, RateLimitLayer, RateLimitLayerBuilder};
 use tokio::runtime::Runtime;
 use tower::ServiceExt;
 use tower_governor::GovernorLayer;
@@ -191,62 +191,64 @@ fn variants() -> [Variant; 6] {
             prefill: 0,
             step: STEP,
         },
-        Variant {
-            name: "slidewin_gcra",
-            router: router().layer(
-                RateLimitLayer::builder(Memory::new())
-                    .limit(Limit::new(gcra.clone()).key(Key::peer_ip()))
-                    .build()
-                    .unwrap(),
-            ),
-            clock: ManualClock::default(),
-            headers: &["ratelimit-policy", "ratelimit"],
-            prefill: 0,
-            step: STEP,
-        },
-        Variant {
-            name: "slidewin_gcra_without_stats",
-            router: router().layer(
-                RateLimitLayer::builder(Memory::new())
-                    .limit(Limit::new(gcra.clone()).key(Key::peer_ip()))
-                    .stats(false)
-                    .build()
-                    .unwrap(),
-            ),
-            clock: ManualClock::default(),
-            headers: &["ratelimit-policy", "ratelimit"],
-            prefill: 0,
-            step: STEP,
-        },
-        Variant {
-            name: "slidewin_sliding_log_two_policies",
-            router: router().layer(
-                RateLimitLayer::builder(Memory::new())
-                    .clock(log_clock.clone())
-                    .limit(Limit::new(sliding_logs).key(Key::peer_ip()))
-                    .build()
-                    .unwrap(),
-            ),
-            clock: log_clock,
-            headers: &["ratelimit-policy", "ratelimit"],
-            prefill: PREFILL,
-            step: STEP,
-        },
-        Variant {
-            name: "slidewin_sliding_logs_10_per_s_1000_per_hour",
-            router: router().layer(
-                RateLimitLayer::builder(Memory::new())
-                    .clock(example_clock.clone())
-                    .limit(Limit::new(example).key(Key::peer_ip()))
-                    .build()
-                    .unwrap(),
-            ),
-            clock: example_clock,
-            headers: &["ratelimit-policy", "ratelimit"],
-            prefill: 1_000,
-            step: EXAMPLE_STEP,
-        },
+        ours(
+            "slidewin_gcra",
+            layer(Limit::new(gcra.clone())).build().unwrap(),
+            ManualClock::default(),
+            0,
+            STEP,
+        ),
+        ours(
+            "slidewin_gcra_without_stats",
+            layer(Limit::new(gcra)).stats(false).build().unwrap(),
+            ManualClock::default(),
+            0,
+            STEP,
+        ),
+        ours(
+            "slidewin_sliding_log_two_policies",
+            layer(Limit::new(sliding_logs))
+                .clock(log_clock.clone())
+                .build()
+                .unwrap(),
+            log_clock,
+            PREFILL,
+            STEP,
+        ),
+        ours(
+            "slidewin_sliding_logs_10_per_s_1000_per_hour",
+            layer(Limit::new(example))
+                .clock(example_clock.clone())
+                .build()
+                .unwrap(),
+            example_clock,
+            1_000,
+            EXAMPLE_STEP,
+        ),
     ]
+}
+
+/// A builder of our layer on the memory backend with `limit`, keyed by the peer's address.
+fn layer(limit: Limit) -> RateLimitLayerBuilder<Memory> {
+    RateLimitLayer::builder(Memory::new()).limit(limit.key(Key::peer_ip()))
+}
+
+/// One of our routers: `layer` on the router, sending the IETF fields.
+fn ours<C: Clock + Send + Sync + 'static>(
+    name: &'static str,
+    layer: RateLimitLayer<Memory, C>,
+    clock: ManualClock,
+    prefill: u64,
+    step: Duration,
+) -> Variant {
+    Variant {
+        name,
+        router: router().layer(layer),
+        clock,
+        headers: &["ratelimit-policy", "ratelimit"],
+        prefill,
+        step,
+    }
 }
 
 fn runtime() -> Runtime {
