@@ -1,6 +1,8 @@
 //! `slidewin`: the command line of the slidewin workspace.
 //!
 //! ```text
+//! slidewin serve                                      # the rate-limit service, built-in example
+//! slidewin serve --config ratelimit.yaml --redis redis://127.0.0.1:6379
 //! slidewin period 2000-05-15 2026-10-28               # 26 years 5 months 13 days
 //! slidewin period 2024-03-09T21:00 2024-03-10T21:00 --tz America/New_York --json
 //! printf '2024-02-29 2025-02-28\n' | slidewin period - --month-end strict
@@ -10,12 +12,13 @@
 
 mod json;
 mod period;
+mod serve;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Sliding time windows and calendar arithmetic, from the command line.
+/// Sliding time windows: the rate-limit service, and calendar arithmetic.
 #[derive(Debug, Parser)]
 #[command(name = "slidewin", version)]
 struct Cli {
@@ -27,6 +30,12 @@ struct Cli {
 #[allow(clippy::doc_markdown)]
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The rate-limit service: Envoy's RLS v3 gRPC, envoy ratelimit's POST /json, a live
+    /// dashboard, Prometheus /metrics; exact sliding windows, in memory or Redis.
+    ///
+    /// Listens on 127.0.0.1 unless told otherwise. SIGHUP reloads the config; SIGTERM stops
+    /// accepting, lets the checks in flight finish, and exits 0.
+    Serve(Box<serve::ServeArgs>),
     /// The calendar period from START to END: years, months, days (and hours, minutes,
     /// seconds between datetimes).
     ///
@@ -46,6 +55,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => serve::run(*args),
         Command::Period(args) => period::run(&args),
     }
 }

@@ -1,0 +1,908 @@
+//! The service's config: envoy ratelimit's YAML as it is, and our extensions.
+//!
+//! A file holds one domain and its tree of descriptors, as in envoyproxy/ratelimit:
+//!
+//! ```yaml
+//! domain: mongo_cps
+//! descriptors:
+//!   - key: database
+//!     value: users
+//!     rate_limit:
+//!       unit: second
+//!       requests_per_unit: 500
+//! ```
+//!
+//! Ours on top: `algorithm` on a limit, `quota: "5 per 10 seconds"` for any span, and a list of
+//! `limits` on one descriptor, all of which must admit a request.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+use slidewin::limit::{Kind, Quota, Rule, RuleSet};
+
+/// The algorithm a limit uses when its config names none: the exact sliding log.
+///
+/// envoy ratelimit and limitador count fixed windows, which admit up to twice the limit across
+/// a window's edge; a sliding log admits at most the limit in *every* window of the span. Its
+/// cost is memory: one 16-byte stamp per admission still in the window, so at most 16 bytes
+/// times the limit for a key at its limit (16 KB for `1000/hour`), and nothing for keys gone
+/// idle. For very large limits per key, `sliding_counter` (24 bytes a key, approximate) or
+/// `gcra` (8 bytes, smooth) hold less.
+pub const DEFAULT_ALGORITHM: Kind = Kind::SlidingLog;
+
+/// The longest config file read, in bytes: a config is small, and a huge file is a mistake.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// A config file that could not be read or was not valid: the file, the line and column where
+/// known, and what was wrong.
+///
+/// ```
+/// use slidewin_server::Config;
+/// let err = Config::parse("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", "a.yaml").unwrap_err();
+/// assert_eq!((err.line(), err.file()), (Some(4), "a.yaml"));
+/// assert!(err.to_string().contains("fortnight"), "{err}");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigFileError {
+    file: String,
+    line: Option<usize>,
+    column: Option<usize>,
+    message: String,
+}
+
+impl ConfigFileError {
+    fn new(file: &str, message: impl Into<String>) -> ConfigFileError {
+        ConfigFileError {
+            file: file.to_owned(),
+            line: None,
+            column: None,
+            message: message.into(),
+        }
+    }
+
+    fn from_yaml(file: &str, text: &str, err: &yaml_serde::Error) -> ConfigFileError {
+        let location = err.location();
+        let mut message = err.to_string();
+        // yaml_serde ends its message with the place; we print it in front, as compilers do.
+        if let Some(at) = message.find(" at line ") {
+            message.truncate(at);
+        }
+        let mut line = location.as_ref().map(|l| l.line());
+        let mut column = location.as_ref().map(|l| l.column());
+        // A value refused by our own checks is placed by yaml_serde at the start of the mapping
+        // holding it; the value itself, which the message quotes, is at or after that place.
+        if let (Some(from), Some(quoted)) =
+            (location.as_ref().map(|l| l.index()), first_quoted(&message))
+            && let Some(found) = text.get(from..).and_then(|rest| rest.find(quoted))
+        {
+            let at = from + found;
+            let before = &text[..at];
+            line = Some(before.matches('\n').count() + 1);
+            column = Some(at - before.rfind('\n').map_or(0, |nl| nl + 1) + 1);
+        }
+        ConfigFileError {
+            file: file.to_owned(),
+            line,
+            column,
+            message,
+        }
+    }
+
+    /// The file.
+    #[must_use]
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The line, from 1, where the parser knows it.
+    #[must_use]
+    pub fn line(&self) -> Option<usize> {
+        self.line
+    }
+
+    /// The column, from 1, where the parser knows it.
+    #[must_use]
+    pub fn column(&self) -> Option<usize> {
+        self.column
+    }
+
+    /// What was wrong.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.column) {
+            (Some(line), Some(column)) => {
+                write!(f, "{}:{line}:{column}: {}", self.file, self.message)
+            }
+            (Some(line), None) => write!(f, "{}:{line}: {}", self.file, self.message),
+            _ => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+/// envoy ratelimit's units, and the spans it gives them (a month is 30 days, a year 365).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// One second.
+    Second,
+    /// 60 seconds.
+    Minute,
+    /// 3,600 seconds.
+    Hour,
+    /// 86,400 seconds.
+    Day,
+    /// 7 days.
+    Week,
+    /// 30 days.
+    Month,
+    /// 365 days.
+    Year,
+}
+
+impl Unit {
+    const ALL: [(Unit, &'static str, u64); 7] = [
+        (Unit::Second, "second", 1),
+        (Unit::Minute, "minute", 60),
+        (Unit::Hour, "hour", 3_600),
+        (Unit::Day, "day", 86_400),
+        (Unit::Week, "week", 7 * 86_400),
+        (Unit::Month, "month", 30 * 86_400),
+        (Unit::Year, "year", 365 * 86_400),
+    ];
+
+    /// Its span.
+    ///
+    /// ```
+    /// use slidewin_server::Unit;
+    /// assert_eq!(Unit::Hour.span().as_secs(), 3600);
+    /// ```
+    #[must_use]
+    pub fn span(self) -> Duration {
+        Duration::from_secs(Unit::ALL.iter().find(|u| u.0 == self).map_or(1, |u| u.2))
+    }
+
+    /// Its name in the config, lower case.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        Unit::ALL
+            .iter()
+            .find(|u| u.0 == self)
+            .map_or("second", |u| u.1)
+    }
+
+    /// The unit whose span is exactly `span`, if one is.
+    #[must_use]
+    pub fn of_span(span: Duration) -> Option<Unit> {
+        Unit::ALL
+            .iter()
+            .find(|u| Duration::from_secs(u.2) == span)
+            .map(|u| u.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Unit {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Unit, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Unit::ALL
+            .iter()
+            .find(|u| u.1.eq_ignore_ascii_case(&text))
+            .map(|u| u.0)
+            .ok_or_else(|| {
+                de::Error::custom(format_args!(
+                    "invalid rate limit unit `{}`: expected second, minute, hour, day, week, month or year",
+                    shown(&text)
+                ))
+            })
+    }
+}
+
+/// The whole config: every domain, from every file.
+///
+/// ```
+/// use slidewin_server::Config;
+/// let config = Config::parse("domain: api\ndescriptors:\n  - key: client\n    rate_limit: {quota: 5 per 10 seconds}\n", "api.yaml")?;
+/// assert_eq!(config.domains()[0].name(), "api");
+/// # Ok::<(), slidewin_server::ConfigFileError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    domains: Vec<Domain>,
+    files: Vec<String>,
+}
+
+/// One domain: a tree of descriptors.
+#[derive(Clone, Debug)]
+pub struct Domain {
+    name: String,
+    descriptors: Vec<Descriptor>,
+}
+
+/// A node of a domain's tree: what it matches, its limit, and its children.
+#[derive(Clone, Debug)]
+pub struct Descriptor {
+    key: String,
+    value: Option<String>,
+    /// `domain.key_value.key`: envoy ratelimit's name for it in its stats.
+    path: String,
+    limit: Option<Limit>,
+    shadow: bool,
+    quota_mode: bool,
+    share_threshold: bool,
+    descriptors: Vec<Descriptor>,
+}
+
+/// What a descriptor enforces.
+#[derive(Clone, Debug)]
+pub struct Limit {
+    name: Option<String>,
+    replaces: Vec<String>,
+    enforce: Enforce,
+}
+
+/// How a descriptor's limit decides.
+#[derive(Clone, Debug)]
+pub enum Enforce {
+    /// `unlimited: true`: always admitted, never counted.
+    Unlimited,
+    /// `requests_per_unit: 0`: always denied, as envoy ratelimit does.
+    Blocked {
+        /// The unit configured.
+        unit: Unit,
+    },
+    /// The rules that must all admit.
+    Rules {
+        /// The rules.
+        rules: RuleSet,
+        /// Each rule's envoy unit, where its span is exactly one (for `current_limit`).
+        units: Vec<Option<Unit>>,
+    },
+}
+
+impl Config {
+    /// One file's text, `file` naming it in errors.
+    ///
+    /// # Errors
+    ///
+    /// The first thing wrong, with its line and column.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigFileError> {
+        let root: RootYaml =
+            yaml_serde::from_str(text).map_err(|e| ConfigFileError::from_yaml(file, text, &e))?;
+        let domain = root.build(file)?;
+        Ok(Config {
+            domains: vec![domain],
+            files: vec![file.to_owned()],
+        })
+    }
+
+    /// Reads the files at `paths`; a directory stands for its `.yaml` and `.yml` files (names
+    /// starting with `.` skipped, as Kubernetes' `..data` is), in name order.
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read or is not valid, a domain in two files, or no file at all.
+    pub fn load(paths: &[PathBuf]) -> Result<Config, ConfigFileError> {
+        let mut files = Vec::new();
+        for path in paths {
+            let shown_path = path.display().to_string();
+            let meta = std::fs::metadata(path)
+                .map_err(|e| ConfigFileError::new(&shown_path, format!("cannot read it: {e}")))?;
+            if meta.is_dir() {
+                let entries = std::fs::read_dir(path).map_err(|e| {
+                    ConfigFileError::new(&shown_path, format!("cannot list it: {e}"))
+                })?;
+                let mut found: Vec<PathBuf> = entries
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.path())
+                    .filter(|p| is_config_file(p))
+                    .collect();
+                found.sort();
+                files.extend(found);
+            } else {
+                files.push(path.clone());
+            }
+        }
+        if files.is_empty() {
+            let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            return Err(ConfigFileError::new(
+                &shown.join(", "),
+                "no config file (.yaml or .yml) found",
+            ));
+        }
+        let mut config = Config {
+            domains: Vec::new(),
+            files: Vec::new(),
+        };
+        for file in files {
+            let shown_file = file.display().to_string();
+            let text = read_bounded(&file, &shown_file)?;
+            let one = Config::parse(&text, &shown_file)?;
+            config.merge(one)?;
+        }
+        Ok(config)
+    }
+
+    /// Adds `other`'s domains; a domain may be in one file only, as in envoy ratelimit.
+    fn merge(&mut self, other: Config) -> Result<(), ConfigFileError> {
+        let file = other.files.first().cloned().unwrap_or_default();
+        for domain in other.domains {
+            if self.domains.iter().any(|d| d.name == domain.name) {
+                return Err(ConfigFileError::new(
+                    &file,
+                    format!(
+                        "duplicate domain `{}`: it is in another file too",
+                        domain.name
+                    ),
+                ));
+            }
+            self.domains.push(domain);
+        }
+        self.files.extend(other.files);
+        Ok(())
+    }
+
+    /// Its domains.
+    #[must_use]
+    pub fn domains(&self) -> &[Domain] {
+        &self.domains
+    }
+
+    /// The files it came from.
+    #[must_use]
+    pub fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
+fn is_config_file(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml")) && path.is_file()
+}
+
+fn read_bounded(path: &Path, shown_path: &str) -> Result<String, ConfigFileError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)
+        .map_err(|e| ConfigFileError::new(shown_path, format!("cannot read it: {e}")))?;
+    let mut text = String::new();
+    let read = file
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| ConfigFileError::new(shown_path, format!("cannot read it: {e}")))?;
+    if read as u64 > MAX_FILE_BYTES {
+        return Err(ConfigFileError::new(
+            shown_path,
+            format!("the file is larger than {MAX_FILE_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+impl Domain {
+    /// Its name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its top-level descriptors.
+    #[must_use]
+    pub fn descriptors(&self) -> &[Descriptor] {
+        &self.descriptors
+    }
+}
+
+impl Descriptor {
+    /// The entry key it matches.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The entry value it matches: none for any value (each value counted on its own), or a
+    /// value with `*` wildcards.
+    #[must_use]
+    pub fn value(&self) -> Option<&str> {
+        self.value.as_deref()
+    }
+
+    /// `domain.key_value.key`, envoy ratelimit's name for its stats.
+    #[must_use]
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Its limit, if it has one.
+    #[must_use]
+    pub fn limit(&self) -> Option<&Limit> {
+        self.limit.as_ref()
+    }
+
+    /// Decides but never denies.
+    #[must_use]
+    pub fn shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// envoy ratelimit's `quota_mode`: over its limit, it denies the request only when every
+    /// quota-mode descriptor of the request is over.
+    #[must_use]
+    pub fn quota_mode(&self) -> bool {
+        self.quota_mode
+    }
+
+    /// envoy ratelimit's `share_threshold`: every value its wildcard matches counts as one.
+    #[must_use]
+    pub fn share_threshold(&self) -> bool {
+        self.share_threshold
+    }
+
+    /// Its children.
+    #[must_use]
+    pub fn descriptors(&self) -> &[Descriptor] {
+        &self.descriptors
+    }
+}
+
+impl Limit {
+    /// Its `name`, which `replaces` refers to.
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The names of the limits it replaces when both apply to one request.
+    #[must_use]
+    pub fn replaces(&self) -> &[String] {
+        &self.replaces
+    }
+
+    /// How it decides.
+    #[must_use]
+    pub fn enforce(&self) -> &Enforce {
+        &self.enforce
+    }
+}
+
+// ---- The YAML, as written ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RootYaml {
+    domain: String,
+    #[serde(default)]
+    descriptors: Vec<DescriptorYaml>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DescriptorYaml {
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    rate_limit: Option<RateLimitYaml>,
+    #[serde(default)]
+    limits: Option<Vec<RateLimitYaml>>,
+    #[serde(default)]
+    descriptors: Vec<DescriptorYaml>,
+    #[serde(default)]
+    shadow_mode: bool,
+    #[serde(default)]
+    quota_mode: bool,
+    #[serde(default)]
+    share_threshold: bool,
+    // Stats options of envoy ratelimit: accepted; our metrics never label by value (a
+    // label per value is unbounded), so they change nothing here.
+    #[serde(default, rename = "detailed_metric")]
+    _detailed_metric: bool,
+    #[serde(default, rename = "value_to_metric")]
+    _value_to_metric: bool,
+    // Passed through as dynamic metadata by envoy ratelimit; accepted, unused.
+    #[serde(default, rename = "metadata")]
+    _metadata: Option<de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateLimitYaml {
+    #[serde(default)]
+    unit: Option<Unit>,
+    #[serde(default)]
+    requests_per_unit: Option<u64>,
+    #[serde(default)]
+    unlimited: bool,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    replaces: Vec<ReplacesYaml>,
+    #[serde(default)]
+    algorithm: Option<AlgorithmYaml>,
+    #[serde(default)]
+    quota: Option<QuotaYaml>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplacesYaml {
+    name: String,
+}
+
+struct AlgorithmYaml(Kind);
+
+impl<'de> Deserialize<'de> for AlgorithmYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<AlgorithmYaml, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse::<Kind>().map(AlgorithmYaml).map_err(|_| {
+            de::Error::custom(format_args!(
+                "unknown algorithm `{}`: expected sliding_log, sliding_counter, fixed_window or gcra",
+                shown(&text)
+            ))
+        })
+    }
+}
+
+struct QuotaYaml(Quota);
+
+impl<'de> Deserialize<'de> for QuotaYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<QuotaYaml, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse::<Quota>().map(QuotaYaml).map_err(|e| {
+            de::Error::custom(format_args!(
+                "invalid quota `{}`: {}",
+                shown(&text),
+                e.reason()
+            ))
+        })
+    }
+}
+
+/// The first text between backticks in `message`, unless it was cut short.
+fn first_quoted(message: &str) -> Option<&str> {
+    let start = message.find('`')? + 1;
+    let len = message[start..].find('`')?;
+    let quoted = &message[start..start + len];
+    (!quoted.is_empty() && !quoted.ends_with('…')).then_some(quoted)
+}
+
+/// A value shown in a message: at most 80 bytes of it.
+fn shown(text: &str) -> String {
+    const MAX: usize = 80;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+impl RootYaml {
+    fn build(self, file: &str) -> Result<Domain, ConfigFileError> {
+        if self.domain.is_empty() {
+            return Err(ConfigFileError::new(file, "the domain is empty"));
+        }
+        let descriptors = build_level(self.descriptors, &self.domain, file)?;
+        Ok(Domain {
+            name: self.domain,
+            descriptors,
+        })
+    }
+}
+
+fn build_level(
+    level: Vec<DescriptorYaml>,
+    parent: &str,
+    file: &str,
+) -> Result<Vec<Descriptor>, ConfigFileError> {
+    let mut seen = HashSet::new();
+    let mut built = Vec::with_capacity(level.len());
+    for yaml in level {
+        let descriptor = yaml.build(parent, file)?;
+        let composite = match &descriptor.value {
+            Some(value) => format!("{}_{value}", descriptor.key),
+            None => descriptor.key.clone(),
+        };
+        if !seen.insert(composite) {
+            return Err(ConfigFileError::new(
+                file,
+                format!("duplicate descriptor `{}`", shown(&descriptor.path)),
+            ));
+        }
+        built.push(descriptor);
+    }
+    Ok(built)
+}
+
+impl DescriptorYaml {
+    fn build(self, parent: &str, file: &str) -> Result<Descriptor, ConfigFileError> {
+        if self.key.is_empty() {
+            return Err(ConfigFileError::new(
+                file,
+                format!("a descriptor under `{}` has an empty key", shown(parent)),
+            ));
+        }
+        let value = self.value.filter(|v| !v.is_empty());
+        let path = match &value {
+            Some(value) => format!("{parent}.{}_{value}", self.key),
+            None => format!("{parent}.{}", self.key),
+        };
+        let fail =
+            |message: String| ConfigFileError::new(file, format!("`{}`: {message}", shown(&path)));
+        if self.share_threshold && !value.as_deref().is_some_and(|v| v.contains('*')) {
+            return Err(fail(
+                "share_threshold needs a value with a `*` wildcard".to_owned(),
+            ));
+        }
+        let limit = match (self.rate_limit, self.limits) {
+            (Some(_), Some(_)) => {
+                return Err(fail(
+                    "has both `rate_limit` and `limits`; put every limit in `limits`".to_owned(),
+                ));
+            }
+            (Some(one), None) => Some(one.build(&path, None).map_err(fail)?),
+            (None, Some(list)) => Some(build_list(list, &path).map_err(fail)?),
+            (None, None) => None,
+        };
+        let descriptors = build_level(self.descriptors, &path, file)?;
+        Ok(Descriptor {
+            key: self.key,
+            value,
+            path,
+            limit,
+            shadow: self.shadow_mode,
+            quota_mode: self.quota_mode,
+            share_threshold: self.share_threshold,
+            descriptors,
+        })
+    }
+}
+
+/// A rule's name from a config's name or path: the characters a rule name allows, at most its
+/// length (the last part kept: it is the distinctive one).
+fn rule_name(text: &str) -> String {
+    let cleaned: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let start = cleaned.len().saturating_sub(Rule::MAX_NAME_LEN);
+    cleaned[start..].to_owned()
+}
+
+impl RateLimitYaml {
+    /// One limit; `index` is its place in a `limits` list.
+    fn build(self, path: &str, index: Option<usize>) -> Result<Limit, String> {
+        let replaces = self
+            .replaces
+            .into_iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>();
+        if let Some(empty) = replaces.iter().position(String::is_empty) {
+            return Err(format!("replaces entry {} has an empty name", empty + 1));
+        }
+        if let Some(name) = &self.name
+            && replaces.contains(name)
+        {
+            return Err(format!("limit `{}` replaces itself", shown(name)));
+        }
+        if self.unlimited {
+            if self.unit.is_some() || self.quota.is_some() || self.requests_per_unit.is_some() {
+                return Err(
+                    "an unlimited limit takes no unit, requests_per_unit or quota".to_owned(),
+                );
+            }
+            return Ok(Limit {
+                name: self.name,
+                replaces,
+                enforce: Enforce::Unlimited,
+            });
+        }
+        let kind = self.algorithm.map_or(DEFAULT_ALGORITHM, |a| a.0);
+        let (quota, unit) = match (self.quota, self.unit, self.requests_per_unit) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(
+                    "give either `quota` or `unit` with `requests_per_unit`, not both".to_owned(),
+                );
+            }
+            (Some(quota), None, None) => {
+                let unit = Unit::of_span(quota.0.span());
+                (quota.0, unit)
+            }
+            (None, None, _) => {
+                return Err(
+                    "a limit needs a `unit` and `requests_per_unit`, or a `quota`".to_owned(),
+                );
+            }
+            (None, Some(unit), rpu) => {
+                // envoy ratelimit reads a missing requests_per_unit as 0, which denies all.
+                let rpu = rpu.unwrap_or(0);
+                if rpu == 0 {
+                    return Ok(Limit {
+                        name: self.name,
+                        replaces,
+                        enforce: Enforce::Blocked { unit },
+                    });
+                }
+                if rpu > u64::from(u32::MAX) {
+                    return Err(format!(
+                        "requests_per_unit {rpu} is more than envoy's 32 bits hold; use `quota` for larger limits"
+                    ));
+                }
+                let quota = Quota::new(rpu, unit.span()).map_err(|e| e.to_string())?;
+                (quota, Some(unit))
+            }
+        };
+        let default_name = match index {
+            Some(i) => format!("{path}.{i}"),
+            None => path.to_owned(),
+        };
+        let name = rule_name(self.name.as_deref().unwrap_or(&default_name));
+        let rule = Rule::new(&name, kind, quota).map_err(|e| e.to_string())?;
+        let rules = RuleSet::new([rule]).map_err(|e| e.to_string())?;
+        Ok(Limit {
+            name: self.name,
+            replaces,
+            enforce: Enforce::Rules {
+                rules,
+                units: vec![unit],
+            },
+        })
+    }
+}
+
+fn build_list(list: Vec<RateLimitYaml>, path: &str) -> Result<Limit, String> {
+    if list.is_empty() {
+        return Err("`limits` is empty".to_owned());
+    }
+    let mut rules = Vec::with_capacity(list.len());
+    let mut units = Vec::with_capacity(list.len());
+    for (i, yaml) in list.into_iter().enumerate() {
+        if yaml.unlimited {
+            return Err(format!(
+                "limit {} of `limits` is unlimited; a list holds limits only",
+                i + 1
+            ));
+        }
+        if !yaml.replaces.is_empty() {
+            return Err(format!(
+                "limit {} of `limits` has `replaces`; put it on a `rate_limit`",
+                i + 1
+            ));
+        }
+        if yaml.name.is_none() {
+            return Err(format!(
+                "limit {} of `limits` has no `name`: each needs one (the headers and the metrics show it)",
+                i + 1
+            ));
+        }
+        let one = yaml.build(path, Some(i))?;
+        match one.enforce {
+            Enforce::Rules {
+                rules: set,
+                units: mut u,
+            } => {
+                rules.extend(set.rules().iter().cloned());
+                units.append(&mut u);
+            }
+            Enforce::Blocked { .. } => {
+                return Err(format!(
+                    "limit {} of `limits` has requests_per_unit 0; a list holds limits that admit something",
+                    i + 1
+                ));
+            }
+            Enforce::Unlimited => unreachable!("refused above"),
+        }
+    }
+    let rules = RuleSet::new(rules).map_err(|e| e.to_string())?;
+    Ok(Limit {
+        name: None,
+        replaces: Vec::new(),
+        enforce: Enforce::Rules { rules, units },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ConfigFileError {
+        Config::parse(text, "t.yaml").unwrap_err()
+    }
+
+    #[test]
+    fn envoy_readme_example_loads() {
+        let config = Config::parse(
+            "domain: mongo_cps\ndescriptors:\n  - key: database\n    value: users\n    rate_limit:\n      unit: second\n      requests_per_unit: 500\n\n  - key: database\n    value: default\n    rate_limit:\n      unit: second\n      requests_per_unit: 500\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let domain = &config.domains()[0];
+        assert_eq!(domain.descriptors().len(), 2);
+        assert_eq!(domain.descriptors()[0].path(), "mongo_cps.database_users");
+    }
+
+    #[test]
+    fn errors_name_the_line_the_column_and_the_value() {
+        let e = err(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      algorithm: leaky\n",
+        );
+        assert_eq!(e.line(), Some(7), "{e}");
+        assert!(e.column().is_some());
+        assert!(e.to_string().contains("leaky"), "{e}");
+        assert!(e.to_string().starts_with("t.yaml:7:"), "{e}");
+
+        let e =
+            err("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {quota: 5 per fortnight}\n");
+        assert_eq!(e.line(), Some(4), "{e}");
+        assert!(e.to_string().contains("fortnight"), "{e}");
+
+        let e = err("domain: d\ndescriptors:\n  - key: k\n    rate_limt: {unit: second}\n");
+        assert_eq!(e.line(), Some(4), "{e}");
+        assert!(e.to_string().contains("rate_limt"), "{e}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_descriptor() {
+        let e =
+            err("domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n");
+        assert!(
+            e.to_string().contains("duplicate descriptor `d.k_v`"),
+            "{e}"
+        );
+        let e = err(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n",
+        );
+        assert!(e.to_string().contains("d.k"), "{e}");
+        let e = err("domain: ''\n");
+        assert!(e.to_string().contains("empty"), "{e}");
+        let e = err("domain: d\ndescriptors:\n  - key: k\n    limits:\n      - {quota: 1/s}\n");
+        assert!(e.to_string().contains("no `name`"), "{e}");
+        let e = err(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5000000000}\n",
+        );
+        assert!(e.to_string().contains("5000000000"), "{e}");
+    }
+
+    #[test]
+    fn extensions_build_rule_sets() {
+        let config = Config::parse(
+            "domain: d\ndescriptors:\n  - key: client\n    limits:\n      - {name: burst, quota: 10/s}\n      - {name: hourly, unit: hour, requests_per_unit: 1000, algorithm: sliding_counter}\n  - key: odd\n    rate_limit: {quota: 5 per 10 seconds, algorithm: gcra}\n  - key: zero\n    rate_limit: {unit: minute, requests_per_unit: 0}\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let d = config.domains()[0].descriptors();
+        let Enforce::Rules { rules, units } = d[0].limit().unwrap().enforce() else {
+            panic!("rules");
+        };
+        assert_eq!(rules.rules().len(), 2);
+        assert_eq!(units, &[Some(Unit::Second), Some(Unit::Hour)]);
+        assert_eq!(rules.rules()[1].kind(), Kind::SlidingCounter);
+        let Enforce::Rules { rules, units } = d[1].limit().unwrap().enforce() else {
+            panic!("rules");
+        };
+        assert_eq!(rules.rules()[0].quota().span(), Duration::from_secs(10));
+        assert_eq!(units, &[None]);
+        assert!(matches!(
+            d[2].limit().unwrap().enforce(),
+            Enforce::Blocked { unit: Unit::Minute }
+        ));
+    }
+}

@@ -1,0 +1,1143 @@
+//! The decisions: a request's descriptors matched against the config's trees, as envoy
+//! ratelimit matches them, each matched limit checked in the backend.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use slidewin::limit::Decisions;
+use slidewin::stats::{MetricEvent, WindowMetrics};
+use slidewin::{Clock, Decision, Moment};
+use slidewin_http::{BackendError, RATELIMIT, RATELIMIT_POLICY, RateLimitFields};
+
+use crate::backend::ServiceBackend as Backend;
+
+use crate::config::{Config, Descriptor, Enforce, Unit};
+use crate::metrics::{Metrics, RuleMetrics};
+use crate::snapshot::{PerSecond, RuleStats, Totals};
+use crate::top::TopKeys;
+
+/// The bounds on one request; each one exceeded is refused with an error naming it.
+///
+/// ```
+/// use slidewin_server::Bounds;
+/// assert_eq!(Bounds::default().max_descriptors, 64);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Descriptors in one request.
+    pub max_descriptors: usize,
+    /// Entries in one descriptor.
+    pub max_entries: usize,
+    /// Bytes in one entry's key or value.
+    pub max_text_len: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            max_descriptors: 64,
+            max_entries: 16,
+            max_text_len: 1024,
+        }
+    }
+}
+
+/// A request to rate limit, as envoy's `RateLimitRequest` carries it.
+///
+/// ```
+/// use slidewin_server::{Entry, RateLimitRequest, RequestDescriptor};
+/// let request = RateLimitRequest::new("api", vec![RequestDescriptor::new(vec![Entry::new("client", "ann")])]);
+/// assert_eq!(request.hits_addend, 0);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RateLimitRequest {
+    /// The domain whose config applies.
+    pub domain: String,
+    /// The descriptors, each decided on its own.
+    pub descriptors: Vec<RequestDescriptor>,
+    /// The hits each descriptor adds; 0, protobuf's "unset", means 1.
+    pub hits_addend: u64,
+}
+
+impl RateLimitRequest {
+    /// `descriptors` in `domain`, one hit each.
+    #[must_use]
+    pub fn new(domain: &str, descriptors: Vec<RequestDescriptor>) -> RateLimitRequest {
+        RateLimitRequest {
+            domain: domain.to_owned(),
+            descriptors,
+            hits_addend: 0,
+        }
+    }
+}
+
+/// One descriptor: its entries, in order, and the hits it adds if it says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestDescriptor {
+    /// The entries.
+    pub entries: Vec<Entry>,
+    /// The hits this descriptor adds, over the request's; `Some(0)` checks without counting.
+    pub hits_addend: Option<u64>,
+}
+
+impl RequestDescriptor {
+    /// A descriptor of `entries`.
+    #[must_use]
+    pub fn new(entries: Vec<Entry>) -> RequestDescriptor {
+        RequestDescriptor {
+            entries,
+            hits_addend: None,
+        }
+    }
+}
+
+/// A key and its value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: String,
+}
+
+impl Entry {
+    /// `key` = `value`.
+    #[must_use]
+    pub fn new(key: &str, value: &str) -> Entry {
+        Entry {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        }
+    }
+}
+
+/// OK or over the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// Admitted.
+    Ok,
+    /// Over the limit.
+    OverLimit,
+}
+
+/// The limit that decided a descriptor, as envoy reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CurrentLimit {
+    /// The limit's name: its config `name`, or its rule's name.
+    pub name: String,
+    /// Its requests per unit (the limit, for a span that is no unit).
+    pub requests_per_unit: u32,
+    /// The unit, where the span is exactly one.
+    pub unit: Option<Unit>,
+}
+
+/// What was decided for one descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescriptorStatus {
+    /// Its code.
+    pub code: Code,
+    /// The limit that applied (the binding one of a list); none when no limit matched.
+    pub current_limit: Option<CurrentLimit>,
+    /// What is left of it.
+    pub limit_remaining: u32,
+    /// When it is back to full.
+    pub duration_until_reset: Option<Duration>,
+}
+
+/// The answer to a [`RateLimitRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimitResponse {
+    /// Over the limit when any descriptor is (quota mode aside).
+    pub overall_code: Code,
+    /// One per descriptor, in order.
+    pub statuses: Vec<DescriptorStatus>,
+    /// `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers), and
+    /// `Retry-After` when over the limit.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// A request refused before any check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestError {
+    /// The domain is empty.
+    EmptyDomain,
+    /// No descriptor.
+    NoDescriptors,
+    /// More descriptors than [`Bounds::max_descriptors`].
+    TooManyDescriptors {
+        /// How many came.
+        count: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A descriptor with no entry.
+    EmptyDescriptor {
+        /// Its index.
+        descriptor: usize,
+    },
+    /// More entries than [`Bounds::max_entries`].
+    TooManyEntries {
+        /// The descriptor's index.
+        descriptor: usize,
+        /// How many came.
+        count: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A key or value longer than [`Bounds::max_text_len`].
+    TextTooLong {
+        /// The descriptor's index.
+        descriptor: usize,
+        /// `key` or `value`.
+        what: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// The store could not answer, and no failure policy answered for it.
+    Unavailable {
+        /// What failed.
+        detail: String,
+    },
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::EmptyDomain => f.write_str("rate limit domain must not be empty"),
+            RequestError::NoDescriptors => {
+                f.write_str("rate limit descriptor list must not be empty")
+            }
+            RequestError::TooManyDescriptors { count, max } => write!(
+                f,
+                "{count} descriptors in one request: at most {max} (max_descriptors)"
+            ),
+            RequestError::EmptyDescriptor { descriptor } => {
+                write!(f, "descriptor {descriptor} has no entries")
+            }
+            RequestError::TooManyEntries {
+                descriptor,
+                count,
+                max,
+            } => write!(
+                f,
+                "descriptor {descriptor} has {count} entries: at most {max} (max_entries)"
+            ),
+            RequestError::TextTooLong {
+                descriptor,
+                what,
+                len,
+                max,
+            } => write!(
+                f,
+                "descriptor {descriptor} has a {what} of {len} bytes: at most {max} (max_text_len)"
+            ),
+            RequestError::Unavailable { detail } => {
+                write!(f, "the rate limit store could not answer: {detail}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+impl RequestError {
+    /// A mistake of the caller's (an `INVALID_ARGUMENT` or 400), not of the service.
+    #[must_use]
+    pub fn is_invalid_argument(&self) -> bool {
+        !matches!(self, RequestError::Unavailable { .. })
+    }
+}
+
+/// A limit in force: its counts, its fields and its statistics. Kept across a reload while its
+/// domain, path and rules stay the same.
+pub(crate) struct RuleRt<B: Backend> {
+    pub(crate) domain: String,
+    pub(crate) path: String,
+    pub(crate) name: Option<String>,
+    pub(crate) replaces: Vec<String>,
+    pub(crate) shadow: bool,
+    pub(crate) quota_mode: bool,
+    pub(crate) enforce: EnforceRt<B>,
+    pub(crate) stats: Arc<RuleWindow>,
+    pub(crate) metrics: RuleMetrics,
+}
+
+pub(crate) enum EnforceRt<B: Backend> {
+    Unlimited,
+    Blocked {
+        unit: Unit,
+    },
+    Rules {
+        spec: slidewin::limit::RuleSet,
+        units: Vec<Option<Unit>>,
+        store: Arc<B::Store>,
+        fields: RateLimitFields,
+    },
+}
+
+/// A rule's last minute, per second: passed, denied, and denied in shadow mode.
+pub(crate) struct RuleWindow {
+    outcomes: WindowMetrics,
+    shadow: WindowMetrics,
+}
+
+impl RuleWindow {
+    fn new(now: Moment) -> RuleWindow {
+        let make = || {
+            WindowMetrics::new(Duration::from_secs(60), 60, now)
+                .unwrap_or_else(|_| unreachable!("a minute of 60 buckets is valid"))
+        };
+        RuleWindow {
+            outcomes: make(),
+            shadow: make(),
+        }
+    }
+
+    fn per_second(metrics: &WindowMetrics, now: Moment, event: MetricEvent) -> Vec<u64> {
+        let mut counts = vec![0; 60];
+        let this_second = now.as_nanos() / 1_000_000_000;
+        for bucket in metrics.buckets(now) {
+            let second = bucket.start().as_nanos() / 1_000_000_000;
+            if let Some(age) = this_second.checked_sub(second)
+                && let Ok(age) = usize::try_from(age)
+                && age < 60
+            {
+                counts[59 - age] += bucket.count(event);
+            }
+        }
+        counts
+    }
+}
+
+/// A domain's tree of descriptors, ready for matching.
+struct Node<B: Backend> {
+    children: HashMap<String, Node<B>>,
+    /// `key_pattern` of children whose value has a `*`, in config order.
+    wildcards: Vec<(String, Vec<String>)>,
+    rule: Option<Arc<RuleRt<B>>>,
+    /// For a `share_threshold` node: the value every match counts as.
+    shared_value: Option<String>,
+}
+
+impl<B: Backend> Node<B> {
+    fn empty() -> Node<B> {
+        Node {
+            children: HashMap::new(),
+            wildcards: Vec::new(),
+            rule: None,
+            shared_value: None,
+        }
+    }
+}
+
+/// A config in force.
+pub(crate) struct Loaded<B: Backend> {
+    pub(crate) config: Config,
+    pub(crate) version: u64,
+    pub(crate) loaded_at: jiff::Timestamp,
+    domains: HashMap<String, Node<B>>,
+    /// Every limit, in config order.
+    pub(crate) rules: Vec<Arc<RuleRt<B>>>,
+}
+
+/// The decision engine: a config, a backend, statistics. Cloning shares it.
+pub struct Engine<B: Backend> {
+    inner: Arc<Inner<B>>,
+}
+
+impl<B: Backend> Clone for Engine<B> {
+    fn clone(&self) -> Engine<B> {
+        Engine {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<B: Backend> {
+    backend: B,
+    clock: Arc<dyn Clock + Send + Sync>,
+    bounds: Bounds,
+    loaded: RwLock<Arc<Loaded<B>>>,
+    metrics: Metrics,
+    top: TopKeys,
+}
+
+impl<B: Backend> Engine<B> {
+    /// An engine deciding by `config` in `backend`, on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// A rule the backend cannot hold.
+    pub fn new(
+        backend: B,
+        config: Config,
+        clock: Arc<dyn Clock + Send + Sync>,
+        bounds: Bounds,
+        metrics: Metrics,
+    ) -> Result<Engine<B>, String> {
+        let now = clock.now();
+        let loaded = build(&backend, config, None, 1, now, &metrics)?;
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                backend,
+                clock,
+                bounds,
+                loaded: RwLock::new(Arc::new(loaded)),
+                metrics,
+                top: TopKeys::new(),
+            }),
+        })
+    }
+
+    /// Puts `config` in force. Limits kept (same domain and path) keep their counts and
+    /// statistics; with new quotas, the backend carries what it can; limits gone free theirs.
+    ///
+    /// # Errors
+    ///
+    /// A rule the backend cannot hold; the config in force stays.
+    pub fn reload(&self, config: Config) -> Result<u64, String> {
+        let now = self.inner.clock.now();
+        let old = self.loaded();
+        let loaded = build(
+            &self.inner.backend,
+            config,
+            Some(&old),
+            old.version + 1,
+            now,
+            &self.inner.metrics,
+        )?;
+        let version = loaded.version;
+        *self
+            .inner
+            .loaded
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(loaded);
+        Ok(version)
+    }
+
+    pub(crate) fn loaded(&self) -> Arc<Loaded<B>> {
+        Arc::clone(
+            &self
+                .inner
+                .loaded
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// The config in force, its version (1 for the first) and when it was loaded.
+    #[must_use]
+    pub fn config(&self) -> (Config, u64, jiff::Timestamp) {
+        let loaded = self.loaded();
+        (loaded.config.clone(), loaded.version, loaded.loaded_at)
+    }
+
+    /// The metrics the engine counts into.
+    #[must_use]
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The backend.
+    #[must_use]
+    pub fn backend(&self) -> &B {
+        &self.inner.backend
+    }
+
+    /// Each rule's last minute, in config order.
+    #[must_use]
+    pub fn rule_stats(&self) -> Vec<RuleStats> {
+        let now = self.inner.clock.now();
+        self.loaded()
+            .rules
+            .iter()
+            .filter_map(|rule| {
+                let EnforceRt::Rules { spec, store, .. } = &rule.enforce else {
+                    return None;
+                };
+                let per_second = PerSecond {
+                    passed: RuleWindow::per_second(&rule.stats.outcomes, now, MetricEvent::Pass),
+                    denied: RuleWindow::per_second(&rule.stats.outcomes, now, MetricEvent::Block),
+                    shadow_denied: RuleWindow::per_second(
+                        &rule.stats.shadow,
+                        now,
+                        MetricEvent::Block,
+                    ),
+                };
+                let last_minute = Totals {
+                    passed: per_second.passed.iter().sum(),
+                    denied: per_second.denied.iter().sum(),
+                    shadow_denied: per_second.shadow_denied.iter().sum(),
+                };
+                let quota: Vec<String> =
+                    spec.rules().iter().map(|r| r.quota().to_string()).collect();
+                let algorithm: Vec<&str> = spec.rules().iter().map(|r| r.kind().name()).collect();
+                Some(RuleStats {
+                    domain: rule.domain.clone(),
+                    name: rule.display_name(),
+                    quota: quota.join(" and "),
+                    algorithm: algorithm.join(", "),
+                    shadow: rule.shadow,
+                    keys: self.inner.backend.keys(store),
+                    per_second,
+                    last_minute,
+                })
+            })
+            .collect()
+    }
+
+    /// The keys denied most in the last minute.
+    #[must_use]
+    pub fn top_denied(&self) -> Vec<crate::snapshot::TopKey> {
+        self.inner.top.top(self.inner.clock.now(), 10)
+    }
+
+    /// Decides `request`.
+    ///
+    /// # Errors
+    ///
+    /// A request out of [`Bounds`], or a store that failed with no failure policy to answer.
+    pub async fn should_rate_limit(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, RequestError> {
+        self.validate(request)?;
+        let started = std::time::Instant::now();
+        let loaded = self.loaded();
+        let now = self.inner.clock.now();
+        let request_hits = if request.hits_addend == 0 {
+            1
+        } else {
+            request.hits_addend
+        };
+        let Some(root) = loaded.domains.get(&request.domain) else {
+            // An unknown domain has no limits: every descriptor is OK, as in envoy ratelimit.
+            return Ok(RateLimitResponse {
+                overall_code: Code::Ok,
+                statuses: request.descriptors.iter().map(|_| no_limit()).collect(),
+                headers: Vec::new(),
+            });
+        };
+        let mut matched: Vec<Option<(Arc<RuleRt<B>>, Option<String>)>> = request
+            .descriptors
+            .iter()
+            .map(|d| find(root, &d.entries).map(|(rule, shared)| (rule, shared.cloned())))
+            .collect();
+        // `replaces`: a named limit is dropped when another matched limit replaces it.
+        let replaced: Vec<String> = matched
+            .iter()
+            .flatten()
+            .flat_map(|(rule, _)| rule.replaces.iter().cloned())
+            .collect();
+        if !replaced.is_empty() {
+            for slot in &mut matched {
+                if slot
+                    .as_ref()
+                    .and_then(|(rule, _)| rule.name.as_ref())
+                    .is_some_and(|name| replaced.contains(name))
+                {
+                    *slot = None;
+                }
+            }
+        }
+
+        let mut statuses = Vec::with_capacity(request.descriptors.len());
+        let mut binding: Option<(usize, Decisions)> = None;
+        let mut policies: Vec<HeaderValue> = Vec::new();
+        let mut failed_rate = 0;
+        let (mut quota_total, mut quota_failed) = (0, 0);
+        for (i, (descriptor, slot)) in request.descriptors.iter().zip(&matched).enumerate() {
+            let Some((rule, shared)) = slot else {
+                statuses.push(no_limit());
+                continue;
+            };
+            let hits = descriptor.hits_addend.unwrap_or(request_hits);
+            let (status, decisions) = self
+                .check(
+                    rule,
+                    &request.domain,
+                    &descriptor.entries,
+                    shared.as_deref(),
+                    hits,
+                    now,
+                )
+                .await?;
+            if let EnforceRt::Rules { fields, .. } = &rule.enforce {
+                policies.push(fields.policy().clone());
+            }
+            if status.code == Code::OverLimit {
+                if rule.quota_mode {
+                    quota_failed += 1;
+                } else {
+                    failed_rate += 1;
+                }
+            }
+            if rule.quota_mode {
+                quota_total += 1;
+            }
+            if let Some(decisions) = decisions {
+                let tighter = match &binding {
+                    None => true,
+                    Some((_, held)) => tighter(&decisions.decision(), &held.decision()),
+                };
+                if tighter {
+                    binding = Some((i, decisions));
+                }
+            }
+            statuses.push(status);
+        }
+        let over = failed_rate > 0 || (quota_total > 0 && quota_total == quota_failed);
+        let mut headers = Vec::new();
+        if !policies.is_empty()
+            && let Some(policy) = join_fields(&policies)
+        {
+            headers.push((RATELIMIT_POLICY, policy));
+        }
+        if let Some((i, decisions)) = &binding
+            && let Some((rule, _)) = &matched[*i]
+            && let EnforceRt::Rules { fields, .. } = &rule.enforce
+        {
+            headers.push((RATELIMIT, fields.rate_limit(decisions)));
+            if over && let Some(retry) = slidewin_http::retry_after(&decisions.decision()) {
+                headers.push((http::header::RETRY_AFTER, retry));
+            }
+        }
+        self.inner.metrics.observe_decision(started.elapsed());
+        Ok(RateLimitResponse {
+            overall_code: if over { Code::OverLimit } else { Code::Ok },
+            statuses,
+            headers,
+        })
+    }
+
+    fn validate(&self, request: &RateLimitRequest) -> Result<(), RequestError> {
+        let bounds = &self.inner.bounds;
+        if request.domain.is_empty() {
+            return Err(RequestError::EmptyDomain);
+        }
+        if request.descriptors.is_empty() {
+            return Err(RequestError::NoDescriptors);
+        }
+        if request.descriptors.len() > bounds.max_descriptors {
+            return Err(RequestError::TooManyDescriptors {
+                count: request.descriptors.len(),
+                max: bounds.max_descriptors,
+            });
+        }
+        if request.domain.len() > bounds.max_text_len {
+            return Err(RequestError::TextTooLong {
+                descriptor: 0,
+                what: "domain",
+                len: request.domain.len(),
+                max: bounds.max_text_len,
+            });
+        }
+        for (i, descriptor) in request.descriptors.iter().enumerate() {
+            if descriptor.entries.is_empty() {
+                return Err(RequestError::EmptyDescriptor { descriptor: i });
+            }
+            if descriptor.entries.len() > bounds.max_entries {
+                return Err(RequestError::TooManyEntries {
+                    descriptor: i,
+                    count: descriptor.entries.len(),
+                    max: bounds.max_entries,
+                });
+            }
+            for entry in &descriptor.entries {
+                for (what, text) in [("key", &entry.key), ("value", &entry.value)] {
+                    if text.len() > bounds.max_text_len {
+                        return Err(RequestError::TextTooLong {
+                            descriptor: i,
+                            what,
+                            len: text.len(),
+                            max: bounds.max_text_len,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn check(
+        &self,
+        rule: &RuleRt<B>,
+        domain: &str,
+        entries: &[Entry],
+        shared: Option<&str>,
+        hits: u64,
+        now: Moment,
+    ) -> Result<(DescriptorStatus, Option<Decisions>), RequestError> {
+        let metrics = &rule.metrics;
+        match &rule.enforce {
+            EnforceRt::Unlimited => Ok((
+                DescriptorStatus {
+                    code: Code::Ok,
+                    current_limit: None,
+                    limit_remaining: u32::MAX,
+                    duration_until_reset: None,
+                },
+                None,
+            )),
+            EnforceRt::Blocked { unit } => {
+                metrics.total_hits.inc_by(hits);
+                let code = self.over(rule, hits, now, entries);
+                Ok((
+                    DescriptorStatus {
+                        code,
+                        current_limit: Some(CurrentLimit {
+                            name: rule.display_name(),
+                            requests_per_unit: 0,
+                            unit: Some(*unit),
+                        }),
+                        limit_remaining: 0,
+                        duration_until_reset: Some(unit.span()),
+                    },
+                    None,
+                ))
+            }
+            EnforceRt::Rules {
+                spec, units, store, ..
+            } => {
+                let key = counter_key(domain, &rule.path, entries, shared);
+                metrics.total_hits.inc_by(hits);
+                let checked = match self.inner.backend.check_at_once(store, &key, now, hits) {
+                    Some(answer) => answer,
+                    None => self.inner.backend.check(store, &key, now, hits).await,
+                };
+                let checked = match checked {
+                    Ok(checked) => checked,
+                    Err(BackendError::CostTooHigh { .. }) => {
+                        // More hits than the limit ever admits: over it, with nothing counted.
+                        let code = self.over(rule, hits, now, entries);
+                        return Ok((
+                            DescriptorStatus {
+                                code,
+                                current_limit: Some(current_limit(rule, spec, units, 0)),
+                                limit_remaining: 0,
+                                duration_until_reset: None,
+                            },
+                            None,
+                        ));
+                    }
+                    Err(BackendError::KeysFull { .. }) => {
+                        // At the key cap a new key is refused, so no limited key is pushed out.
+                        self.inner.metrics.key_cap_refusal();
+                        let code = self.over(rule, hits, now, entries);
+                        return Ok((
+                            DescriptorStatus {
+                                code,
+                                current_limit: Some(current_limit(rule, spec, units, 0)),
+                                limit_remaining: 0,
+                                duration_until_reset: None,
+                            },
+                            None,
+                        ));
+                    }
+                    Err(other) => {
+                        self.inner.metrics.backend_error();
+                        return Err(RequestError::Unavailable {
+                            detail: other.to_string(),
+                        });
+                    }
+                };
+                if checked.without_store().is_some() {
+                    self.inner.metrics.backend_error();
+                }
+                let decisions = Decisions::new(checked.decisions().to_vec())
+                    .unwrap_or_else(|| unreachable!("a rule set decides once per rule"));
+                let binding = checked.binding();
+                let decision = checked.decision();
+                let code = if decision.allowed() {
+                    rule.stats.outcomes.add(now, MetricEvent::Pass, 1);
+                    metrics.within_limit.inc_by(hits);
+                    let limit = decision.limit();
+                    let used = limit.saturating_sub(decision.remaining());
+                    // envoy ratelimit's near limit: past 80% of the limit after this request.
+                    if used.saturating_mul(5) > limit.saturating_mul(4) {
+                        metrics.near_limit.inc_by(hits);
+                    }
+                    Code::Ok
+                } else {
+                    self.over(rule, hits, now, entries)
+                };
+                let remaining = u32::try_from(decision.remaining()).unwrap_or(u32::MAX);
+                Ok((
+                    DescriptorStatus {
+                        code,
+                        current_limit: Some(current_limit(rule, spec, units, binding)),
+                        limit_remaining: remaining,
+                        duration_until_reset: Some(decision.reset_after()),
+                    },
+                    Some(decisions),
+                ))
+            }
+        }
+    }
+
+    /// Counts an over-limit descriptor and answers its code: OK in shadow mode.
+    fn over(&self, rule: &RuleRt<B>, hits: u64, now: Moment, entries: &[Entry]) -> Code {
+        rule.metrics.over_limit.inc_by(hits);
+        if rule.shadow {
+            rule.metrics.shadow_mode.inc_by(hits);
+            rule.stats.shadow.add(now, MetricEvent::Block, 1);
+            rule.stats.outcomes.add(now, MetricEvent::Pass, 1);
+            Code::Ok
+        } else {
+            rule.stats.outcomes.add(now, MetricEvent::Block, 1);
+            self.inner
+                .top
+                .deny(now, &rule.domain, &rule.display_name(), entries);
+            Code::OverLimit
+        }
+    }
+}
+
+impl<B: Backend> RuleRt<B> {
+    /// The name shown: the config's `name`, or the path without its domain.
+    pub(crate) fn display_name(&self) -> String {
+        match &self.name {
+            Some(name) => name.clone(),
+            None => self
+                .path
+                .strip_prefix(&self.domain)
+                .and_then(|p| p.strip_prefix('.'))
+                .unwrap_or(&self.path)
+                .to_owned(),
+        }
+    }
+}
+
+/// A descriptor no limit matched: OK, as envoy ratelimit answers.
+fn no_limit() -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::Ok,
+        current_limit: None,
+        limit_remaining: 0,
+        duration_until_reset: None,
+    }
+}
+
+/// Denied before admitted, then the fewer left, then the longer to wait.
+fn tighter(a: &Decision, b: &Decision) -> bool {
+    (
+        !a.allowed(),
+        std::cmp::Reverse(a.remaining()),
+        a.reset_after(),
+    ) > (
+        !b.allowed(),
+        std::cmp::Reverse(b.remaining()),
+        b.reset_after(),
+    )
+}
+
+fn current_limit<B: Backend>(
+    rule: &RuleRt<B>,
+    spec: &slidewin::limit::RuleSet,
+    units: &[Option<Unit>],
+    binding: usize,
+) -> CurrentLimit {
+    let index = binding.min(spec.rules().len() - 1);
+    let one = &spec.rules()[index];
+    CurrentLimit {
+        name: if spec.rules().len() == 1 {
+            rule.display_name()
+        } else {
+            one.name().to_owned()
+        },
+        requests_per_unit: u32::try_from(one.quota().limit()).unwrap_or(u32::MAX),
+        unit: units.get(index).copied().flatten(),
+    }
+}
+
+/// Several policies' `RateLimit-Policy` members, as one field.
+fn join_fields(values: &[HeaderValue]) -> Option<HeaderValue> {
+    let mut joined = Vec::new();
+    for value in values {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(value.as_bytes());
+    }
+    HeaderValue::from_bytes(&joined).ok()
+}
+
+/// The key a descriptor counts under: the domain, the limit's path and each entry, each
+/// prefixed by its length, so that no crafted value can spell another limit's or entry's key.
+fn counter_key(domain: &str, path: &str, entries: &[Entry], shared: Option<&str>) -> String {
+    use std::fmt::Write;
+    let mut key = String::with_capacity(
+        16 + domain.len()
+            + path.len()
+            + entries
+                .iter()
+                .map(|e| e.key.len() + e.value.len() + 8)
+                .sum::<usize>(),
+    );
+    let mut push = |text: &str| {
+        let _ = write!(key, "{}:{text}", text.len());
+    };
+    push(domain);
+    push(path);
+    let last = entries.len().saturating_sub(1);
+    for (i, entry) in entries.iter().enumerate() {
+        push(&entry.key);
+        match shared {
+            Some(pattern) if i == last => push(pattern),
+            _ => push(&entry.value),
+        }
+    }
+    key
+}
+
+/// The limit for `entries` under `root`, as envoy ratelimit finds it: each entry in turn
+/// matches a child by `key_value`, else by a wildcard value, else by `key` alone; the limit is
+/// the one of the node the last entry reaches. Also the value a `share_threshold` node counts
+/// every match under.
+fn find<'a, B: Backend>(
+    root: &'a Node<B>,
+    entries: &[Entry],
+) -> Option<(Arc<RuleRt<B>>, Option<&'a String>)> {
+    let mut node = root;
+    let mut composite = String::new();
+    for (i, entry) in entries.iter().enumerate() {
+        composite.clear();
+        composite.push_str(&entry.key);
+        composite.push('_');
+        composite.push_str(&entry.value);
+        let next = node.children.get(&composite).or_else(|| {
+            node.wildcards
+                .iter()
+                .find(|(_, parts)| wildcard_match(parts, &composite))
+                .and_then(|(pattern, _)| node.children.get(pattern))
+                .or_else(|| node.children.get(&entry.key))
+        })?;
+        if i == entries.len() - 1 {
+            return next
+                .rule
+                .as_ref()
+                .map(|rule| (Arc::clone(rule), next.shared_value.as_ref()));
+        }
+        if next.children.is_empty() {
+            return None;
+        }
+        node = next;
+    }
+    None
+}
+
+/// A value against a pattern split at its `*`s: each `*` stands for any text.
+fn wildcard_match(parts: &[String], value: &str) -> bool {
+    let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
+        return false;
+    };
+    if parts.len() == 1 {
+        return first == value;
+    }
+    let fixed: usize = parts.iter().map(String::len).sum();
+    if value.len() < fixed || !value.starts_with(first.as_str()) || !value.ends_with(last.as_str())
+    {
+        return false;
+    }
+    let mut rest = &value[first.len()..value.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part.as_str()) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+fn build<B: Backend>(
+    backend: &B,
+    config: Config,
+    old: Option<&Loaded<B>>,
+    version: u64,
+    now: Moment,
+    metrics: &Metrics,
+) -> Result<Loaded<B>, String> {
+    let mut kept: HashMap<(&str, &str), &Arc<RuleRt<B>>> = HashMap::new();
+    if let Some(old) = old {
+        for rule in &old.rules {
+            kept.insert((rule.domain.as_str(), rule.path.as_str()), rule);
+        }
+    }
+    let mut rules = Vec::new();
+    let mut domains = HashMap::new();
+    for domain in config.domains() {
+        let mut root = Node::empty();
+        build_level(
+            backend,
+            domain.name(),
+            domain.descriptors(),
+            &mut root,
+            &kept,
+            &mut rules,
+            now,
+            metrics,
+        )?;
+        domains.insert(domain.name().to_owned(), root);
+    }
+    if let Some(old) = old {
+        // Limits gone: their metric series go too (their counts went with the old config).
+        for rule in &old.rules {
+            if !rules
+                .iter()
+                .any(|r: &Arc<RuleRt<B>>| r.domain == rule.domain && r.path == rule.path)
+            {
+                metrics.forget_rule(&rule.domain, &rule.path);
+            }
+        }
+    }
+    Ok(Loaded {
+        config,
+        version,
+        loaded_at: jiff::Timestamp::now(),
+        domains,
+        rules,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_level<B: Backend>(
+    backend: &B,
+    domain: &str,
+    descriptors: &[Descriptor],
+    parent: &mut Node<B>,
+    kept: &HashMap<(&str, &str), &Arc<RuleRt<B>>>,
+    rules: &mut Vec<Arc<RuleRt<B>>>,
+    now: Moment,
+    metrics: &Metrics,
+) -> Result<(), String> {
+    for descriptor in descriptors {
+        let mut node = Node::empty();
+        let composite = match descriptor.value() {
+            Some(value) => format!("{}_{value}", descriptor.key()),
+            None => descriptor.key().to_owned(),
+        };
+        if descriptor.share_threshold() {
+            node.shared_value = descriptor.value().map(str::to_owned);
+        }
+        if let Some(limit) = descriptor.limit() {
+            let old = kept.get(&(domain, descriptor.path())).copied();
+            let enforce = match limit.enforce() {
+                Enforce::Unlimited => EnforceRt::Unlimited,
+                Enforce::Blocked { unit } => EnforceRt::Blocked { unit: *unit },
+                Enforce::Rules { rules: spec, units } => {
+                    let same = old.and_then(|old| match &old.enforce {
+                        EnforceRt::Rules {
+                            spec: old_spec,
+                            store,
+                            ..
+                        } if same_rules(old_spec, spec) => Some(Arc::clone(store)),
+                        _ => None,
+                    });
+                    let store = match same {
+                        Some(store) => store,
+                        None => {
+                            let store = backend
+                                .store(spec.clone())
+                                .map_err(|e| format!("{}: {e}", descriptor.path()))?;
+                            if let Some(EnforceRt::Rules {
+                                store: old_store, ..
+                            }) = old.map(|o| &o.enforce)
+                            {
+                                backend.carry_counts(&store, old_store, now);
+                            }
+                            Arc::new(store)
+                        }
+                    };
+                    let fields = RateLimitFields::new(spec)
+                        .map_err(|e| format!("{}: {e}", descriptor.path()))?;
+                    EnforceRt::Rules {
+                        spec: spec.clone(),
+                        units: units.clone(),
+                        store,
+                        fields,
+                    }
+                }
+            };
+            let rule = Arc::new(RuleRt {
+                domain: domain.to_owned(),
+                path: descriptor.path().to_owned(),
+                name: limit.name().map(str::to_owned),
+                replaces: limit.replaces().to_vec(),
+                shadow: descriptor.shadow(),
+                quota_mode: descriptor.quota_mode(),
+                enforce,
+                stats: old.map_or_else(|| Arc::new(RuleWindow::new(now)), |o| Arc::clone(&o.stats)),
+                metrics: metrics.rule(domain, descriptor.path()),
+            });
+            rules.push(Arc::clone(&rule));
+            node.rule = Some(rule);
+        }
+        build_level(
+            backend,
+            domain,
+            descriptor.descriptors(),
+            &mut node,
+            kept,
+            rules,
+            now,
+            metrics,
+        )?;
+        if descriptor.value().is_some_and(|v| v.contains('*')) {
+            let parts = composite.split('*').map(str::to_owned).collect();
+            parent.wildcards.push((composite.clone(), parts));
+        }
+        parent.children.insert(composite, node);
+    }
+    Ok(())
+}
+
+/// The same rules: names, kinds and quotas, in order.
+fn same_rules(a: &slidewin::limit::RuleSet, b: &slidewin::limit::RuleSet) -> bool {
+    a.rules().len() == b.rules().len()
+        && a.rules()
+            .iter()
+            .zip(b.rules())
+            .all(|(x, y)| x.name() == y.name() && x.kind() == y.kind() && x.quota() == y.quota())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(pattern: &str) -> Vec<String> {
+        pattern.split('*').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn wildcards_match_as_envoy_ratelimit_does() {
+        assert!(wildcard_match(&parts("path_/foo*"), "path_/foo/bar"));
+        assert!(wildcard_match(&parts("path_/foo*"), "path_/foo"));
+        assert!(!wildcard_match(&parts("path_/foo*"), "path_/fo"));
+        assert!(wildcard_match(&parts("path_a*b*c"), "path_aXXbYYc"));
+        assert!(!wildcard_match(&parts("path_a*b*c"), "path_acb"));
+        assert!(!wildcard_match(&parts("path_ab*ba"), "path_aba"));
+        assert!(wildcard_match(&parts("path_x"), "path_x"));
+    }
+
+    #[test]
+    fn counter_keys_cannot_be_forged_by_values() {
+        let a = counter_key("d", "d.k", &[Entry::new("k", "a1:b")], None);
+        let b = counter_key(
+            "d",
+            "d.k",
+            &[Entry::new("k", "a"), Entry::new("b", "")],
+            None,
+        );
+        assert_ne!(a, b);
+        let shared = counter_key("d", "d.k_a*", &[Entry::new("k", "abc")], Some("a*"));
+        assert_eq!(
+            shared,
+            counter_key("d", "d.k_a*", &[Entry::new("k", "axy")], Some("a*"))
+        );
+    }
+}

@@ -1,0 +1,241 @@
+//! `GET /metrics`: Prometheus text, by prometheus-client. Per rule, envoy ratelimit's counters
+//! (labelled by domain and rule, never by key: keys are unbounded, envoyproxy/ratelimit #275).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RuleLabels {
+    domain: String,
+    rule: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+/// The service's Prometheus metrics. Cloning shares them.
+///
+/// ```
+/// use slidewin_server::Metrics;
+/// let metrics = Metrics::new();
+/// metrics.config_loaded(true);
+/// assert!(metrics.encode().contains("slidewin_config_loads_total{result=\"success\"} 1"));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    registry: Registry,
+    total_hits: Family<RuleLabels, Counter>,
+    over_limit: Family<RuleLabels, Counter>,
+    near_limit: Family<RuleLabels, Counter>,
+    within_limit: Family<RuleLabels, Counter>,
+    shadow_mode: Family<RuleLabels, Counter>,
+    config_loads: Family<ResultLabels, Counter>,
+    config_version: Gauge,
+    backend_state: Family<StateLabels, Gauge>,
+    backend_errors: Counter,
+    key_cap_refusals: Counter,
+    decision_seconds: Histogram,
+}
+
+/// One rule's counters, as envoy ratelimit names them; in hits (a request's `hits_addend`).
+#[derive(Clone, Debug)]
+pub(crate) struct RuleMetrics {
+    pub(crate) total_hits: Counter,
+    pub(crate) over_limit: Counter,
+    pub(crate) near_limit: Counter,
+    pub(crate) within_limit: Counter,
+    pub(crate) shadow_mode: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric, registered, at zero.
+    #[must_use]
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("slidewin");
+        let family = Family::<RuleLabels, Counter>::default;
+        let (total_hits, over_limit, near_limit, within_limit, shadow_mode) =
+            (family(), family(), family(), family(), family());
+        registry.register(
+            "rate_limit_total_hits",
+            "Hits checked against a rule",
+            total_hits.clone(),
+        );
+        registry.register(
+            "rate_limit_over_limit",
+            "Hits over a rule's limit (shadow mode's included)",
+            over_limit.clone(),
+        );
+        registry.register(
+            "rate_limit_near_limit",
+            "Hits admitted past 80% of a rule's limit",
+            near_limit.clone(),
+        );
+        registry.register(
+            "rate_limit_within_limit",
+            "Hits admitted by a rule",
+            within_limit.clone(),
+        );
+        registry.register(
+            "rate_limit_shadow_mode",
+            "Hits over a rule's limit that shadow mode admitted",
+            shadow_mode.clone(),
+        );
+        let config_loads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "config_loads",
+            "Config loads, by result (an error keeps the config in force)",
+            config_loads.clone(),
+        );
+        let config_version = Gauge::default();
+        registry.register(
+            "config_version",
+            "The version of the config in force",
+            config_version.clone(),
+        );
+        let backend_state = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "backend_state",
+            "1 for the backend's state: up, down (Redis circuit open) or probing (half-open)",
+            backend_state.clone(),
+        );
+        let backend_errors = Counter::default();
+        registry.register(
+            "backend_errors",
+            "Checks the backend failed (answered by the failure policy, or an error)",
+            backend_errors.clone(),
+        );
+        let key_cap_refusals = Counter::default();
+        registry.register(
+            "key_cap_refusals",
+            "New keys refused because a rule held its cap of keys",
+            key_cap_refusals.clone(),
+        );
+        let decision_seconds = Histogram::new(exponential_buckets(1e-6, 2.0, 24));
+        registry.register(
+            "decision_seconds",
+            "Time to decide one request",
+            decision_seconds.clone(),
+        );
+        Metrics {
+            inner: Arc::new(Inner {
+                registry,
+                total_hits,
+                over_limit,
+                near_limit,
+                within_limit,
+                shadow_mode,
+                config_loads,
+                config_version,
+                backend_state,
+                backend_errors,
+                key_cap_refusals,
+                decision_seconds,
+            }),
+        }
+    }
+
+    pub(crate) fn rule(&self, domain: &str, path: &str) -> RuleMetrics {
+        let labels = RuleLabels {
+            domain: domain.to_owned(),
+            rule: path.to_owned(),
+        };
+        RuleMetrics {
+            total_hits: self.inner.total_hits.get_or_create_owned(&labels),
+            over_limit: self.inner.over_limit.get_or_create_owned(&labels),
+            near_limit: self.inner.near_limit.get_or_create_owned(&labels),
+            within_limit: self.inner.within_limit.get_or_create_owned(&labels),
+            shadow_mode: self.inner.shadow_mode.get_or_create_owned(&labels),
+        }
+    }
+
+    pub(crate) fn forget_rule(&self, domain: &str, path: &str) {
+        let labels = RuleLabels {
+            domain: domain.to_owned(),
+            rule: path.to_owned(),
+        };
+        for family in [
+            &self.inner.total_hits,
+            &self.inner.over_limit,
+            &self.inner.near_limit,
+            &self.inner.within_limit,
+            &self.inner.shadow_mode,
+        ] {
+            family.remove(&labels);
+        }
+    }
+
+    /// Counts a config load, `true` when it took effect.
+    pub fn config_loaded(&self, ok: bool) {
+        let result = if ok { "success" } else { "error" };
+        self.inner
+            .config_loads
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
+    pub(crate) fn set_config_version(&self, version: u64) {
+        self.inner
+            .config_version
+            .set(i64::try_from(version).unwrap_or(i64::MAX));
+    }
+
+    pub(crate) fn set_backend_state(&self, state: &str) {
+        for known in ["up", "down", "probing"] {
+            let value = i64::from(known == state);
+            self.inner
+                .backend_state
+                .get_or_create(&StateLabels { state: known })
+                .set(value);
+        }
+    }
+
+    pub(crate) fn backend_error(&self) {
+        self.inner.backend_errors.inc();
+    }
+
+    pub(crate) fn backend_errors(&self) -> u64 {
+        self.inner.backend_errors.get()
+    }
+
+    pub(crate) fn key_cap_refusal(&self) {
+        self.inner.key_cap_refusals.inc();
+    }
+
+    pub(crate) fn observe_decision(&self, took: Duration) {
+        self.inner.decision_seconds.observe(took.as_secs_f64());
+    }
+
+    /// The Prometheus text exposition.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry);
+        text
+    }
+}

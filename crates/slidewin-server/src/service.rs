@@ -1,0 +1,528 @@
+//! The service: the engine behind Envoy's gRPC, the HTTP API and the dashboard, and the
+//! reloads of its config.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::ServiceBackend;
+use crate::config::Config;
+use crate::engine::{
+    Code, DescriptorStatus, Engine, Entry, RateLimitRequest, RateLimitResponse, RequestDescriptor,
+    RequestError,
+};
+use crate::snapshot::{BackendStatus, ConfigStatus, LoadError, Snapshot, SnapshotSource};
+
+/// The largest request body `POST /json` reads, and the largest gRPC message decoded.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The engine, the files its config comes from, and how its loads went. Cloning shares it.
+pub struct Service<B: ServiceBackend> {
+    inner: Arc<ServiceInner<B>>,
+}
+
+impl<B: ServiceBackend> Clone for Service<B> {
+    fn clone(&self) -> Service<B> {
+        Service {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct ServiceInner<B: ServiceBackend> {
+    engine: Engine<B>,
+    /// The config's files or directories; none for the built-in example.
+    paths: Vec<PathBuf>,
+    loads: Mutex<Loads>,
+}
+
+#[derive(Default)]
+struct Loads {
+    last_error: Option<LoadError>,
+    errors_total: u64,
+}
+
+fn rfc3339(at: jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+impl<B: ServiceBackend> Service<B> {
+    /// A service of `engine`, whose config is reloaded from `paths` (none: never reloaded).
+    #[must_use]
+    pub fn new(engine: Engine<B>, paths: Vec<PathBuf>) -> Service<B> {
+        let metrics = engine.metrics().clone();
+        metrics.config_loaded(true);
+        metrics.set_config_version(1);
+        Service {
+            inner: Arc::new(ServiceInner {
+                engine,
+                paths,
+                loads: Mutex::new(Loads::default()),
+            }),
+        }
+    }
+
+    /// The engine.
+    #[must_use]
+    pub fn engine(&self) -> &Engine<B> {
+        &self.inner.engine
+    }
+
+    /// Reads the config's files again and puts them in force. An invalid config changes
+    /// nothing: it is logged, counted, and shown on the dashboard.
+    ///
+    /// # Errors
+    ///
+    /// Why the files were not loaded; the config in force stays.
+    pub fn reload(&self) -> Result<u64, String> {
+        if self.inner.paths.is_empty() {
+            return Err("the built-in config has no file to reload".to_owned());
+        }
+        let loaded = Config::load(&self.inner.paths)
+            .map_err(|e| e.to_string())
+            .and_then(|config| self.inner.engine.reload(config));
+        let metrics = self.inner.engine.metrics();
+        match &loaded {
+            Ok(version) => {
+                metrics.config_loaded(true);
+                metrics.set_config_version(*version);
+                tracing::info!(version, "config reloaded");
+            }
+            Err(why) => {
+                metrics.config_loaded(false);
+                tracing::error!(error = %why, "config not reloaded; the config in force stays");
+                let mut loads = self.loads();
+                loads.errors_total += 1;
+                loads.last_error = Some(LoadError {
+                    at: rfc3339(jiff::Timestamp::now()),
+                    message: why.clone(),
+                });
+            }
+        }
+        loaded
+    }
+
+    fn loads(&self) -> std::sync::MutexGuard<'_, Loads> {
+        self.inner
+            .loads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The paths the config is read from.
+    #[must_use]
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.inner.paths
+    }
+
+    /// The HTTP API: `POST /json`, `GET /healthz`, and unless `admin` is false, `GET
+    /// /api/config`, `GET /api/stats`, `GET /metrics` and the dashboard.
+    pub fn router(&self, admin: bool) -> Router {
+        let api = Router::new()
+            .route("/json", post(json::<B>))
+            .route("/healthz", get(|| async { "OK\n" }))
+            .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+            .with_state(self.clone());
+        if !admin {
+            return api;
+        }
+        let source: Arc<dyn SnapshotSource> = Arc::new(self.clone());
+        api.merge(
+            Router::new()
+                .route("/api/config", get(api_config::<B>))
+                .route("/api/stats", get(api_stats::<B>))
+                .route("/metrics", get(metrics::<B>))
+                .with_state(self.clone()),
+        )
+        .merge(crate::dashboard::dashboard_router(source))
+    }
+}
+
+impl<B: ServiceBackend> SnapshotSource for Service<B> {
+    fn snapshot(&self) -> Snapshot {
+        let engine = &self.inner.engine;
+        let (config, version, loaded_at) = engine.config();
+        let (last_error, errors_total) = {
+            let loads = self.loads();
+            (loads.last_error.clone(), loads.errors_total)
+        };
+        let backend = engine.backend();
+        let state = backend.state();
+        engine.metrics().set_backend_state(state);
+        Snapshot {
+            now_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            config: ConfigStatus {
+                version,
+                loaded_at: rfc3339(loaded_at),
+                files: config.files().to_vec(),
+                last_error,
+                errors_total,
+            },
+            backend: BackendStatus {
+                kind: backend.kind().to_owned(),
+                state: state.to_owned(),
+                failure_policy: backend.failure_policy().map(str::to_owned),
+                errors_total: engine.metrics().backend_errors(),
+            },
+            rules: engine.rule_stats(),
+            top_denied: engine.top_denied(),
+        }
+    }
+}
+
+// ---- HTTP ----
+
+/// `POST /json`'s body: envoy's `RateLimitRequest` in protobuf's JSON mapping (either
+/// spelling of a field, as protobuf's JSON parsers take).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonRequest {
+    domain: String,
+    #[serde(default)]
+    descriptors: Vec<JsonDescriptor>,
+    #[serde(default, alias = "hitsAddend", deserialize_with = "json_u64")]
+    hits_addend: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonDescriptor {
+    #[serde(default)]
+    entries: Vec<JsonEntry>,
+    #[serde(default, alias = "hitsAddend", deserialize_with = "json_opt_u64")]
+    hits_addend: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonEntry {
+    key: String,
+    #[serde(default)]
+    value: String,
+}
+
+/// protobuf's JSON writes 64-bit integers as strings, and takes numbers too.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum JsonInt {
+    Number(u64),
+    Text(String),
+}
+
+fn json_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    match JsonInt::deserialize(d)? {
+        JsonInt::Number(n) => Ok(n),
+        JsonInt::Text(text) => text.parse().map_err(|_| {
+            serde::de::Error::custom(format_args!("`{text}` is not an unsigned 64-bit integer"))
+        }),
+    }
+}
+
+fn json_opt_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    json_u64(d).map(Some)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonResponse {
+    overall_code: &'static str,
+    statuses: Vec<JsonStatus>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    response_headers_to_add: Vec<JsonHeader>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonStatus {
+    code: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current_limit: Option<JsonLimit>,
+    #[serde(skip_serializing_if = "is_zero")]
+    limit_remaining: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_until_reset: Option<String>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonLimit {
+    name: String,
+    requests_per_unit: u32,
+    unit: &'static str,
+}
+
+#[derive(Serialize)]
+struct JsonHeader {
+    key: String,
+    value: String,
+}
+
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::OverLimit => "OVER_LIMIT",
+    }
+}
+
+/// A duration as protobuf's JSON writes one: seconds, with up to nine decimals, and `s`.
+fn json_duration(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        let text = format!("{}.{:09}", d.as_secs(), d.subsec_nanos());
+        format!("{}s", text.trim_end_matches('0'))
+    }
+}
+
+fn json_status(status: &DescriptorStatus) -> JsonStatus {
+    JsonStatus {
+        code: code_name(status.code),
+        current_limit: status.current_limit.as_ref().map(|limit| JsonLimit {
+            name: limit.name.clone(),
+            requests_per_unit: limit.requests_per_unit,
+            unit: limit.unit.map_or("UNKNOWN", |u| unit_upper(u.name())),
+        }),
+        limit_remaining: status.limit_remaining,
+        duration_until_reset: status.duration_until_reset.map(json_duration),
+    }
+}
+
+fn unit_upper(name: &str) -> &'static str {
+    match name {
+        "second" => "SECOND",
+        "minute" => "MINUTE",
+        "hour" => "HOUR",
+        "day" => "DAY",
+        "week" => "WEEK",
+        "month" => "MONTH",
+        "year" => "YEAR",
+        _ => "UNKNOWN",
+    }
+}
+
+fn problem(status: StatusCode, detail: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::json!({ "error": detail }).to_string(),
+    )
+        .into_response()
+}
+
+async fn json<B: ServiceBackend>(
+    State(service): State<Service<B>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let request: JsonRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => return problem(StatusCode::BAD_REQUEST, &format!("invalid request: {e}")),
+    };
+    let request = RateLimitRequest {
+        domain: request.domain,
+        descriptors: request
+            .descriptors
+            .into_iter()
+            .map(|d| RequestDescriptor {
+                entries: d
+                    .entries
+                    .into_iter()
+                    .map(|e| Entry {
+                        key: e.key,
+                        value: e.value,
+                    })
+                    .collect(),
+                hits_addend: d.hits_addend,
+            })
+            .collect(),
+        hits_addend: request.hits_addend,
+    };
+    match service.engine().should_rate_limit(&request).await {
+        Ok(response) => json_answer(&response),
+        Err(e) if e.is_invalid_argument() => problem(StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
+fn json_answer(response: &RateLimitResponse) -> Response {
+    let body = JsonResponse {
+        overall_code: code_name(response.overall_code),
+        statuses: response.statuses.iter().map(json_status).collect(),
+        response_headers_to_add: response
+            .headers
+            .iter()
+            .map(|(name, value)| JsonHeader {
+                key: name.as_str().to_owned(),
+                value: value.to_str().unwrap_or_default().to_owned(),
+            })
+            .collect(),
+    };
+    let status = match response.overall_code {
+        Code::Ok => StatusCode::OK,
+        Code::OverLimit => StatusCode::TOO_MANY_REQUESTS,
+    };
+    let mut answer = (status, Json(body)).into_response();
+    for (name, value) in &response.headers {
+        answer.headers_mut().append(name.clone(), value.clone());
+    }
+    answer
+}
+
+async fn api_config<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+    let (config, version, loaded_at) = service.engine().config();
+    Json(serde_json::json!({
+        "version": version,
+        "loaded_at": rfc3339(loaded_at),
+        "files": config.files(),
+        "domains": crate::config_view::domains(&config),
+    }))
+    .into_response()
+}
+
+async fn api_stats<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+    Json(service.snapshot()).into_response()
+}
+
+async fn metrics<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+    let engine = service.engine();
+    engine.metrics().set_backend_state(engine.backend().state());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        engine.metrics().encode(),
+    )
+        .into_response()
+}
+
+// ---- gRPC ----
+
+pub(crate) mod grpc {
+    use envoy_types::pb::envoy::config::core::v3::HeaderValue as PbHeader;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+        Code as PbCode, DescriptorStatus as PbStatus, RateLimit as PbLimit,
+        rate_limit::Unit as PbUnit,
+    };
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
+    use envoy_types::pb::envoy::service::ratelimit::v3::{
+        RateLimitRequest as PbRequest, RateLimitResponse as PbResponse,
+    };
+    use envoy_types::pb::google::protobuf::Duration as PbDuration;
+
+    use super::{Code, Entry, RateLimitRequest, RequestDescriptor, RequestError, Service};
+    use crate::backend::ServiceBackend;
+    use crate::config::Unit;
+
+    /// Envoy's `RateLimitService` on a [`Service`].
+    pub(crate) struct Grpc<B: ServiceBackend> {
+        pub(crate) service: Service<B>,
+    }
+
+    fn pb_unit(unit: Option<Unit>) -> i32 {
+        (match unit {
+            None => PbUnit::Unknown,
+            Some(Unit::Second) => PbUnit::Second,
+            Some(Unit::Minute) => PbUnit::Minute,
+            Some(Unit::Hour) => PbUnit::Hour,
+            Some(Unit::Day) => PbUnit::Day,
+            Some(Unit::Week) => PbUnit::Week,
+            Some(Unit::Month) => PbUnit::Month,
+            Some(Unit::Year) => PbUnit::Year,
+        }) as i32
+    }
+
+    fn pb_code(code: Code) -> i32 {
+        (match code {
+            Code::Ok => PbCode::Ok,
+            Code::OverLimit => PbCode::OverLimit,
+        }) as i32
+    }
+
+    #[tonic::async_trait]
+    impl<B: ServiceBackend> RateLimitService for Grpc<B> {
+        async fn should_rate_limit(
+            &self,
+            request: tonic::Request<PbRequest>,
+        ) -> Result<tonic::Response<PbResponse>, tonic::Status> {
+            let request = request.into_inner();
+            if request.descriptors.iter().any(|d| d.is_negative_hits) {
+                return Err(tonic::Status::invalid_argument(
+                    "is_negative_hits is not supported: a sliding window gives nothing back",
+                ));
+            }
+            let ours = RateLimitRequest {
+                domain: request.domain,
+                hits_addend: u64::from(request.hits_addend),
+                descriptors: request
+                    .descriptors
+                    .into_iter()
+                    .map(|d| RequestDescriptor {
+                        entries: d
+                            .entries
+                            .into_iter()
+                            .map(|e| Entry {
+                                key: e.key,
+                                value: e.value,
+                            })
+                            .collect(),
+                        hits_addend: d.hits_addend.map(|h| h.value),
+                    })
+                    .collect(),
+            };
+            let response = self
+                .service
+                .engine()
+                .should_rate_limit(&ours)
+                .await
+                .map_err(|e| match e {
+                    RequestError::Unavailable { .. } => tonic::Status::unavailable(e.to_string()),
+                    _ => tonic::Status::invalid_argument(e.to_string()),
+                })?;
+            Ok(tonic::Response::new(PbResponse {
+                overall_code: pb_code(response.overall_code),
+                statuses: response
+                    .statuses
+                    .iter()
+                    .map(|s| PbStatus {
+                        code: pb_code(s.code),
+                        current_limit: s.current_limit.as_ref().map(|l| PbLimit {
+                            name: l.name.clone(),
+                            requests_per_unit: l.requests_per_unit,
+                            unit: pb_unit(l.unit),
+                        }),
+                        limit_remaining: s.limit_remaining,
+                        duration_until_reset: s.duration_until_reset.map(|d| PbDuration {
+                            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                            nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+                response_headers_to_add: response
+                    .headers
+                    .iter()
+                    .map(|(name, value)| PbHeader {
+                        key: name.as_str().to_owned(),
+                        value: value.to_str().unwrap_or_default().to_owned(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }))
+        }
+    }
+}
