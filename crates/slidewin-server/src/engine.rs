@@ -785,8 +785,8 @@ impl<B: Backend> Engine<B> {
         rule.metrics.over_limit.inc_by(hits);
         if rule.shadow {
             rule.metrics.shadow_mode.inc_by(hits);
+            // Counted as shadow-denied only: the three outcomes never overlap.
             rule.stats.shadow.add(now, MetricEvent::Block, 1);
-            rule.stats.outcomes.add(now, MetricEvent::Pass, 1);
             Code::Ok
         } else {
             rule.stats.outcomes.add(now, MetricEvent::Block, 1);

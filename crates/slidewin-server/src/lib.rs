@@ -27,7 +27,7 @@ pub use engine::{
 pub use metrics::Metrics;
 pub use run::{BackendChoice, EXAMPLE_CONFIG, RunOptions, run};
 pub use serve::{ConfigWatch, Listeners, ServeOptions, serve, watch_config};
-pub use service::{MAX_BODY_BYTES, Service};
+pub use service::{LoadTally, MAX_BODY_BYTES, Service};
 pub use snapshot::{
     BackendStatus, ConfigStatus, LoadError, PerSecond, RuleStats, Snapshot, SnapshotSource, TopKey,
     Totals,

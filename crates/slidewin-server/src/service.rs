@@ -41,6 +41,16 @@ struct ServiceInner<B: ServiceBackend> {
     /// The config's files or directories; none for the built-in example.
     paths: Vec<PathBuf>,
     loads: Mutex<Loads>,
+    tally: tokio::sync::watch::Sender<LoadTally>,
+}
+
+/// How many loads took effect and failed: what [`Service::load_tally`] watches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadTally {
+    /// The version in force (1 for the first config).
+    pub version: u64,
+    /// Loads that failed, leaving the config in force.
+    pub errors: u64,
 }
 
 #[derive(Default)]
@@ -65,6 +75,10 @@ impl<B: ServiceBackend> Service<B> {
                 engine,
                 paths,
                 loads: Mutex::new(Loads::default()),
+                tally: tokio::sync::watch::Sender::new(LoadTally {
+                    version: 1,
+                    errors: 0,
+                }),
             }),
         }
     }
@@ -94,6 +108,7 @@ impl<B: ServiceBackend> Service<B> {
                 metrics.config_loaded(true);
                 metrics.set_config_version(*version);
                 tracing::info!(version, "config reloaded");
+                self.inner.tally.send_modify(|t| t.version = *version);
             }
             Err(why) => {
                 metrics.config_loaded(false);
@@ -104,6 +119,8 @@ impl<B: ServiceBackend> Service<B> {
                     at: rfc3339(jiff::Timestamp::now()),
                     message: why.clone(),
                 });
+                drop(loads);
+                self.inner.tally.send_modify(|t| t.errors += 1);
             }
         }
         loaded
@@ -114,6 +131,22 @@ impl<B: ServiceBackend> Service<B> {
             .loads
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Watches the loads: each reload that takes effect or fails changes it.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{Bounds, Config, Engine, Metrics, Service};
+    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Service::new(engine, vec![]);
+    /// assert_eq!(service.load_tally().borrow().version, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn load_tally(&self) -> tokio::sync::watch::Receiver<LoadTally> {
+        self.inner.tally.subscribe()
     }
 
     /// The paths the config is read from.

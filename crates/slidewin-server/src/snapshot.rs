@@ -83,7 +83,8 @@ pub struct RuleStats {
     pub last_minute: Totals,
 }
 
-/// Sixty one-second counts of each outcome, oldest first.
+/// Sixty one-second counts of each outcome, oldest first. The outcomes never overlap: a
+/// request shadow mode let through over its limit is shadow-denied, not passed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PerSecond {
     /// Admitted.

@@ -1,0 +1,499 @@
+// slidewin dashboard: draws each snapshot of GET api/events (server-sent events, one a second).
+// Plain JS, no framework. Every text from the server goes into the DOM through textContent or
+// setAttribute, never innerHTML.
+(function () {
+  "use strict";
+
+  const NUM = new Intl.NumberFormat("en-US");
+  const PCT = new Intl.NumberFormat("en-US", { style: "percent", maximumFractionDigits: 1 });
+  const CHART_HEIGHT = 150;
+  const STALE_MS = 4000;
+  const OUTCOMES = [
+    ["passed", "passed"],
+    ["denied", "denied"],
+    ["shadow_denied", "shadow denied"],
+  ];
+
+  // `?updates=N` stops after N snapshots and keeps the page as it is then: a still picture for
+  // screenshots, and what lets headless Chromium's virtual time run out (an open event stream
+  // is a fetch still pending, which stops virtual time).
+  const UPDATES = (() => {
+    const n = Number(new URLSearchParams(location.search).get("updates"));
+    return Number.isInteger(n) && n > 0 ? n : Infinity;
+  })();
+  let received = 0;
+
+  const cards = new Map(); // rule id -> card
+  let lastMessageAt = 0;
+  let source = null;
+  let retryMs = 1000;
+
+  function $(id) {
+    return document.getElementById(id);
+  }
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function setText(node, text) {
+    const value = String(text);
+    if (node.textContent !== value) node.textContent = value;
+  }
+
+  function num(n) {
+    return NUM.format(Number(n) || 0);
+  }
+
+  function sum(values) {
+    let total = 0;
+    for (const v of values || []) total += Number(v) || 0;
+    return total;
+  }
+
+  function clock(ms) {
+    const d = new Date(ms);
+    return d.toLocaleTimeString("en-GB", { hour12: false });
+  }
+
+  function ago(fromMs, nowMs) {
+    const s = Math.max(0, Math.round((nowMs - fromMs) / 1000));
+    if (s < 60) return s + " s ago";
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + " min ago";
+    const h = Math.floor(m / 60);
+    if (h < 48) return h + " h " + (m % 60) + " min ago";
+    return Math.floor(h / 24) + " days ago";
+  }
+
+  // ---- colours, from the stylesheet's variables ----
+  function palette() {
+    const s = getComputedStyle(document.documentElement);
+    const v = (name) => s.getPropertyValue(name).trim();
+    return {
+      passed: v("--c-passed"),
+      denied: v("--c-denied"),
+      shadow_denied: v("--c-shadow"),
+      muted: v("--muted"),
+      grid: v("--grid"),
+      font: "11px " + (v("--sans") || "sans-serif"),
+    };
+  }
+
+  function alpha(color, a) {
+    const m = /^#([0-9a-f]{6})$/i.exec(color);
+    if (!m) return color;
+    const n = parseInt(m[1], 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + a + ")";
+  }
+
+  // ---- charts ----
+  const Y_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1e3, 2e3, 2500, 5e3, 1e4, 2e4, 5e4,
+    1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 1e9];
+
+  function compact(v) {
+    if (v >= 1e6) return +(v / 1e6).toFixed(1) + "M";
+    if (v >= 1e4) return +(v / 1e3).toFixed(1) + "k";
+    return NUM.format(v);
+  }
+
+  function makePlot(card) {
+    const c = palette();
+    const series = [{}];
+    for (const [key, label] of OUTCOMES) {
+      series.push({
+        label: label,
+        stroke: c[key],
+        fill: alpha(c[key], key === "passed" ? 0.16 : 0.22),
+        width: 1.6,
+        points: { show: false },
+      });
+    }
+    const axis = {
+      stroke: c.muted,
+      font: c.font,
+      grid: { stroke: c.grid, width: 1 },
+      ticks: { show: false },
+    };
+    const opts = {
+      width: Math.max(200, card.chart.clientWidth),
+      height: CHART_HEIGHT,
+      legend: { show: false },
+      padding: [10, 18, 0, 0],
+      cursor: { drag: { x: false, y: false, setScale: false }, points: { size: 6 } },
+      scales: {
+        x: { time: true },
+        y: { range: (u, min, max) => [0, Math.max(4, max * 1.12)] },
+      },
+      axes: [
+        // Seconds before the newest: "−45s", "−30s", "−15s", "now".
+        Object.assign({}, axis, {
+          size: 26,
+          splits: (u, i, min, max) => {
+            const out = [];
+            for (let v = max; v >= min; v -= 15) out.unshift(v);
+            return out;
+          },
+          values: (u, splits) => splits.map((v) => {
+            const back = Math.round(u.scales.x.max - v);
+            return back === 0 ? "now" : "\u2212" + back + "s";
+          }),
+        }),
+        Object.assign({}, axis, { size: 46, space: 30, incrs: Y_STEPS,
+          values: (u, vals) => vals.map(compact) }),
+      ],
+      series: series,
+      hooks: {
+        setCursor: [(u) => showReadout(card, u.cursor.idx)],
+      },
+    };
+    card.plot = new uPlot(opts, card.data, card.chart);
+    card.plot.setSeries(2, { show: card.showDenied });
+    card.plot.setSeries(3, { show: card.showShadow });
+  }
+
+  function showReadout(card, idx) {
+    if (idx === null || idx === undefined || !card.data[0].length) {
+      setText(card.readout, "");
+      return;
+    }
+    const parts = [clock(card.data[0][idx] * 1000)];
+    parts.push(num(card.data[1][idx]) + " passed");
+    if (card.showDenied) parts.push(num(card.data[2][idx]) + " denied");
+    if (card.showShadow) parts.push(num(card.data[3][idx]) + " shadow");
+    setText(card.readout, parts.join(" · "));
+  }
+
+  // ---- rule cards ----
+  function ruleId(rule) {
+    return rule.domain + "\u0000" + rule.name;
+  }
+
+  function metaItem(label) {
+    const span = el("span", null, label + " ");
+    const b = el("b");
+    span.append(b);
+    return [span, b];
+  }
+
+  function makeCard(rule) {
+    const root = el("article", "card");
+    root.setAttribute("data-domain", rule.domain);
+    root.setAttribute("data-rule", rule.name);
+
+    const head = el("div", "card-head");
+    const title = el("h3", "card-title", rule.name);
+    title.title = rule.name;
+    const badge = el("span", "badge", "shadow");
+    badge.title = "shadow mode: decides but never denies";
+    const rate = el("span", "rate-now");
+    head.append(title, badge, rate);
+
+    const meta = el("div", "meta");
+    const [domainSpan, domain] = metaItem("domain");
+    const [quotaSpan, quota] = metaItem("quota");
+    quotaSpan.className = "quota";
+    const [algoSpan, algorithm] = metaItem("algorithm");
+    const [keysSpan, keys] = metaItem("keys");
+    meta.append(domainSpan, quotaSpan, algoSpan, keysSpan);
+
+    const totals = el("div", "totals");
+    const totalEls = {};
+    for (const [key, label] of OUTCOMES) {
+      const t = el("div", "t " + key);
+      const n = el("span", "num", "0");
+      n.setAttribute("data-domain", rule.domain);
+      n.setAttribute("data-rule", rule.name);
+      n.setAttribute("data-total", key);
+      t.append(el("span", "label", label), n);
+      totals.append(t);
+      totalEls[key] = n;
+    }
+
+    const readout = el("div", "readout");
+    const wrap = el("div", "chart-wrap");
+    const chart = el("div", "chart");
+    wrap.append(chart, readout);
+    chart.setAttribute("role", "img");
+    chart.setAttribute("aria-label", "passed, denied and shadow-denied requests per second over the last minute");
+
+    root.append(head, meta, totals, wrap);
+    const card = {
+      root, badge, rate, domain, quota, algorithm, keys, totalEls, readout, chart,
+      plot: null,
+      data: [[], [], [], []],
+      showDenied: true,
+      showShadow: true,
+    };
+    card.resize = new ResizeObserver(() => {
+      if (card.plot) {
+        const w = Math.max(200, chart.clientWidth);
+        if (w !== card.plot.width) card.plot.setSize({ width: w, height: CHART_HEIGHT });
+      }
+    });
+    card.resize.observe(chart);
+    return card;
+  }
+
+  function dropCard(id) {
+    const card = cards.get(id);
+    if (!card) return;
+    card.resize.disconnect();
+    if (card.plot) card.plot.destroy();
+    card.root.remove();
+    cards.delete(id);
+  }
+
+  function updateCard(card, rule, nowMs) {
+    const per = rule.per_second || {};
+    const passed = per.passed || [];
+    const denied = per.denied || [];
+    const shadow = per.shadow_denied || [];
+    const n = Math.max(passed.length, denied.length, shadow.length);
+    const end = Math.floor(nowMs / 1000);
+    const xs = new Array(n);
+    const p = new Array(n);
+    const d = new Array(n);
+    const s = new Array(n);
+    for (let i = 0; i < n; i++) {
+      xs[i] = end - (n - 1) + i;
+      p[i] = Number(passed[i]) || 0;
+      d[i] = Number(denied[i]) || 0;
+      s[i] = Number(shadow[i]) || 0;
+    }
+    card.data = [xs, p, d, s];
+
+    const totals = rule.last_minute || {
+      passed: sum(p), denied: sum(d), shadow_denied: sum(s),
+    };
+    for (const [key] of OUTCOMES) {
+      const node = card.totalEls[key];
+      const value = Number(totals[key]) || 0;
+      setText(node, num(value));
+      node.setAttribute("data-value", String(value));
+      node.classList.toggle("zero", value === 0);
+    }
+
+    card.root.classList.toggle("is-shadow", !!rule.shadow);
+    card.badge.hidden = !rule.shadow;
+    setText(card.domain, rule.domain);
+    setText(card.quota, rule.quota);
+    setText(card.algorithm, String(rule.algorithm).replace(/_/g, " "));
+    setText(card.keys, num(rule.keys));
+
+    // The last whole second: the current one is still filling.
+    const k = n >= 2 ? n - 2 : n - 1;
+    const rate = k >= 0 ? p[k] + d[k] + s[k] : 0;
+    setText(card.rate, "now " + num(rate) + "/s");
+    card.rate.title = "decisions in the last whole second";
+
+    // A shadow rule never denies, and only a shadow rule shadow-denies: draw what can happen
+    // (and anything that did).
+    const showDenied = !rule.shadow || sum(d) > 0;
+    const showShadow = !!rule.shadow || sum(s) > 0;
+    if (!card.plot) {
+      card.showDenied = showDenied;
+      card.showShadow = showShadow;
+      makePlot(card);
+    } else {
+      if (showDenied !== card.showDenied) {
+        card.showDenied = showDenied;
+        card.plot.setSeries(2, { show: showDenied });
+      }
+      if (showShadow !== card.showShadow) {
+        card.showShadow = showShadow;
+        card.plot.setSeries(3, { show: showShadow });
+      }
+      card.plot.setData(card.data);
+    }
+    if (card.plot.cursor.idx !== null && card.plot.cursor.idx !== undefined) {
+      showReadout(card, card.plot.cursor.idx);
+    }
+  }
+
+  function renderRules(rules, nowMs) {
+    const container = $("rules");
+    const seen = new Set();
+    let previous = null;
+    for (const rule of rules) {
+      const id = ruleId(rule);
+      seen.add(id);
+      let card = cards.get(id);
+      if (!card) {
+        card = makeCard(rule);
+        cards.set(id, card);
+      }
+      // Keep the config's order; move a card only when it is out of place.
+      const want = previous ? previous.nextSibling : container.firstChild;
+      if (want !== card.root) container.insertBefore(card.root, want);
+      previous = card.root;
+      updateCard(card, rule, nowMs);
+    }
+    for (const id of Array.from(cards.keys())) {
+      if (!seen.has(id)) dropCard(id);
+    }
+    const empty = $("rules-empty");
+    empty.textContent = "The config has no rules.";
+    empty.hidden = rules.length > 0;
+    if (!empty.hidden) container.append(empty);
+  }
+
+  // ---- header, summary, table ----
+  function renderHeader(snap) {
+    const config = snap.config || {};
+    const backend = snap.backend || {};
+    setText($("config-version"), "v" + (config.version ?? "–"));
+
+    const loaded = Date.parse(config.loaded_at);
+    const loadedEl = $("config-loaded");
+    if (Number.isFinite(loaded)) {
+      setText(loadedEl, clock(loaded) + " · " + ago(loaded, snap.now_ms));
+    } else {
+      setText(loadedEl, config.loaded_at || "–");
+    }
+    const files = (config.files || []).join("\n");
+    loadedEl.title = (config.loaded_at || "") + (files ? "\n" + files : "");
+
+    const errBox = $("config-error");
+    if (config.last_error) {
+      errBox.hidden = false;
+      const at = Date.parse(config.last_error.at);
+      let when = Number.isFinite(at) ? clock(at) + " (" + ago(at, snap.now_ms) + ")" : config.last_error.at;
+      if (config.errors_total > 1) when += " · " + num(config.errors_total) + " failed loads since start";
+      setText($("config-error-at"), when);
+      setText($("config-error-message"), config.last_error.message);
+    } else {
+      errBox.hidden = true;
+    }
+
+    setText($("backend-kind"), backend.kind || "–");
+    const state = $("backend-state");
+    setText(state, backend.state || "–");
+    state.className = "pill " + (["up", "down", "probing"].includes(backend.state) ? backend.state : "");
+    const policy = backend.failure_policy;
+    setText($("backend-policy"),
+      policy === "open" ? "open (admit)" : policy === "closed" ? "closed (deny)" : policy || "–");
+    setText($("backend-errors"), num(backend.errors_total));
+  }
+
+  function renderSummary(rules) {
+    let passed = 0, denied = 0, shadow = 0, rate = 0;
+    for (const rule of rules) {
+      const t = rule.last_minute || {};
+      passed += Number(t.passed) || 0;
+      denied += Number(t.denied) || 0;
+      shadow += Number(t.shadow_denied) || 0;
+      const per = rule.per_second || {};
+      const n = (per.passed || []).length;
+      const k = n >= 2 ? n - 2 : n - 1;
+      if (k >= 0) {
+        rate += (Number(per.passed[k]) || 0) + (Number((per.denied || [])[k]) || 0) +
+          (Number((per.shadow_denied || [])[k]) || 0);
+      }
+    }
+    setText($("sum-passed"), num(passed));
+    setText($("sum-denied"), num(denied));
+    setText($("sum-shadow"), num(shadow));
+    const all = passed + denied + shadow;
+    setText($("sum-ratio"), all ? PCT.format(denied / all) : "–");
+    setText($("sum-rate"), num(rate));
+  }
+
+  function renderTop(top) {
+    const body = $("top-body");
+    const rows = [];
+    const max = Math.max(1, ...top.map((t) => Number(t.denied) || 0));
+    for (const t of top) {
+      const tr = el("tr");
+      tr.append(el("td", null, t.domain), el("td", null, t.rule), el("td", "key", t.key));
+      const td = el("td", "n");
+      const bar = el("div", "bar");
+      const i = el("i");
+      i.style.width = Math.max(2, Math.round(((Number(t.denied) || 0) / max) * 120)) + "px";
+      const n = el("span", null, num(t.denied));
+      n.setAttribute("data-top-denied", String(Number(t.denied) || 0));
+      bar.append(i, n);
+      td.append(bar);
+      tr.append(td);
+      rows.push(tr);
+    }
+    body.replaceChildren(...rows);
+    $("top-empty").hidden = rows.length > 0;
+  }
+
+  function render(snap) {
+    const rules = Array.isArray(snap.rules) ? snap.rules : [];
+    renderHeader(snap);
+    renderSummary(rules);
+    renderRules(rules, Number(snap.now_ms) || Date.now());
+    renderTop(Array.isArray(snap.top_denied) ? snap.top_denied : []);
+    setText($("updated"), "snapshot of " + clock(Number(snap.now_ms) || Date.now()));
+  }
+
+  // ---- the connection ----
+  function setConn(state, text) {
+    const conn = $("conn");
+    conn.className = "conn " + state;
+    setText($("conn-text"), text);
+  }
+
+  function connect() {
+    setConn("connecting", "connecting…");
+    source = new EventSource("api/events");
+    source.onopen = () => {
+      retryMs = 1000;
+    };
+    source.onmessage = (e) => {
+      let snap;
+      try {
+        snap = JSON.parse(e.data);
+      } catch (err) {
+        setConn("lost", "bad snapshot");
+        return;
+      }
+      lastMessageAt = Date.now();
+      received += 1;
+      if (received >= UPDATES) {
+        source.close();
+        source = null;
+        setConn("paused", "paused after " + num(received) + (received === 1 ? " update" : " updates"));
+      } else {
+        setConn("live", "live");
+      }
+      render(snap);
+    };
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED) {
+        // Refused (e.g. 503: too many dashboards open): the browser gives up; we retry.
+        source = null;
+        setConn("lost", "disconnected · retrying in " + Math.round(retryMs / 1000) + " s");
+        setTimeout(connect, retryMs);
+        retryMs = Math.min(retryMs * 2, 30000);
+      } else {
+        setConn("lost", "reconnecting…");
+      }
+    };
+  }
+
+  setInterval(() => {
+    if (lastMessageAt && source && Date.now() - lastMessageAt > STALE_MS) {
+      setConn("lost", "no update for " + Math.round((Date.now() - lastMessageAt) / 1000) + " s");
+    }
+  }, 1000);
+
+  // Charts take their colours once: rebuild them when the colour scheme changes.
+  window.matchMedia("(prefers-color-scheme: light)").addEventListener("change", () => {
+    for (const card of cards.values()) {
+      if (card.plot) {
+        card.plot.destroy();
+        card.plot = null;
+        makePlot(card);
+      }
+    }
+  });
+
+  connect();
+})();

@@ -1,0 +1,730 @@
+//! The service through its real sockets: Envoy's gRPC with a tonic client, `POST /json` and the
+//! admin routes with hyper's client, on memory and on Redis; reloads; a graceful stop.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry as PbEntry;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest as PbRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code as PbCode;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use slidewin::Moment;
+use slidewin::time::ManualClock;
+use slidewin_http::{Memory, Redis};
+use slidewin_redis::RedisLimiter;
+use slidewin_server::{
+    Bounds, Config, Engine, FailurePolicy, Listeners, Metrics, RedisService, ServeOptions, Service,
+    ServiceBackend, serve,
+};
+use slidewin_test_support::redis::RedisServer;
+use tokio::sync::oneshot;
+
+const CONFIG: &str = "\
+domain: api
+descriptors:
+  - key: client
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: user
+    limits:
+      - {name: burst, quota: 2 per second}
+      - {name: hourly, quota: 100 per hour}
+";
+
+/// A service on free ports of 127.0.0.1, its clock at the caller's hand.
+struct Running<B: ServiceBackend> {
+    grpc: SocketAddr,
+    http: SocketAddr,
+    service: Service<B>,
+    clock: Arc<ManualClock>,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start<B: ServiceBackend>(backend: B, yaml: &str, admin: bool) -> Running<B> {
+    let config = Config::parse(yaml, "test.yaml").expect("the test's config is valid");
+    start_with(backend, config, vec![], admin).await
+}
+
+async fn start_with<B: ServiceBackend>(
+    backend: B,
+    config: Config,
+    paths: Vec<std::path::PathBuf>,
+    admin: bool,
+) -> Running<B> {
+    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
+    let engine = Engine::new(
+        backend,
+        config,
+        clock.clone(),
+        Bounds::default(),
+        Metrics::new(),
+    )
+    .expect("the backend holds the rules");
+    let service = Service::new(engine, paths);
+    let options = ServeOptions {
+        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        admin,
+    };
+    let listeners = Listeners::bind(&options).await.expect("free ports");
+    let (grpc, http) = (
+        listeners.grpc_addr().unwrap(),
+        listeners.http_addr().unwrap(),
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(serve(service.clone(), listeners, admin, async {
+        let _ = stopped.await;
+    }));
+    Running {
+        grpc,
+        http,
+        service,
+        clock,
+        stop: Some(stop),
+        served,
+    }
+}
+
+impl<B: ServiceBackend> Running<B> {
+    async fn stop(mut self) {
+        let _ = self.stop.take().map(|stop| stop.send(()));
+        self.served.await.expect("the server task").expect("served");
+    }
+
+    async fn grpc_check(
+        &self,
+        domain: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse, tonic::Status>
+    {
+        let mut client = RateLimitServiceClient::connect(format!("http://{}", self.grpc))
+            .await
+            .expect("gRPC connects");
+        client
+            .should_rate_limit(PbRequest {
+                domain: domain.to_owned(),
+                descriptors: vec![RateLimitDescriptor {
+                    entries: vec![PbEntry {
+                        key: key.to_owned(),
+                        value: value.to_owned(),
+                    }],
+                    ..Default::default()
+                }],
+                hits_addend: 0,
+            })
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    async fn http(
+        &self,
+        method: &str,
+        path: &str,
+        body: impl Into<Bytes>,
+    ) -> (u16, http::HeaderMap, String) {
+        http_call(self.http, method, path, body.into()).await
+    }
+}
+
+async fn http_call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Bytes,
+) -> (u16, http::HeaderMap, String) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("content-type", "application/json")
+        .body(Full::new(body))
+        .unwrap();
+    let response = client.request(request).await.expect("HTTP answers");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn json_request(key: &str, value: &str) -> String {
+    format!(
+        r#"{{"domain":"api","descriptors":[{{"entries":[{{"key":"{key}","value":"{value}"}}]}}]}}"#
+    )
+}
+
+async fn redis_backend(server: &RedisServer) -> RedisService {
+    let limiter = RedisLimiter::connect(&server.url())
+        .await
+        .expect("redis connects");
+    RedisService::new(
+        Redis::new(limiter).with_layer_clock(),
+        false,
+        FailurePolicy::Closed,
+    )
+}
+
+/// Runs one async test body on the memory backend and on a Redis server of its own.
+macro_rules! on_both_backends {
+    ($memory:ident, $redis:ident, |$backend:ident| $body:expr) => {
+        #[tokio::test]
+        async fn $memory() {
+            let $backend = Memory::new();
+            $body.await;
+        }
+
+        #[tokio::test]
+        async fn $redis() {
+            let server = RedisServer::start();
+            let $backend = redis_backend(&server).await;
+            $body.await;
+        }
+    };
+}
+
+async fn grpc_decides_through_the_real_port<B: ServiceBackend>(backend: B) {
+    let running = start(backend, CONFIG, true).await;
+    for left in [2, 1, 0] {
+        let answer = running.grpc_check("api", "client", "ann").await.unwrap();
+        assert_eq!(answer.overall_code, PbCode::Ok as i32);
+        let status = &answer.statuses[0];
+        assert_eq!(status.limit_remaining, left);
+        let limit = status.current_limit.as_ref().unwrap();
+        assert_eq!((limit.requests_per_unit, limit.unit), (3, 2 /* MINUTE */));
+        let names: Vec<&str> = answer
+            .response_headers_to_add
+            .iter()
+            .map(|h| h.key.as_str())
+            .collect();
+        assert_eq!(names, ["ratelimit-policy", "ratelimit"]);
+    }
+    let denied = running.grpc_check("api", "client", "ann").await.unwrap();
+    assert_eq!(denied.overall_code, PbCode::OverLimit as i32);
+    assert_eq!(denied.statuses[0].code, PbCode::OverLimit as i32);
+    assert!(
+        denied
+            .response_headers_to_add
+            .iter()
+            .any(|h| h.key == "retry-after")
+    );
+    // Another client has its own window; a minute later, ann has hers back.
+    let bob = running.grpc_check("api", "client", "bob").await.unwrap();
+    assert_eq!(bob.overall_code, PbCode::Ok as i32);
+    running.clock.advance(Duration::from_secs(60));
+    let back = running.grpc_check("api", "client", "ann").await.unwrap();
+    assert_eq!(back.overall_code, PbCode::Ok as i32);
+    // A request out of bounds is INVALID_ARGUMENT, naming the bound.
+    let empty = running.grpc_check("", "client", "ann").await.unwrap_err();
+    assert_eq!(empty.code(), tonic::Code::InvalidArgument);
+    assert!(empty.message().contains("domain"), "{}", empty.message());
+    running.stop().await;
+}
+
+on_both_backends!(grpc_memory, grpc_redis, |backend| {
+    grpc_decides_through_the_real_port(backend)
+});
+
+async fn json_answers_200_then_429<B: ServiceBackend>(backend: B) {
+    let running = start(backend, CONFIG, true).await;
+    for left in [1, 0] {
+        let (status, headers, body) = running
+            .http("POST", "/json", json_request("user", "u1"))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            headers["ratelimit-policy"],
+            r#""burst";q=2;w=1, "hourly";q=100;w=3600"#
+        );
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["overallCode"], "OK");
+        assert_eq!(body["statuses"][0]["currentLimit"]["name"], "burst");
+        assert_eq!(
+            body["statuses"][0]["limitRemaining"].as_u64().unwrap_or(0),
+            left
+        );
+    }
+    let (status, headers, body) = running
+        .http("POST", "/json", json_request("user", "u1"))
+        .await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(headers["retry-after"], "1");
+    assert_eq!(headers["ratelimit"], r#""burst";r=0;t=1"#);
+    assert!(body.contains(r#""overallCode":"OVER_LIMIT""#), "{body}");
+    running.stop().await;
+}
+
+on_both_backends!(
+    json_memory,
+    json_redis,
+    |backend| json_answers_200_then_429(backend)
+);
+
+#[tokio::test]
+async fn json_refuses_bad_requests_by_name() {
+    let running = start(Memory::new(), CONFIG, true).await;
+    let (status, _, body) = running.http("POST", "/json", "{not json").await;
+    assert_eq!(status, 400);
+    assert!(body.contains("invalid request"), "{body}");
+    // Nesting 10,000 deep is refused at the first value of the wrong shape, unread.
+    for deep in [
+        format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)),
+        format!(
+            r#"{{"domain":"api","descriptors":{}{}}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        ),
+    ] {
+        let (status, _, body) = running.http("POST", "/json", deep).await;
+        assert_eq!(status, 400);
+        assert!(body.contains("invalid type"), "{body}");
+    }
+    let (status, _, body) = running
+        .http(
+            "POST",
+            "/json",
+            r#"{"domain":"api","descriptors":[],"extra":1}"#,
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(body.contains("extra"), "{body}");
+    let (status, _, _) = running.http("POST", "/json", vec![b' '; 2 << 20]).await;
+    assert_eq!(status, 413);
+    let many = format!(
+        r#"{{"domain":"api","descriptors":[{}]}}"#,
+        vec![r#"{"entries":[{"key":"client","value":"x"}]}"#; 65].join(",")
+    );
+    let (status, _, body) = running.http("POST", "/json", many).await;
+    assert_eq!(status, 400);
+    assert!(body.contains("max_descriptors"), "{body}");
+    let long = json_request("client", &"v".repeat(1025));
+    let (status, _, body) = running.http("POST", "/json", long).await;
+    assert_eq!(status, 400);
+    assert!(body.contains("max_text_len"), "{body}");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn admin_routes_show_the_service_and_can_be_closed() {
+    let running = start(Memory::new(), CONFIG, true).await;
+    let (status, _, body) = running.http("GET", "/healthz", "").await;
+    assert_eq!((status, body.as_str()), (200, "OK\n"));
+    running
+        .http("POST", "/json", json_request("client", "ann"))
+        .await;
+    running
+        .http("POST", "/json", json_request("user", "u"))
+        .await;
+    let (status, _, body) = running.http("GET", "/api/config", "").await;
+    assert_eq!(status, 200);
+    let config: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(config["version"], 1);
+    assert_eq!(config["domains"][0]["domain"], "api");
+    let (status, _, body) = running.http("GET", "/api/stats", "").await;
+    assert_eq!(status, 200);
+    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stats["rules"][0]["last_minute"]["passed"], 1);
+    assert_eq!(stats["rules"][0]["keys"], 1);
+    assert_eq!(stats["backend"]["kind"], "memory");
+    let (status, headers, body) = running.http("GET", "/metrics", "").await;
+    assert_eq!(status, 200);
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    assert!(
+        body.contains(r#"slidewin_rate_limit_total_hits_total{domain="api",rule="api.client"} 1"#),
+        "{body}"
+    );
+    assert!(body.contains("slidewin_decision_seconds_count 2"), "{body}");
+    assert!(
+        body.contains(r#"slidewin_backend_state{state="up"} 1"#),
+        "{body}"
+    );
+    assert!(
+        !body.contains("ann"),
+        "no metric is labelled by key: {body}"
+    );
+    running.stop().await;
+
+    let closed = start(Memory::new(), CONFIG, false).await;
+    for path in ["/api/stats", "/api/config", "/metrics", "/"] {
+        let (status, _, _) = closed.http("GET", path, "").await;
+        assert_eq!(status, 404, "{path}");
+    }
+    let (status, _, _) = closed
+        .http("POST", "/json", json_request("client", "ann"))
+        .await;
+    assert_eq!(status, 200);
+    closed.stop().await;
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+fn config_with_limit(limit: u32) -> String {
+    format!(
+        "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {{unit: minute, requests_per_unit: {limit}}}\n  - key: other\n    rate_limit: {{unit: minute, requests_per_unit: 1}}\n"
+    )
+}
+
+async fn reload_raising_a_limit_keeps_counts_limitador_522<B: ServiceBackend>(backend: B) {
+    let dir = tempdir();
+    let file = dir.join("ratelimit.yaml");
+    write(&file, &config_with_limit(3));
+    let config = Config::load(std::slice::from_ref(&file)).unwrap();
+    let running = start_with(backend, config, vec![file.clone()], true).await;
+    for _ in 0..3 {
+        assert_eq!(
+            running
+                .grpc_check("api", "client", "ann")
+                .await
+                .unwrap()
+                .overall_code,
+            PbCode::Ok as i32
+        );
+    }
+    assert_eq!(
+        running
+            .grpc_check("api", "client", "ann")
+            .await
+            .unwrap()
+            .overall_code,
+        PbCode::OverLimit as i32
+    );
+    write(&file, &config_with_limit(5));
+    assert_eq!(running.service.reload(), Ok(2));
+    // The three admitted still count: two more, and remaining is against the new limit.
+    let answer = running.grpc_check("api", "client", "ann").await.unwrap();
+    assert_eq!(
+        (answer.overall_code, answer.statuses[0].limit_remaining),
+        (PbCode::Ok as i32, 1)
+    );
+    assert_eq!(
+        answer.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        5
+    );
+    let answer = running.grpc_check("api", "client", "ann").await.unwrap();
+    assert_eq!(
+        (answer.overall_code, answer.statuses[0].limit_remaining),
+        (PbCode::Ok as i32, 0)
+    );
+    assert_eq!(
+        running
+            .grpc_check("api", "client", "ann")
+            .await
+            .unwrap()
+            .overall_code,
+        PbCode::OverLimit as i32
+    );
+    let (_, _, stats) = running.http("GET", "/api/stats", "").await;
+    assert!(stats.contains(r#""version":2"#), "{stats}");
+    running.stop().await;
+}
+
+on_both_backends!(
+    raising_a_limit_keeps_counts_memory_limitador_522,
+    raising_a_limit_keeps_counts_redis_limitador_522,
+    |backend| reload_raising_a_limit_keeps_counts_limitador_522(backend)
+);
+
+#[tokio::test]
+async fn an_invalid_reload_keeps_the_config_in_force_and_says_why() {
+    let dir = tempdir();
+    let file = dir.join("ratelimit.yaml");
+    write(&file, &config_with_limit(1));
+    let config = Config::load(std::slice::from_ref(&file)).unwrap();
+    let running = start_with(Memory::new(), config, vec![file.clone()], true).await;
+    assert_eq!(
+        running
+            .grpc_check("api", "client", "ann")
+            .await
+            .unwrap()
+            .overall_code,
+        PbCode::Ok as i32
+    );
+    write(
+        &file,
+        "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: fortnight, requests_per_unit: 9}\n",
+    );
+    let err = running.service.reload().unwrap_err();
+    assert!(
+        err.contains("ratelimit.yaml:4:") && err.contains("fortnight"),
+        "{err}"
+    );
+    // The old limit still holds.
+    assert_eq!(
+        running
+            .grpc_check("api", "client", "ann")
+            .await
+            .unwrap()
+            .overall_code,
+        PbCode::OverLimit as i32
+    );
+    let (_, _, stats) = running.http("GET", "/api/stats", "").await;
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["config"]["version"], 1);
+    assert_eq!(stats["config"]["errors_total"], 1);
+    assert!(
+        stats["config"]["last_error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("fortnight")
+    );
+    let (_, _, metrics) = running.http("GET", "/metrics", "").await;
+    assert!(
+        metrics.contains(r#"slidewin_config_loads_total{result="error"} 1"#),
+        "{metrics}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_rule_removed_frees_its_state_and_comes_back_fresh() {
+    let dir = tempdir();
+    let file = dir.join("ratelimit.yaml");
+    write(&file, &config_with_limit(1));
+    let config = Config::load(std::slice::from_ref(&file)).unwrap();
+    let running = start_with(Memory::new(), config, vec![file.clone()], true).await;
+    running.grpc_check("api", "other", "x").await.unwrap();
+    assert_eq!(
+        running
+            .grpc_check("api", "other", "x")
+            .await
+            .unwrap()
+            .overall_code,
+        PbCode::OverLimit as i32
+    );
+    write(
+        &file,
+        "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+    );
+    running.service.reload().unwrap();
+    let stats = running.service.engine().rule_stats();
+    assert_eq!(stats.len(), 1, "the removed rule is gone: {stats:?}");
+    let (_, _, metrics) = running.http("GET", "/metrics", "").await;
+    assert!(
+        !metrics.contains("api.other"),
+        "its series went with it: {metrics}"
+    );
+    // No limit now: OK with no current limit.
+    let answer = running.grpc_check("api", "other", "x").await.unwrap();
+    assert!(answer.statuses[0].current_limit.is_none());
+    write(&file, &config_with_limit(1));
+    running.service.reload().unwrap();
+    assert_eq!(
+        running
+            .grpc_check("api", "other", "x")
+            .await
+            .unwrap()
+            .overall_code,
+        PbCode::Ok as i32
+    );
+    running.stop().await;
+}
+
+/// Waits for the watcher's next load (a bound of 20 s against a hang, not a timing claim).
+async fn next_load<B: ServiceBackend>(
+    service: &Service<B>,
+    rx: &mut tokio::sync::watch::Receiver<slidewin_server::LoadTally>,
+) -> slidewin_server::LoadTally {
+    let _ = service;
+    tokio::time::timeout(Duration::from_secs(20), rx.changed())
+        .await
+        .expect("the watcher reloads")
+        .expect("the service lives");
+    *rx.borrow_and_update()
+}
+
+#[tokio::test]
+async fn a_changed_file_is_reloaded() {
+    let dir = tempdir();
+    let file = dir.join("ratelimit.yaml");
+    write(&file, &config_with_limit(1));
+    let config = Config::load(std::slice::from_ref(&dir)).unwrap();
+    let running = start_with(Memory::new(), config, vec![dir.clone()], true).await;
+    let mut loads = running.service.load_tally();
+    let _watch = slidewin_server::watch_config(&running.service).unwrap();
+    write(&file, &config_with_limit(7));
+    let tally = next_load(&running.service, &mut loads).await;
+    assert_eq!(tally.version, 2);
+    let answer = running.grpc_check("api", "client", "ann").await.unwrap();
+    assert_eq!(
+        answer.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        7
+    );
+    write(&file, "domain: [");
+    let tally = next_load(&running.service, &mut loads).await;
+    assert_eq!((tally.version, tally.errors), (2, 1));
+    running.stop().await;
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_configmap_symlink_swap_is_reloaded() {
+    use std::os::unix::fs::symlink;
+    // Kubernetes mounts a ConfigMap as `..<timestamp>/` directories, a `..data` link to the
+    // current one, and a link per key through `..data`; an update swaps `..data` atomically.
+    let dir = tempdir();
+    std::fs::create_dir(dir.join("..v1")).unwrap();
+    write(&dir.join("..v1/ratelimit.yaml"), &config_with_limit(1));
+    symlink("..v1", dir.join("..data")).unwrap();
+    symlink("..data/ratelimit.yaml", dir.join("ratelimit.yaml")).unwrap();
+    let config = Config::load(std::slice::from_ref(&dir)).unwrap();
+    let running = start_with(Memory::new(), config, vec![dir.clone()], true).await;
+    let mut loads = running.service.load_tally();
+    let _watch = slidewin_server::watch_config(&running.service).unwrap();
+    std::fs::create_dir(dir.join("..v2")).unwrap();
+    write(&dir.join("..v2/ratelimit.yaml"), &config_with_limit(9));
+    symlink("..v2", dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    let tally = next_load(&running.service, &mut loads).await;
+    assert_eq!(tally.version, 2);
+    let answer = running.grpc_check("api", "client", "ann").await.unwrap();
+    assert_eq!(
+        answer.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        9
+    );
+    running.stop().await;
+}
+
+/// A fresh directory under the target directory, removed by nobody (the target is scratch).
+fn tempdir() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("slidewin-server-test-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A backend whose checks wait for a gate: a check in flight, for as long as the test wants.
+struct Gated {
+    memory: Memory,
+    gate: Arc<tokio::sync::Semaphore>,
+    entered: Arc<tokio::sync::Notify>,
+}
+
+impl slidewin_http::Backend for Gated {
+    type Store = <Memory as slidewin_http::Backend>::Store;
+
+    fn store(
+        &self,
+        rules: slidewin::limit::RuleSet,
+    ) -> Result<Self::Store, slidewin_http::ConfigError> {
+        self.memory.store(rules)
+    }
+
+    fn check<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: &'a str,
+        now: Moment,
+        cost: u64,
+    ) -> impl Future<Output = Result<slidewin_http::Checked, slidewin_http::BackendError>> + Send + 'a
+    {
+        async move {
+            self.entered.notify_one();
+            let _permit = self.gate.acquire().await.expect("the gate stays open");
+            self.memory.check(store, key, now, cost).await
+        }
+    }
+}
+
+impl ServiceBackend for Gated {
+    fn kind(&self) -> &'static str {
+        "gated"
+    }
+    fn state(&self) -> &'static str {
+        "up"
+    }
+    fn failure_policy(&self) -> Option<&'static str> {
+        None
+    }
+    fn keys(&self, store: &Self::Store) -> u64 {
+        self.memory.keys(store)
+    }
+    fn carry_counts(&self, to: &Self::Store, from: &Self::Store, now: Moment) -> usize {
+        self.memory.carry_counts(to, from, now)
+    }
+}
+
+#[tokio::test]
+async fn a_stop_finishes_the_checks_in_flight_and_refuses_new_connections() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let backend = Gated {
+        memory: Memory::new(),
+        gate: gate.clone(),
+        entered: entered.clone(),
+    };
+    let mut running = start(backend, CONFIG, true).await;
+    let grpc = running.grpc;
+    let in_flight = tokio::spawn(async move {
+        let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
+            .await
+            .unwrap();
+        client
+            .should_rate_limit(PbRequest {
+                domain: "api".into(),
+                descriptors: vec![RateLimitDescriptor {
+                    entries: vec![PbEntry {
+                        key: "client".into(),
+                        value: "ann".into(),
+                    }],
+                    ..Default::default()
+                }],
+                hits_addend: 0,
+            })
+            .await
+    });
+    entered.notified().await;
+    let _ = running.stop.take().map(|stop| stop.send(()));
+    // The listeners close: a new connection is refused (bounded wait for the stop to land).
+    let refused = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if tokio::net::TcpStream::connect(running.http).await.is_err() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(refused.is_ok(), "the HTTP listener closed");
+    assert!(!running.served.is_finished(), "a check is still in flight");
+    gate.add_permits(1);
+    let answer = in_flight
+        .await
+        .unwrap()
+        .expect("the check in flight is answered");
+    assert_eq!(answer.into_inner().overall_code, PbCode::Ok as i32);
+    running
+        .served
+        .await
+        .unwrap()
+        .expect("the server stops cleanly");
+}
