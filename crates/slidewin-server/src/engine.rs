@@ -523,7 +523,7 @@ impl<B: Backend> Engine<B> {
                 headers: Vec::new(),
             });
         };
-        let mut matched: Vec<Option<(Arc<RuleRt<B>>, Option<String>)>> = request
+        let mut matched: Vec<Option<Matched<B>>> = request
             .descriptors
             .iter()
             .map(|d| find(root, &d.entries).map(|(rule, shared)| (rule, shared.cloned())))
@@ -812,6 +812,9 @@ impl<B: Backend> RuleRt<B> {
         }
     }
 }
+
+/// A descriptor's limit, and the value a `share_threshold` node counts it under.
+type Matched<B> = (Arc<RuleRt<B>>, Option<String>);
 
 /// A descriptor no limit matched: OK, as envoy ratelimit answers.
 fn no_limit() -> DescriptorStatus {

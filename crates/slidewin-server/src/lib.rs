@@ -1,4 +1,7 @@
-//! The slidewin rate-limit service.
+//! The slidewin rate-limit service: Envoy RLS v3 gRPC, envoy ratelimit's `POST /json` and YAML
+//! config, Prometheus metrics and a live dashboard, on exact sliding windows in memory or Redis.
+//!
+//! The crate's README (below, compiled as a test) tells how to run and embed it.
 
 pub use slidewin_redis::FailurePolicy;
 
@@ -32,3 +35,8 @@ pub use snapshot::{
     BackendStatus, ConfigStatus, LoadError, PerSecond, RuleStats, Snapshot, SnapshotSource, TopKey,
     Totals,
 };
+
+// The README's examples are compiled as tests too.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -140,7 +140,7 @@ fn tokio_stream_incoming(
 }
 
 /// Reloads `service`'s config when a file under its paths changes (the directories around
-/// them are watched, so that Kubernetes' swap of a ConfigMap's `..data` link is seen) and on
+/// them are watched, so that Kubernetes' swap of a `ConfigMap`'s `..data` link is seen) and on
 /// SIGHUP, until the returned guard is dropped.
 ///
 /// # Errors

@@ -1,7 +1,6 @@
 //! The service through its real sockets: Envoy's gRPC with a tonic client, `POST /json` and the
 //! admin routes with hyper's client, on memory and on Redis; reloads; a graceful stop.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -639,19 +638,16 @@ impl slidewin_http::Backend for Gated {
         self.memory.store(rules)
     }
 
-    fn check<'a>(
-        &'a self,
-        store: &'a Self::Store,
-        key: &'a str,
+    async fn check(
+        &self,
+        store: &Self::Store,
+        key: &str,
         now: Moment,
         cost: u64,
-    ) -> impl Future<Output = Result<slidewin_http::Checked, slidewin_http::BackendError>> + Send + 'a
-    {
-        async move {
-            self.entered.notify_one();
-            let _permit = self.gate.acquire().await.expect("the gate stays open");
-            self.memory.check(store, key, now, cost).await
-        }
+    ) -> Result<slidewin_http::Checked, slidewin_http::BackendError> {
+        self.entered.notify_one();
+        let _permit = self.gate.acquire().await.expect("the gate stays open");
+        self.memory.check(store, key, now, cost).await
     }
 }
 
