@@ -549,6 +549,7 @@ impl<B: Backend> Engine<B> {
         let mut statuses = Vec::with_capacity(request.descriptors.len());
         let mut binding: Option<(usize, Decisions)> = None;
         let mut policies: Vec<HeaderValue> = Vec::new();
+        let mut degraded = false;
         let mut failed_rate = 0;
         let (mut quota_total, mut quota_failed) = (0, 0);
         for (i, (descriptor, slot)) in request.descriptors.iter().zip(&matched).enumerate() {
@@ -557,7 +558,7 @@ impl<B: Backend> Engine<B> {
                 continue;
             };
             let hits = descriptor.hits_addend.unwrap_or(request_hits);
-            let (status, decisions) = self
+            let (status, decisions, without_store) = self
                 .check(
                     rule,
                     &request.domain,
@@ -567,6 +568,7 @@ impl<B: Backend> Engine<B> {
                     now,
                 )
                 .await?;
+            degraded |= without_store;
             if let EnforceRt::Rules { fields, .. } = &rule.enforce {
                 policies.push(fields.policy().clone());
             }
@@ -606,6 +608,12 @@ impl<B: Backend> Engine<B> {
             if over && let Some(retry) = slidewin_http::retry_after(&decisions.decision()) {
                 headers.push((http::header::RETRY_AFTER, retry));
             }
+        }
+        if degraded && let Some(way) = self.inner.backend.failure_policy() {
+            headers.push((
+                slidewin_http::SLIDEWIN_DEGRADED,
+                HeaderValue::from_static(way),
+            ));
         }
         self.inner.metrics.observe_decision(started.elapsed());
         Ok(RateLimitResponse {
@@ -672,7 +680,7 @@ impl<B: Backend> Engine<B> {
         shared: Option<&str>,
         hits: u64,
         now: Moment,
-    ) -> Result<(DescriptorStatus, Option<Decisions>), RequestError> {
+    ) -> Result<(DescriptorStatus, Option<Decisions>, bool), RequestError> {
         let metrics = &rule.metrics;
         match &rule.enforce {
             EnforceRt::Unlimited => Ok((
@@ -683,6 +691,7 @@ impl<B: Backend> Engine<B> {
                     duration_until_reset: None,
                 },
                 None,
+                false,
             )),
             EnforceRt::Blocked { unit } => {
                 metrics.total_hits.inc_by(hits);
@@ -699,6 +708,7 @@ impl<B: Backend> Engine<B> {
                         duration_until_reset: Some(unit.span()),
                     },
                     None,
+                    false,
                 ))
             }
             EnforceRt::Rules {
@@ -723,6 +733,7 @@ impl<B: Backend> Engine<B> {
                                 duration_until_reset: None,
                             },
                             None,
+                            false,
                         ));
                     }
                     Err(BackendError::KeysFull { .. }) => {
@@ -737,6 +748,7 @@ impl<B: Backend> Engine<B> {
                                 duration_until_reset: None,
                             },
                             None,
+                            false,
                         ));
                     }
                     Err(other) => {
@@ -746,7 +758,8 @@ impl<B: Backend> Engine<B> {
                         });
                     }
                 };
-                if checked.without_store().is_some() {
+                let without_store = checked.without_store().is_some();
+                if without_store {
                     self.inner.metrics.backend_error();
                 }
                 let decisions = Decisions::new(checked.decisions().to_vec())
@@ -775,6 +788,7 @@ impl<B: Backend> Engine<B> {
                         duration_until_reset: Some(decision.reset_after()),
                     },
                     Some(decisions),
+                    without_store,
                 ))
             }
         }

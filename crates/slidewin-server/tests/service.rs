@@ -724,3 +724,46 @@ async fn a_stop_finishes_the_checks_in_flight_and_refuses_new_connections() {
         .unwrap()
         .expect("the server stops cleanly");
 }
+
+#[tokio::test]
+async fn redis_down_answers_by_the_failure_policy_and_says_so() {
+    let mut server = RedisServer::start();
+    for (policy, code, way) in [
+        (FailurePolicy::Open, PbCode::Ok, "open"),
+        (FailurePolicy::Closed, PbCode::OverLimit, "closed"),
+    ] {
+        server.restart();
+        let limiter = RedisLimiter::connect(&server.url())
+            .await
+            .expect("redis connects");
+        let backend = RedisService::new(
+            Redis::new(limiter.with_failure_policy(policy)).with_layer_clock(),
+            false,
+            policy,
+        );
+        let running = start(backend, CONFIG, true).await;
+        let up = running.grpc_check("api", "client", "ann").await.unwrap();
+        assert_eq!(up.overall_code, PbCode::Ok as i32);
+        assert!(
+            !up.response_headers_to_add
+                .iter()
+                .any(|h| h.key == "slidewin-degraded")
+        );
+        server.kill();
+        let down = running.grpc_check("api", "client", "ann").await.unwrap();
+        assert_eq!(down.overall_code, code as i32, "{way}");
+        let header = down
+            .response_headers_to_add
+            .iter()
+            .find(|h| h.key == "slidewin-degraded")
+            .expect("the answer says it was made without Redis");
+        assert_eq!(header.value, way);
+        let (_, _, stats) = running.http("GET", "/api/stats", "").await;
+        let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+        assert_eq!(stats["backend"]["kind"], "redis");
+        assert_eq!(stats["backend"]["failure_policy"], way);
+        assert_ne!(stats["backend"]["state"], "up", "{stats}");
+        assert!(stats["backend"]["errors_total"].as_u64().unwrap() >= 1);
+        running.stop().await;
+    }
+}
