@@ -767,3 +767,20 @@ async fn redis_down_answers_by_the_failure_policy_and_says_so() {
         running.stop().await;
     }
 }
+
+#[tokio::test]
+async fn grpc_redis_cluster() {
+    let cluster = slidewin_test_support::redis::RedisCluster::shared();
+    let urls = cluster.urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let limiter = RedisLimiter::connect_cluster(&seeds)
+        .await
+        .expect("the cluster connects");
+    let backend = RedisService::new(
+        Redis::new(limiter).with_layer_clock(),
+        true,
+        FailurePolicy::Closed,
+    );
+    assert_eq!(backend.kind(), "redis-cluster");
+    grpc_decides_through_the_real_port(backend).await;
+}
