@@ -198,6 +198,13 @@ pub enum RequestError {
         /// The bound.
         max: usize,
     },
+    /// A domain longer than [`Bounds::max_text_len`].
+    DomainTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
     /// The store could not answer, and no failure policy answered for it.
     Unavailable {
         /// What failed.
@@ -236,6 +243,9 @@ impl fmt::Display for RequestError {
                 f,
                 "descriptor {descriptor} has a {what} of {len} bytes: at most {max} (max_text_len)"
             ),
+            RequestError::DomainTooLong { len, max } => {
+                write!(f, "the domain is {len} bytes: at most {max} (max_text_len)")
+            }
             RequestError::Unavailable { detail } => {
                 write!(f, "the rate limit store could not answer: {detail}")
             }
@@ -583,9 +593,17 @@ impl<B: Backend> Engine<B> {
                 quota_total += 1;
             }
             if let Some(decisions) = decisions {
+                // An enforced limit binds before a shadow one, whatever the shadow one says.
                 let tighter = match &binding {
                     None => true,
-                    Some((_, held)) => tighter(&decisions.decision(), &held.decision()),
+                    Some((held_at, held)) => {
+                        let held_shadow = matched[*held_at].as_ref().is_some_and(|(r, _)| r.shadow);
+                        match (rule.shadow, held_shadow) {
+                            (false, true) => true,
+                            (true, false) => false,
+                            _ => tighter(&decisions.decision(), &held.decision()),
+                        }
+                    }
                 };
                 if tighter {
                     binding = Some((i, decisions));
@@ -638,9 +656,7 @@ impl<B: Backend> Engine<B> {
             });
         }
         if request.domain.len() > bounds.max_text_len {
-            return Err(RequestError::TextTooLong {
-                descriptor: 0,
-                what: "domain",
+            return Err(RequestError::DomainTooLong {
                 len: request.domain.len(),
                 max: bounds.max_text_len,
             });
@@ -1128,6 +1144,48 @@ mod tests {
 
     fn parts(pattern: &str) -> Vec<String> {
         pattern.split('*').map(str::to_owned).collect()
+    }
+
+    #[tokio::test]
+    async fn an_enforced_limit_binds_before_a_shadow_one() {
+        let config = Config::parse(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {name: enforced, quota: 5/s}\n  - key: b\n    shadow_mode: true\n    rate_limit: {name: watched, quota: 1/s}\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let clock = Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(9)));
+        let engine = Engine::new(
+            slidewin_http::Memory::new(),
+            config,
+            clock,
+            Bounds::default(),
+            Metrics::new(),
+        )
+        .unwrap();
+        let request = RateLimitRequest::new(
+            "d",
+            vec![
+                RequestDescriptor::new(vec![Entry::new("a", "x")]),
+                RequestDescriptor::new(vec![Entry::new("b", "x")]),
+            ],
+        );
+        engine.should_rate_limit(&request).await.unwrap();
+        let second = engine.should_rate_limit(&request).await.unwrap();
+        assert_eq!(second.overall_code, Code::Ok);
+        assert_eq!(
+            second.statuses[1].code,
+            Code::Ok,
+            "shadow mode never denies"
+        );
+        let field = |name: &str| {
+            second
+                .headers
+                .iter()
+                .find(|(n, _)| n.as_str() == name)
+                .map(|(_, v)| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(field("ratelimit").as_deref(), Some("\"enforced\";r=3;t=1"));
+        assert_eq!(field("retry-after"), None);
     }
 
     #[test]
