@@ -536,7 +536,7 @@ impl<B: Backend> Engine<B> {
         let mut matched: Vec<Option<Matched<B>>> = request
             .descriptors
             .iter()
-            .map(|d| find(root, &d.entries).map(|(rule, shared)| (rule, shared.cloned())))
+            .map(|d| find(root, &d.entries))
             .collect();
         // `replaces`: a named limit is dropped when another matched limit replaces it.
         let replaced: Vec<String> = matched
@@ -546,8 +546,10 @@ impl<B: Backend> Engine<B> {
             .collect();
         if !replaced.is_empty() {
             for slot in &mut matched {
+                // An unlimited limit is never replaced: envoy ratelimit sets it aside first.
                 if slot
                     .as_ref()
+                    .filter(|(rule, _)| !matches!(rule.enforce, EnforceRt::Unlimited))
                     .and_then(|(rule, _)| rule.name.as_ref())
                     .is_some_and(|name| replaced.contains(name))
                 {
@@ -573,7 +575,7 @@ impl<B: Backend> Engine<B> {
                     rule,
                     &request.domain,
                     &descriptor.entries,
-                    shared.as_deref(),
+                    shared,
                     hits,
                     now,
                 )
@@ -693,7 +695,7 @@ impl<B: Backend> Engine<B> {
         rule: &RuleRt<B>,
         domain: &str,
         entries: &[Entry],
-        shared: Option<&str>,
+        shared: &[(usize, String)],
         hits: u64,
         now: Moment,
     ) -> Result<(DescriptorStatus, Option<Decisions>, bool), RequestError> {
@@ -843,8 +845,9 @@ impl<B: Backend> RuleRt<B> {
     }
 }
 
-/// A descriptor's limit, and the value a `share_threshold` node counts it under.
-type Matched<B> = (Arc<RuleRt<B>>, Option<String>);
+/// A descriptor's limit, and the patterns `share_threshold` nodes count its entries under
+/// (by entry index).
+type Matched<B> = (Arc<RuleRt<B>>, Vec<(usize, String)>);
 
 /// A descriptor no limit matched: OK, as envoy ratelimit answers.
 fn no_limit() -> DescriptorStatus {
@@ -902,7 +905,7 @@ fn join_fields(values: &[HeaderValue]) -> Option<HeaderValue> {
 
 /// The key a descriptor counts under: the domain, the limit's path and each entry, each
 /// prefixed by its length, so that no crafted value can spell another limit's or entry's key.
-fn counter_key(domain: &str, path: &str, entries: &[Entry], shared: Option<&str>) -> String {
+fn counter_key(domain: &str, path: &str, entries: &[Entry], shared: &[(usize, String)]) -> String {
     use std::fmt::Write;
     let mut key = String::with_capacity(
         16 + domain.len()
@@ -917,12 +920,11 @@ fn counter_key(domain: &str, path: &str, entries: &[Entry], shared: Option<&str>
     };
     push(domain);
     push(path);
-    let last = entries.len().saturating_sub(1);
     for (i, entry) in entries.iter().enumerate() {
         push(&entry.key);
-        match shared {
-            Some(pattern) if i == last => push(pattern),
-            _ => push(&entry.value),
+        match shared.iter().find(|(at, _)| *at == i) {
+            Some((_, pattern)) => push(pattern),
+            None => push(&entry.value),
         }
     }
     key
@@ -930,13 +932,11 @@ fn counter_key(domain: &str, path: &str, entries: &[Entry], shared: Option<&str>
 
 /// The limit for `entries` under `root`, as envoy ratelimit finds it: each entry in turn
 /// matches a child by `key_value`, else by a wildcard value, else by `key` alone; the limit is
-/// the one of the node the last entry reaches. Also the value a `share_threshold` node counts
-/// every match under.
-fn find<'a, B: Backend>(
-    root: &'a Node<B>,
-    entries: &[Entry],
-) -> Option<(Arc<RuleRt<B>>, Option<&'a String>)> {
+/// the one of the node the last entry reaches. Also, for each entry that reached a
+/// `share_threshold` node, the pattern it counts under instead of its value.
+fn find<B: Backend>(root: &Node<B>, entries: &[Entry]) -> Option<Matched<B>> {
     let mut node = root;
+    let mut shared = Vec::new();
     let mut composite = String::new();
     for (i, entry) in entries.iter().enumerate() {
         composite.clear();
@@ -950,11 +950,11 @@ fn find<'a, B: Backend>(
                 .and_then(|(pattern, _)| node.children.get(pattern))
                 .or_else(|| node.children.get(&entry.key))
         })?;
+        if let Some(pattern) = &next.shared_value {
+            shared.push((i, pattern.clone()));
+        }
         if i == entries.len() - 1 {
-            return next
-                .rule
-                .as_ref()
-                .map(|rule| (Arc::clone(rule), next.shared_value.as_ref()));
+            return next.rule.as_ref().map(|rule| (Arc::clone(rule), shared));
         }
         if next.children.is_empty() {
             return None;
@@ -1201,18 +1201,19 @@ mod tests {
 
     #[test]
     fn counter_keys_cannot_be_forged_by_values() {
-        let a = counter_key("d", "d.k", &[Entry::new("k", "a1:b")], None);
+        let a = counter_key("d", "d.k", &[Entry::new("k", "a1:b")], &[]);
         let b = counter_key(
             "d",
             "d.k",
             &[Entry::new("k", "a"), Entry::new("b", "")],
-            None,
+            &[],
         );
         assert_ne!(a, b);
-        let shared = counter_key("d", "d.k_a*", &[Entry::new("k", "abc")], Some("a*"));
+        let pattern = [(0, "a*".to_owned())];
+        let shared = counter_key("d", "d.k_a*", &[Entry::new("k", "abc")], &pattern);
         assert_eq!(
             shared,
-            counter_key("d", "d.k_a*", &[Entry::new("k", "axy")], Some("a*"))
+            counter_key("d", "d.k_a*", &[Entry::new("k", "axy")], &pattern)
         );
     }
 }
