@@ -51,6 +51,43 @@ pub trait Backend: Send + Sync + 'static {
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
 
+    /// Moves the counts of `from`, a store being retired (its rule set changed by a reload),
+    /// into `to`, the store replacing it, converted to `to`'s quotas at `now`; returns how
+    /// many keys were carried. So a limit kept by name across a reload keeps its counts, and
+    /// every answer afterwards is against the new quota.
+    ///
+    /// The default carries nothing and answers 0: for a backend whose counts do not live in
+    /// the store, which has nothing to move. [`Redis`](crate::Redis) is one: it keeps a rule's
+    /// counts in Redis under `{prefix:key}:name:kind`, a key without the quota in it, so a
+    /// quota changed under the same name and kind is read from the same counts by the new
+    /// store. [`Memory`] moves its keys, converted as [`Keyed::carry_from`] says.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Backend, Memory};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let memory = Memory::new();
+    /// let api = |quota: &str| Rule::new("api", Kind::SlidingLog, quota.parse().unwrap());
+    /// let old = memory.store(RuleSet::from(api("2/minute")?))?;
+    /// assert!(memory.check(&old, "ann", Moment::ZERO, 2).await?.allowed());
+    ///
+    /// // The reload raises the limit to 3: ann has used 2 of them.
+    /// let new = memory.store(RuleSet::from(api("3/minute")?))?;
+    /// assert_eq!(memory.carry(&new, &old, Moment::ZERO), 1);
+    /// let checked = memory.check(&new, "ann", Moment::ZERO, 1).await?;
+    /// assert!(checked.allowed());
+    /// assert_eq!((checked.decision().limit(), checked.decision().remaining()), (3, 0));
+    /// # Ok(()) }
+    /// ```
+    fn carry(&self, to: &Self::Store, from: &Self::Store, now: Moment) -> usize {
+        let _ = (to, from, now);
+        0
+    }
+
     /// [`check`](Backend::check), answered at once by a backend that never waits (memory):
     /// the layer then needs no boxed future for the request. `None`, the default, means the
     /// backend did nothing and must be asked with `check`. A backend answers at once always or
@@ -339,6 +376,48 @@ impl MemoryStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Moves every key of `old`, a store being retired, into this one, its counts converted
+    /// to this store's quotas at `now` ([`Keyed::carry_from`] says how, algorithm by
+    /// algorithm); returns how many keys were carried, and leaves `old` empty.
+    ///
+    /// A store keeps one rule in a [`Keyed`] of the rule's own algorithm, and several in a
+    /// [`Keyed`] of the [`RuleSet`], where the rules carry by name. Between the two shapes
+    /// (a rule added to a one-rule set, or all but one removed) or between two algorithms,
+    /// nothing is carried: the answer is 0 and `old` is left as it is, for the caller to drop.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Backend, Memory};
+    ///
+    /// let memory = Memory::new();
+    /// let api = |quota: &str| Rule::new("api", Kind::FixedWindow, quota.parse().unwrap());
+    /// let old = memory.store(RuleSet::from(api("10/s")?))?;
+    /// memory.check_at_once(&old, "ann", Moment::ZERO, 4);
+    ///
+    /// let new = memory.store(RuleSet::from(api("20/s")?))?;
+    /// assert_eq!(new.carry_from(&old, Moment::ZERO), 1);
+    /// let checked = memory.check_at_once(&new, "ann", Moment::ZERO, 1).unwrap()?;
+    /// assert_eq!(checked.decision().remaining(), 15); // 20 - 4 - 1
+    ///
+    /// // A one-rule store and a two-rule store hold different shapes: nothing carries.
+    /// let two = memory.store(RuleSet::new([api("20/s")?, Rule::new("day", Kind::Gcra, "1000/day".parse()?)?])?)?;
+    /// assert_eq!(two.carry_from(&new, Moment::ZERO), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn carry_from(&self, old: &MemoryStore, now: Moment) -> usize {
+        match (&self.0, &old.0) {
+            (Store::Gcra(to), Store::Gcra(from)) => to.carry_from(from, now),
+            (Store::Log(to), Store::Log(from)) => to.carry_from(from, now),
+            (Store::Counter(to), Store::Counter(from)) => to.carry_from(from, now),
+            (Store::Fixed(to), Store::Fixed(from)) => to.carry_from(from, now),
+            (Store::Set(to), Store::Set(from)) => to.carry_from(from, now),
+            _ => 0,
+        }
+    }
 }
 
 impl fmt::Debug for MemoryStore {
@@ -383,6 +462,11 @@ impl Backend for Memory {
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a {
         ready(check_memory(store, key, now, cost))
+    }
+
+    /// Moves the keys: `MemoryStore::carry_from`.
+    fn carry(&self, to: &MemoryStore, from: &MemoryStore, now: Moment) -> usize {
+        to.carry_from(from, now)
     }
 
     fn check_at_once(
@@ -466,6 +550,9 @@ impl Redis {
     }
 }
 
+/// [`carry`](Backend::carry) is the default, which moves nothing: a rule's counts live in
+/// Redis under `{prefix:key}:name:kind`, a key without the quota in it, so a store for the new
+/// quota of a rule kept by name and kind reads the same counts.
 #[cfg(feature = "redis")]
 impl Backend for Redis {
     type Store = slidewin_redis::Rules;

@@ -41,8 +41,7 @@ impl ServiceBackend for Memory {
     }
 
     fn carry_counts(&self, to: &Self::Store, from: &Self::Store, now: Moment) -> usize {
-        let _ = (to, from, now);
-        0 // CARRY-PENDING: Backend::carry lands with the core change
+        self.carry(to, from, now)
     }
 }
 

@@ -86,6 +86,17 @@ pub(crate) mod sealed {
         /// span, after which every state admitted before is idle again.
         fn sweep_every(&self) -> u64;
 
+        /// `state`, kept by `old` (the same algorithm for another quota: a limit changed by a
+        /// reload), as a state of these rules at `now`, the time of the change; `None` when
+        /// nothing of it is worth carrying, and the key starts fresh.
+        ///
+        /// The state carried never admits more than an exact limiter for the new quota would,
+        /// given the history `state` still knows, and it keeps every invariant these rules'
+        /// checks rely on (a count above the new limit is cut to what the checks can hold, or
+        /// answered as a denial with nothing remaining). `now` may be before the state's own
+        /// time (a clock gone back): the carry then only denies more.
+        fn carry(&self, old: &Self, state: Self::State, now: Moment) -> Option<Self::State>;
+
         /// Whether `state` is back at the full quota at `now`.
         #[inline]
         fn is_idle(&self, state: &Self::State, now: Moment) -> bool {

@@ -183,6 +183,29 @@ impl Enforce for FixedWindow {
         self.decide(self.current(*state, now), now, cost)
     }
 
+    /// The same span: the same window, its count cut to the new limit. The cut changes no
+    /// decision on a cost of 1 or more: from the limit up, every one is denied until the
+    /// window ends, with nothing remaining (a cost of 0, a question, is admitted with nothing
+    /// remaining, as in a window just filled); and it keeps what the checks and the one-word
+    /// packing rely on (`count <= limit`).
+    ///
+    /// Another span: fresh. The count is of a window aligned to the old span, which the new
+    /// windows cut across, and when in it the admissions came is not known: no split is
+    /// right. The fresh start is one more window boundary, of the kind a fixed window already
+    /// lets twice its limit through.
+    fn carry(
+        &self,
+        old: &FixedWindow,
+        state: FixedWindowState,
+        _now: Moment,
+    ) -> Option<FixedWindowState> {
+        let same_span = old.quota.span_nanos() == self.quota.span_nanos();
+        (same_span && state.count > 0).then(|| FixedWindowState {
+            window: state.window,
+            count: state.count.min(self.quota.limit()),
+        })
+    }
+
     #[inline]
     /// When its window ends, if anything was admitted in it.
     fn idle_at(&self, state: &FixedWindowState) -> Option<Moment> {

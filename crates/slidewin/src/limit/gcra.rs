@@ -217,6 +217,56 @@ impl Enforce for Gcra {
         Ok(self.decide(*tat, now, cost)?.0)
     }
 
+    /// The bucket keeps what it owes. The TAT stays, or moves later, never earlier:
+    ///
+    /// * A rate raised (or the same): the TAT stays. The bucket owes the same time, and
+    ///   refills at the new rate: `10/s` with 5 units used (a TAT 500 ms ahead) leaves 50 of
+    ///   `100/s`, not 95. That is what Redis answers, which keeps the TAT under the rule's name
+    ///   and reads it under the new quota, so the backends agree; and it never admits more
+    ///   than the units owed, converted, would (`d × T' / T <= d`).
+    /// * A rate lowered: the units owed, converted. A TAT `d` nanoseconds ahead of `now` owes
+    ///   `d / T` units, which at the new rate take `d × T' / T` (rounded up), more than `d`:
+    ///   keeping the TAT would admit units the client already used. At most an empty new
+    ///   bucket, `T' × burst'`, the most a bucket of the new quota can owe after its own
+    ///   checks. Redis keeps the TAT here too, so it admits sooner than memory, by at most
+    ///   that conversion.
+    ///
+    /// A bucket already full at `now` is fresh (`None`). A TAT more than a whole old bucket
+    /// ahead of `now` was set after `now` (a clock gone back): the state's own time is then
+    /// somewhere in `[TAT - T × burst, TAT)`, and the carry takes the most restrictive of the
+    /// conversions at those times. All in 128 bits or saturating: no quota (up to
+    /// `u64::MAX`) or TAT can overflow it.
+    fn carry(&self, old: &Gcra, tat: u64, now: Moment) -> Option<u64> {
+        let now = now.as_nanos();
+        if tat <= now {
+            return None;
+        }
+        // What an empty bucket owes, in nanoseconds, at the old rate and at the new one.
+        let old_empty = old.tolerance.saturating_add(old.interval);
+        let new_empty = self.tolerance.saturating_add(self.interval);
+        // The TAT kept, or the debt at `at` (before `tat`) converted, whichever is later.
+        let convert = |at: u64| {
+            let owed = u128::from(tat - at) * u128::from(self.interval);
+            let owed = owed.div_ceil(u128::from(old.interval));
+            let owed = u64::try_from(owed).map_or(new_empty, |owed| owed.min(new_empty));
+            at.saturating_add(owed).max(tat)
+        };
+        if tat - now <= old_empty {
+            return Some(convert(now));
+        }
+        // The clock is behind the state. Before the `max`, the conversion is concave in `at`
+        // (the least of two lines), so its highest value over `[tat - old_empty, tat)` is at
+        // an end (at most the TAT, as `at` nears it) or at its bend, where the debt converted
+        // is a whole new bucket: `at = tat - T × burst'`.
+        let earliest = tat - old_empty;
+        let bend = old
+            .interval
+            .checked_mul(self.quota.burst())
+            .filter(|&owed| owed < old_empty)
+            .map_or(tat, |owed| convert(tat - owed));
+        Some(convert(earliest).max(bend))
+    }
+
     /// The TAT: the bucket is full again then.
     #[inline]
     fn idle_at(&self, tat: &u64) -> Option<Moment> {

@@ -310,20 +310,34 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
                     _ => return Err(LimitError::KeysFull { cap: self.max_keys }),
                 }
             }
-            let hasher = &self.hasher;
-            shard
-                .states
-                .insert_unique(hash, (key.to_owned(), state), |(k, _)| hasher.hash_one(k));
-            if self.capped() {
-                shard.deadlines.push(Reverse((deadline, hash)));
-                if shard.deadlines.len() > 2 * shard.states.len() + 64 {
-                    // Entries of keys reset by hand pile up only here.
-                    self.rebuild_deadlines(cell, &mut shard);
-                } else {
-                    cell.0.soonest.fetch_min(deadline, Ordering::Relaxed);
-                }
-            }
+            self.insert(cell, &mut shard, hash, key.to_owned(), state, deadline);
             return Ok(decision);
+        }
+    }
+
+    /// Puts a new key in `shard` (its place under the cap already taken), with its deadline.
+    #[inline]
+    fn insert(
+        &self,
+        cell: &ShardLock<K, A::State>,
+        shard: &mut Shard<K, A::State>,
+        hash: u64,
+        key: K,
+        state: A::State,
+        deadline: u64,
+    ) {
+        let hasher = &self.hasher;
+        shard
+            .states
+            .insert_unique(hash, (key, state), |(k, _)| hasher.hash_one(k));
+        if self.capped() {
+            shard.deadlines.push(Reverse((deadline, hash)));
+            if shard.deadlines.len() > 2 * shard.states.len() + 64 {
+                // Entries of keys reset by hand pile up only here.
+                self.rebuild_deadlines(cell, shard);
+            } else {
+                cell.0.soonest.fetch_min(deadline, Ordering::Relaxed);
+            }
         }
     }
 
@@ -587,6 +601,100 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         }
     }
 
+    /// Moves every key of `old`, a limiter being retired (its quota changed by a reload),
+    /// into this one, its state converted to this limiter's quota at `now`; returns how many
+    /// keys were carried. `old` is left empty.
+    ///
+    /// So a changed quota keeps the counts: afterwards every answer is computed against the
+    /// new quota, with what the keys were admitted under the old one still counted
+    /// (limitador #522: a raised limit answered against the stale one, and an underflow). How
+    /// each algorithm converts a state:
+    ///
+    /// * [`SlidingLog`](crate::limit::SlidingLog): the stamps are kept; under a lower limit,
+    ///   the oldest units beyond it are dropped, which changes no decision on a cost of 1 or
+    ///   more (a window holding more than the limit denies it, and the wait is the same).
+    ///   Exact, for what the log still holds.
+    /// * [`SlidingCounter`](crate::limit::SlidingCounter) and
+    ///   [`FixedWindow`](crate::limit::FixedWindow): the counts, for the same span (above a
+    ///   lower limit, every cost of 1 or more is denied, with nothing remaining); for another
+    ///   span, fresh: their windows are aligned to the span, and a count cannot be split over
+    ///   windows that cut across its own.
+    /// * [`Gcra`](crate::limit::Gcra): the bucket keeps what it owes: its TAT (the time it
+    ///   owes, as Redis keeps it), or where the rate fell, the units it owes converted to the
+    ///   new rate, if later (at most an empty bucket).
+    /// * [`RuleSet`](crate::limit::RuleSet): rule by rule, by name: a rule of the same name
+    ///   and kind carries its state as above; a new, renamed or changed-kind rule starts fresh.
+    ///
+    /// A key whose state converts to nothing, or to a state idle at `now` under the new
+    /// quota, is dropped (it would answer as a fresh one). A key this limiter already holds
+    /// keeps its own state. With a cap, carrying stops at the cap (the keys left start fresh,
+    /// and which they are depends on the hashes); nothing is evicted for them.
+    ///
+    /// Carry before this limiter takes requests, and stop sending them to `old` first if
+    /// every count matters: an admission that reaches `old` after its shard was moved stays
+    /// behind. Each shard of `old` is locked while it is emptied, and each shard of this one
+    /// while a key is put in it; never two at once.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::SlidingLog;
+    ///
+    /// let old = Keyed::<String, _>::new(SlidingLog::new("5/minute".parse()?)?);
+    /// for _ in 0..5 {
+    ///     assert!(old.check("alice", Moment::from_secs(1), 1)?.allowed());
+    /// }
+    /// assert!(!old.check("alice", Moment::from_secs(2), 1)?.allowed());
+    ///
+    /// // A reload raises the limit to 8: alice keeps her 5, and has 3 left, not 8.
+    /// let new = Keyed::<String, _>::new(SlidingLog::new("8/minute".parse()?)?);
+    /// assert_eq!(new.carry_from(&old, Moment::from_secs(2)), 1);
+    /// assert!(old.is_empty());
+    /// let decision = new.check("alice", Moment::from_secs(3), 1)?;
+    /// assert!(decision.allowed());
+    /// assert_eq!((decision.limit(), decision.remaining()), (8, 2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn carry_from(&self, old: &Keyed<K, A>, now: Moment) -> usize {
+        let mut carried = 0;
+        let mut full = false;
+        for old_cell in &old.shards {
+            let states = {
+                let mut shard = lock(old_cell);
+                let states = std::mem::take(&mut shard.states);
+                shard.deadlines = BinaryHeap::new();
+                old_cell.0.soonest.store(u64::MAX, Ordering::Relaxed);
+                old.forget(states.len());
+                states
+            };
+            if full {
+                continue; // dropped: `old` is retiring
+            }
+            for (key, state) in states {
+                let Some(state) = self.rules.carry(&old.rules, state, now) else {
+                    continue;
+                };
+                let Some(deadline) = self.deadline_of(&state, now) else {
+                    continue; // idle: the same as a key never seen
+                };
+                let (hash, index) = self.shard(&key);
+                let cell = &self.shards[index];
+                let mut shard = lock(cell);
+                if shard.states.find(hash, |(k, _)| *k == key).is_some() {
+                    continue; // its own state, newer
+                }
+                if self.capped() && !self.take_place() {
+                    full = true;
+                    break;
+                }
+                self.insert(cell, &mut shard, hash, key, state, deadline);
+                carried += 1;
+            }
+        }
+        carried
+    }
+
     /// Drops every key that is back at its full quota at `now`, and the memory they held;
     /// returns how many. Safe to call at any time: an idle key is the same as a key never seen.
     ///
@@ -708,6 +816,9 @@ mod tests {
         type Cell = Locked<A::State>;
         fn sweep_every(&self) -> u64 {
             self.inner.sweep_every()
+        }
+        fn carry(&self, old: &Self, state: A::State, now: Moment) -> Option<A::State> {
+            self.inner.carry(&old.inner, state, now)
         }
         fn fresh(&self) -> A::State {
             self.inner.fresh()

@@ -281,6 +281,26 @@ impl Rule {
         }
     }
 
+    /// `state`, kept by `old` (a rule of the same name), as a state of this rule: carried
+    /// by the kind's own rules when the kind is the same, fresh (`None`) otherwise.
+    fn carry(&self, old: &Rule, state: RuleState, now: Moment) -> Option<RuleState> {
+        match (&self.engine, &old.engine, state) {
+            (Engine::Log(e), Engine::Log(o), RuleState::Log(s)) => {
+                e.carry(o, s, now).map(RuleState::Log)
+            }
+            (Engine::Counter(e), Engine::Counter(o), RuleState::Counter(s)) => {
+                e.carry(o, s, now).map(RuleState::Counter)
+            }
+            (Engine::Fixed(e), Engine::Fixed(o), RuleState::Fixed(s)) => {
+                e.carry(o, s, now).map(RuleState::Fixed)
+            }
+            (Engine::Gcra(e), Engine::Gcra(o), RuleState::Gcra(s)) => {
+                e.carry(o, s, now).map(RuleState::Gcra)
+            }
+            _ => None, // another kind: its state means something else
+        }
+    }
+
     fn fresh(&self) -> RuleState {
         match &self.engine {
             Engine::Log(e) => RuleState::Log(e.fresh()),
@@ -548,6 +568,34 @@ impl Enforce for RuleSet {
     ) -> Result<Decisions, LimitError> {
         let each = self.peek_each(state, now, cost)?;
         Ok(Decisions::from_each(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))
+    }
+
+    /// Rule by rule, by name: a rule whose name the old set has, with the same kind, carries
+    /// that rule's state by the kind's own rules (whatever the rules' order); any other rule
+    /// (new, renamed, or of another kind) starts fresh. `None` when no rule carries anything.
+    fn carry(
+        &self,
+        old: &RuleSet,
+        state: Box<[RuleState]>,
+        now: Moment,
+    ) -> Option<Box<[RuleState]>> {
+        let mut states: Vec<Option<RuleState>> = state.into_vec().into_iter().map(Some).collect();
+        let mut carried = false;
+        let rules = self.rules.iter().enumerate().map(|(i, rule)| {
+            // Usually a reload keeps the order: the same place first, then by name.
+            let same_place = old.rules.get(i).filter(|o| o.name == rule.name);
+            let from = same_place.map(|o| (i, o)).or_else(|| old.get(&rule.name));
+            let state = from.and_then(|(j, o)| Some((o, states.get_mut(j)?.take()?)));
+            match state.and_then(|(o, s)| rule.carry(o, s, now)) {
+                Some(state) => {
+                    carried = true;
+                    state
+                }
+                None => rule.fresh(),
+            }
+        });
+        let rules: Box<[RuleState]> = rules.collect();
+        carried.then_some(rules)
     }
 
     /// When the last of its rules is idle.

@@ -251,6 +251,30 @@ impl Enforce for SlidingCounter {
         self.decide(&self.roll(*state, now), now, cost)
     }
 
+    /// The same span: the counters as they are, even above a lower limit. The estimate is
+    /// then above the limit, so every cost (a cost of 0 too, as on Redis, which reads the same
+    /// counters under the new quota) is denied with nothing remaining until it falls back; a
+    /// cut to the limit would let the counts weigh less in the next window than the same
+    /// counter, fed the same history, would. The arithmetic holds: the checks compare in 128
+    /// bits (the counts were within the old limit, so the weighted sum fits), subtract
+    /// saturating, and add to `current` only what fits under the new limit.
+    ///
+    /// Another span: fresh. The counters are of windows aligned to the old span, which the
+    /// new windows cut across, and how the count of a window was spread in it is not known:
+    /// no split is right. The fresh start is one more window boundary, of the kind the counter
+    /// already answers for (its error bound, up to twice the limit after a burst at a
+    /// window's end).
+    fn carry(
+        &self,
+        old: &SlidingCounter,
+        state: SlidingCounterState,
+        _now: Moment,
+    ) -> Option<SlidingCounterState> {
+        let same_span = old.quota.span_nanos() == self.quota.span_nanos();
+        let counted = state.previous > 0 || state.current > 0;
+        (same_span && counted).then_some(state)
+    }
+
     #[inline]
     /// When what it admitted stops counting: the end of the window after its current one,
     /// or of its current one if only the previous one admitted any.

@@ -282,6 +282,48 @@ impl Enforce for SlidingLog {
         Ok(self.decide(state, &self.count(state, now), now, cost))
     }
 
+    /// The stamps are kept, on their own timeline. Two cuts at the front, since every later
+    /// check counts at the newest stamp's time or after:
+    ///
+    /// * the stamps that have left the window of the new span ending at the newest stamp
+    ///   (a shorter span), which no check can count again;
+    /// * the oldest units beyond the new limit (a lower limit), a stamp cut in part if need
+    ///   be, so that the log holds at most `limit` units (the invariant `decide` subtracts
+    ///   on) and at most `limit` stamps.
+    ///
+    /// Both keep exactness for the new quota, given the stamps the log held: a window counts
+    /// a suffix of the log, so with `n` units where the full log would count `n > limit`, the
+    /// cut log counts `limit`, and both deny any cost of 1 or more, with nothing remaining (a
+    /// cost of 0, a question, the cut log admits, as a log just filled would); below the limit
+    /// both count the same; and a denial waits, in both, for the `(n - limit + cost)`-th
+    /// oldest unit of the window to leave. A longer span counts what the log still holds: what
+    /// it had let go, older than its old span, is gone. `now` plays no part: the log's timeline
+    /// is its own.
+    fn carry(
+        &self,
+        _old: &SlidingLog,
+        mut state: SlidingLogState,
+        _now: Moment,
+    ) -> Option<SlidingLogState> {
+        let stamps = state.stamps.as_slice();
+        let newest = *stamps.last()?;
+        let units = |s: &Stamp| s.total.wrapping_sub(state.base);
+        let left = match newest.at.as_nanos().checked_sub(self.quota.span_nanos()) {
+            Some(cutoff) => gallop(stamps, |s| s.at.as_nanos() <= cutoff),
+            None => 0,
+        };
+        let excess = units(&newest).saturating_sub(self.quota.limit());
+        // Both cuts keep the newest stamp: a span is at least 1 ns and a limit at least 1.
+        let over = stamps.partition_point(|s| units(s) <= excess);
+        let cut = match left.checked_sub(1) {
+            Some(last_left) => units(&stamps[last_left]).max(excess),
+            None => excess,
+        };
+        state.base = state.base.wrapping_add(cut);
+        state.stamps.take_front(left.max(over), drop);
+        Some(state)
+    }
+
     /// When the newest admission leaves: `span` after it.
     #[inline]
     fn idle_at(&self, state: &SlidingLogState) -> Option<Moment> {
