@@ -181,6 +181,21 @@ impl Unit {
             .map_or("second", |u| u.1)
     }
 
+    /// The unit named `name`, in any case (`second`, `SECOND`).
+    ///
+    /// ```
+    /// use slidewin_server::Unit;
+    /// assert_eq!(Unit::from_name("MINUTE"), Some(Unit::Minute));
+    /// assert_eq!(Unit::from_name("fortnight"), None);
+    /// ```
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Unit> {
+        Unit::ALL
+            .iter()
+            .find(|u| u.1.eq_ignore_ascii_case(name))
+            .map(|u| u.0)
+    }
+
     /// The unit whose span is exactly `span`, if one is.
     #[must_use]
     pub fn of_span(span: Duration) -> Option<Unit> {

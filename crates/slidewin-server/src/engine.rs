@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
@@ -81,6 +81,19 @@ pub struct RequestDescriptor {
     pub entries: Vec<Entry>,
     /// The hits this descriptor adds, over the request's; `Some(0)` checks without counting.
     pub hits_addend: Option<u64>,
+    /// A limit the caller sets for this descriptor, over the config's (envoy's
+    /// `RateLimitDescriptor.limit`): its entries are counted under it, in the request's domain.
+    pub limit: Option<LimitOverride>,
+}
+
+/// A limit a request sets for one descriptor: `requests_per_unit` per `unit`, counted by a
+/// sliding log (0 denies every request, as in envoy ratelimit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LimitOverride {
+    /// The limit.
+    pub requests_per_unit: u32,
+    /// Its span.
+    pub unit: Unit,
 }
 
 impl RequestDescriptor {
@@ -90,6 +103,7 @@ impl RequestDescriptor {
         RequestDescriptor {
             entries,
             hits_addend: None,
+            limit: None,
         }
     }
 }
@@ -198,6 +212,11 @@ pub enum RequestError {
         /// The bound.
         max: usize,
     },
+    /// More distinct limit overrides than [`MAX_OVERRIDES`] have been asked for.
+    TooManyOverrides {
+        /// The bound.
+        max: usize,
+    },
     /// A domain longer than [`Bounds::max_text_len`].
     DomainTooLong {
         /// Its length in bytes.
@@ -242,6 +261,10 @@ impl fmt::Display for RequestError {
             } => write!(
                 f,
                 "descriptor {descriptor} has a {what} of {len} bytes: at most {max} (max_text_len)"
+            ),
+            RequestError::TooManyOverrides { max } => write!(
+                f,
+                "more than {max} distinct descriptor limit overrides (requests_per_unit and unit) in use"
             ),
             RequestError::DomainTooLong { len, max } => {
                 write!(f, "the domain is {len} bytes: at most {max} (max_text_len)")
@@ -375,7 +398,14 @@ struct Inner<B: Backend> {
     loaded: RwLock<Arc<Loaded<B>>>,
     metrics: Metrics,
     top: TopKeys,
+    /// The limits requests set, one per domain, limit and unit: their counts live as long as
+    /// the engine.
+    overrides: Mutex<HashMap<(String, LimitOverride), Arc<RuleRt<B>>>>,
 }
+
+/// The most distinct limit overrides an engine holds: each is a store of its own, and
+/// requests choose them, so their number is bounded.
+pub const MAX_OVERRIDES: usize = 256;
 
 impl<B: Backend> Engine<B> {
     /// An engine deciding by `config` in `backend`, on `clock`.
@@ -400,6 +430,7 @@ impl<B: Backend> Engine<B> {
                 loaded: RwLock::new(Arc::new(loaded)),
                 metrics,
                 top: TopKeys::new(),
+                overrides: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -533,11 +564,13 @@ impl<B: Backend> Engine<B> {
                 headers: Vec::new(),
             });
         };
-        let mut matched: Vec<Option<Matched<B>>> = request
-            .descriptors
-            .iter()
-            .map(|d| find(root, &d.entries))
-            .collect();
+        let mut matched: Vec<Option<Matched<B>>> = Vec::with_capacity(request.descriptors.len());
+        for descriptor in &request.descriptors {
+            matched.push(match descriptor.limit {
+                Some(limit) => Some((self.override_rule(&request.domain, limit, now)?, Vec::new())),
+                None => find(root, &descriptor.entries),
+            });
+        }
         // `replaces`: a named limit is dropped when another matched limit replaces it.
         let replaced: Vec<String> = matched
             .iter()
@@ -641,6 +674,68 @@ impl<B: Backend> Engine<B> {
             statuses,
             headers,
         })
+    }
+
+    /// The store for a limit a request set, made on first use.
+    fn override_rule(
+        &self,
+        domain: &str,
+        limit: LimitOverride,
+        now: Moment,
+    ) -> Result<Arc<RuleRt<B>>, RequestError> {
+        let mut overrides = self
+            .inner
+            .overrides
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (domain.to_owned(), limit);
+        if let Some(rule) = overrides.get(&key) {
+            return Ok(Arc::clone(rule));
+        }
+        if overrides.len() >= MAX_OVERRIDES {
+            return Err(RequestError::TooManyOverrides { max: MAX_OVERRIDES });
+        }
+        let path = format!(
+            "override.{}_per_{}",
+            limit.requests_per_unit,
+            limit.unit.name()
+        );
+        let enforce = if limit.requests_per_unit == 0 {
+            EnforceRt::Blocked { unit: limit.unit }
+        } else {
+            let unavailable = |e: String| RequestError::Unavailable { detail: e };
+            let quota =
+                slidewin::limit::Quota::new(u64::from(limit.requests_per_unit), limit.unit.span())
+                    .map_err(|e| unavailable(e.to_string()))?;
+            let rule = slidewin::limit::Rule::new(&path, crate::config::DEFAULT_ALGORITHM, quota)
+                .map_err(|e| unavailable(e.to_string()))?;
+            let spec = slidewin::limit::RuleSet::from(rule);
+            let store = self
+                .inner
+                .backend
+                .store(spec.clone())
+                .map_err(|e| unavailable(e.to_string()))?;
+            let fields = RateLimitFields::new(&spec).map_err(|e| unavailable(e.to_string()))?;
+            EnforceRt::Rules {
+                spec,
+                units: vec![Some(limit.unit)],
+                store: Arc::new(store),
+                fields,
+            }
+        };
+        let rule = Arc::new(RuleRt {
+            domain: domain.to_owned(),
+            metrics: self.inner.metrics.rule(domain, &path),
+            path,
+            name: None,
+            replaces: Vec::new(),
+            shadow: false,
+            quota_mode: false,
+            enforce,
+            stats: Arc::new(RuleWindow::new(now)),
+        });
+        overrides.insert(key, Arc::clone(&rule));
+        Ok(rule)
     }
 
     fn validate(&self, request: &RateLimitRequest) -> Result<(), RequestError> {
@@ -1186,6 +1281,42 @@ mod tests {
         };
         assert_eq!(field("ratelimit").as_deref(), Some("\"enforced\";r=3;t=1"));
         assert_eq!(field("retry-after"), None);
+    }
+
+    #[tokio::test]
+    async fn limit_overrides_are_bounded() {
+        let config = Config::parse("domain: d\n", "t.yaml").unwrap();
+        let engine = Engine::new(
+            slidewin_http::Memory::new(),
+            config,
+            Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(1))),
+            Bounds::default(),
+            Metrics::new(),
+        )
+        .unwrap();
+        let ask = |rpu: u32| {
+            let mut descriptor = RequestDescriptor::new(vec![Entry::new("k", "v")]);
+            descriptor.limit = Some(LimitOverride {
+                requests_per_unit: rpu,
+                unit: Unit::Second,
+            });
+            RateLimitRequest::new("d", vec![descriptor])
+        };
+        for rpu in 0..u32::try_from(MAX_OVERRIDES).unwrap() {
+            engine.should_rate_limit(&ask(rpu)).await.unwrap();
+        }
+        // Those held are still answered; one more distinct is refused, by name.
+        assert_eq!(
+            engine
+                .should_rate_limit(&ask(0))
+                .await
+                .unwrap()
+                .overall_code,
+            Code::OverLimit
+        );
+        let err = engine.should_rate_limit(&ask(100_000)).await.unwrap_err();
+        assert_eq!(err, RequestError::TooManyOverrides { max: MAX_OVERRIDES });
+        assert!(err.to_string().contains("256"), "{err}");
     }
 
     #[test]

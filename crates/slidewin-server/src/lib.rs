@@ -24,8 +24,8 @@ pub use config::{
 };
 pub use dashboard::dashboard_router;
 pub use engine::{
-    Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, RateLimitRequest,
-    RateLimitResponse, RequestDescriptor, RequestError,
+    Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, MAX_OVERRIDES,
+    RateLimitRequest, RateLimitResponse, RequestDescriptor, RequestError,
 };
 pub use metrics::Metrics;
 pub use run::{BackendChoice, EXAMPLE_CONFIG, RunOptions, run};

@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::ServiceBackend;
 use crate::config::Config;
+use crate::config::Unit;
 use crate::engine::{
-    Code, DescriptorStatus, Engine, Entry, RateLimitRequest, RateLimitResponse, RequestDescriptor,
-    RequestError,
+    Code, DescriptorStatus, Engine, Entry, LimitOverride, RateLimitRequest, RateLimitResponse,
+    RequestDescriptor, RequestError,
 };
 use crate::snapshot::{BackendStatus, ConfigStatus, LoadError, Snapshot, SnapshotSource};
 
@@ -233,6 +234,30 @@ struct JsonDescriptor {
     entries: Vec<JsonEntry>,
     #[serde(default, alias = "hitsAddend", deserialize_with = "json_opt_u64")]
     hits_addend: Option<u64>,
+    #[serde(default)]
+    limit: Option<JsonLimitOverride>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonLimitOverride {
+    #[serde(alias = "requestsPerUnit")]
+    requests_per_unit: u32,
+    unit: JsonUnit,
+}
+
+/// A unit as protobuf's JSON names it (`SECOND`), or as our config does (`second`).
+struct JsonUnit(Unit);
+
+impl<'de> Deserialize<'de> for JsonUnit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<JsonUnit, D::Error> {
+        let text = String::deserialize(d)?;
+        Unit::from_name(&text).map(JsonUnit).ok_or_else(|| {
+            serde::de::Error::custom(format_args!(
+                "unknown unit `{text}`: expected SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR"
+            ))
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -379,6 +404,10 @@ async fn json<B: ServiceBackend>(
                     })
                     .collect(),
                 hits_addend: d.hits_addend,
+                limit: d.limit.map(|l| LimitOverride {
+                    requests_per_unit: l.requests_per_unit,
+                    unit: l.unit.0,
+                }),
             })
             .collect(),
         hits_addend: request.hits_addend,
@@ -456,7 +485,9 @@ pub(crate) mod grpc {
     };
     use envoy_types::pb::google::protobuf::Duration as PbDuration;
 
-    use super::{Code, Entry, RateLimitRequest, RequestDescriptor, RequestError, Service};
+    use super::{
+        Code, Entry, LimitOverride, RateLimitRequest, RequestDescriptor, RequestError, Service,
+    };
     use crate::backend::ServiceBackend;
     use crate::config::Unit;
 
@@ -478,6 +509,19 @@ pub(crate) mod grpc {
         }) as i32
     }
 
+    fn unit_of_pb(unit: i32) -> Option<Unit> {
+        match PbUnit::try_from(unit).ok()? {
+            PbUnit::Second => Some(Unit::Second),
+            PbUnit::Minute => Some(Unit::Minute),
+            PbUnit::Hour => Some(Unit::Hour),
+            PbUnit::Day => Some(Unit::Day),
+            PbUnit::Week => Some(Unit::Week),
+            PbUnit::Month => Some(Unit::Month),
+            PbUnit::Year => Some(Unit::Year),
+            PbUnit::Unknown => None,
+        }
+    }
+
     fn pb_code(code: Code) -> i32 {
         (match code {
             Code::Ok => PbCode::Ok,
@@ -497,24 +541,37 @@ pub(crate) mod grpc {
                     "is_negative_hits is not supported: a sliding window gives nothing back",
                 ));
             }
+            let mut descriptors = Vec::with_capacity(request.descriptors.len());
+            for (i, d) in request.descriptors.into_iter().enumerate() {
+                let limit = match d.limit {
+                    None => None,
+                    Some(limit) => Some(LimitOverride {
+                        requests_per_unit: limit.requests_per_unit,
+                        unit: unit_of_pb(limit.unit).ok_or_else(|| {
+                            tonic::Status::invalid_argument(format!(
+                                "descriptor {i}'s limit has unit {}: it needs a known unit",
+                                limit.unit
+                            ))
+                        })?,
+                    }),
+                };
+                descriptors.push(RequestDescriptor {
+                    entries: d
+                        .entries
+                        .into_iter()
+                        .map(|e| Entry {
+                            key: e.key,
+                            value: e.value,
+                        })
+                        .collect(),
+                    hits_addend: d.hits_addend.map(|h| h.value),
+                    limit,
+                });
+            }
             let ours = RateLimitRequest {
                 domain: request.domain,
                 hits_addend: u64::from(request.hits_addend),
-                descriptors: request
-                    .descriptors
-                    .into_iter()
-                    .map(|d| RequestDescriptor {
-                        entries: d
-                            .entries
-                            .into_iter()
-                            .map(|e| Entry {
-                                key: e.key,
-                                value: e.value,
-                            })
-                            .collect(),
-                        hits_addend: d.hits_addend.map(|h| h.value),
-                    })
-                    .collect(),
+                descriptors,
             };
             let response = self
                 .service

@@ -784,3 +784,49 @@ async fn grpc_redis_cluster() {
     assert_eq!(backend.kind(), "redis-cluster");
     grpc_decides_through_the_real_port(backend).await;
 }
+
+#[tokio::test]
+async fn a_descriptor_can_set_its_own_limit() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+    let running = start(Memory::new(), CONFIG, true).await;
+    let mut client = RateLimitServiceClient::connect(format!("http://{}", running.grpc))
+        .await
+        .unwrap();
+    let ask = |unit: i32| PbRequest {
+        domain: "api".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![PbEntry {
+                key: "tenant".into(),
+                value: "acme".into(),
+            }],
+            limit: Some(RateLimitOverride {
+                requests_per_unit: 2,
+                unit,
+            }),
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    };
+    // `tenant` has no limit in the config: the request's own applies, 2 a second.
+    for left in [1, 0] {
+        let answer = client.should_rate_limit(ask(1)).await.unwrap().into_inner();
+        assert_eq!(answer.overall_code, PbCode::Ok as i32);
+        assert_eq!(answer.statuses[0].limit_remaining, left);
+        let limit = answer.statuses[0].current_limit.as_ref().unwrap();
+        assert_eq!((limit.requests_per_unit, limit.unit), (2, 1));
+    }
+    let over = client.should_rate_limit(ask(1)).await.unwrap().into_inner();
+    assert_eq!(over.overall_code, PbCode::OverLimit as i32);
+    let unknown = client.should_rate_limit(ask(0)).await.unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::InvalidArgument);
+    assert!(unknown.message().contains("unit"), "{}", unknown.message());
+    // The same over JSON, by protobuf's JSON names.
+    let body = r#"{"domain":"api","descriptors":[{"entries":[{"key":"tenant","value":"json"}],"limit":{"requestsPerUnit":1,"unit":"MINUTE"}}]}"#;
+    assert_eq!(running.http("POST", "/json", body).await.0, 200);
+    assert_eq!(running.http("POST", "/json", body).await.0, 429);
+    let bad = body.replace("MINUTE", "FORTNIGHT");
+    let (status, _, text) = running.http("POST", "/json", bad).await;
+    assert_eq!(status, 400);
+    assert!(text.contains("FORTNIGHT"), "{text}");
+    running.stop().await;
+}
