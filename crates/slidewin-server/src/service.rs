@@ -329,6 +329,11 @@ struct JsonHeader {
     value: String,
 }
 
+/// An entry, from either interface's owned strings.
+fn entry(key: String, value: String) -> Entry {
+    Entry { key, value }
+}
+
 fn code_name(code: Code) -> &'static str {
     match code {
         Code::Ok => "OK",
@@ -398,10 +403,7 @@ async fn json<B: ServiceBackend>(
                 entries: d
                     .entries
                     .into_iter()
-                    .map(|e| Entry {
-                        key: e.key,
-                        value: e.value,
-                    })
+                    .map(|e| entry(e.key, e.value))
                     .collect(),
                 hits_addend: d.hits_addend,
                 limit: d.limit.map(|l| LimitOverride {
@@ -485,9 +487,7 @@ pub(crate) mod grpc {
     };
     use envoy_types::pb::google::protobuf::Duration as PbDuration;
 
-    use super::{
-        Code, Entry, LimitOverride, RateLimitRequest, RequestDescriptor, RequestError, Service,
-    };
+    use super::{Code, LimitOverride, RateLimitRequest, RequestDescriptor, RequestError, Service};
     use crate::backend::ServiceBackend;
     use crate::config::Unit;
 
@@ -559,10 +559,7 @@ pub(crate) mod grpc {
                     entries: d
                         .entries
                         .into_iter()
-                        .map(|e| Entry {
-                            key: e.key,
-                            value: e.value,
-                        })
+                        .map(|e| super::entry(e.key, e.value))
                         .collect(),
                     hits_addend: d.hits_addend.map(|h| h.value),
                     limit,

@@ -168,21 +168,6 @@ fn serve(source: Arc<dyn SnapshotSource>) -> SocketAddr {
     rx.recv().expect("the server's address")
 }
 
-/// The text of the element carrying both `data-rule="{rule}"` and `data-total="{total}"`.
-fn total_in(dom: &str, rule: &str, total: &str) -> Option<String> {
-    let rule_attr = format!("data-rule=\"{rule}\"");
-    let total_attr = format!("data-total=\"{total}\"");
-    dom.match_indices('<').find_map(|(start, _)| {
-        let tag_end = start + dom[start..].find('>')?;
-        let tag = &dom[start..tag_end];
-        if !(tag.contains(&rule_attr) && tag.contains(&total_attr)) {
-            return None;
-        }
-        let text_end = tag_end + dom[tag_end..].find('<')?;
-        Some(dom[tag_end + 1..text_end].to_string())
-    })
-}
-
 #[test]
 fn the_page_shows_each_rules_totals() {
     let fake = Arc::new(Fake {
@@ -211,7 +196,7 @@ fn the_page_shows_each_rules_totals() {
         ("login_attempts", "passed", |t| t.passed),
         ("login_attempts", "shadow_denied", |t| t.shadow_denied),
     ] {
-        let text = total_in(&dom, rule, total)
+        let text = browser::total_in(&dom, rule, total)
             .unwrap_or_else(|| panic!("no {total} total of {rule} in the DOM:\n{dom}"));
         let shown: u64 = text
             .replace(',', "")

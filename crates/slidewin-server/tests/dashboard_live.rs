@@ -79,25 +79,6 @@ async fn post(addr: SocketAddr, body: &str) -> bool {
     stream.read_to_end(&mut answer).await.is_ok() && answer.starts_with(b"HTTP/1.1 ")
 }
 
-/// The number in the element carrying `data-rule="{rule}"` and `data-total="{total}"`.
-fn total_in(dom: &str, rule: &str, total: &str) -> Option<u64> {
-    let rule_attr = format!("data-rule=\"{rule}\"");
-    let total_attr = format!("data-total=\"{total}\"");
-    dom.match_indices('<').find_map(|(start, _)| {
-        let tag_end = start + dom[start..].find('>')?;
-        let tag = &dom[start..tag_end];
-        if !(tag.contains(&rule_attr) && tag.contains(&total_attr)) {
-            return None;
-        }
-        let text_end = tag_end + dom[tag_end..].find('<')?;
-        let digits: String = dom[tag_end + 1..text_end]
-            .chars()
-            .filter(char::is_ascii_digit)
-            .collect();
-        digits.parse().ok()
-    })
-}
-
 #[test]
 fn the_live_service_shows_its_counts_under_load() {
     let stop = Arc::new(AtomicBool::new(false));
@@ -113,8 +94,15 @@ fn the_live_service_shows_its_counts_under_load() {
     );
     stop.store(true, Ordering::Relaxed);
     assert!(sent.load(Ordering::Relaxed) > 0, "the load ran");
-    let passed = total_in(&dom, "client", "passed").expect("the client rule's passed total");
-    let denied = total_in(&dom, "client", "denied").expect("the client rule's denied total");
+    let number = |total: &str| -> u64 {
+        let text = browser::total_in(&dom, "client", total).expect("the client rule's totals");
+        text.chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .expect("a number")
+    };
+    let (passed, denied) = (number("passed"), number("denied"));
     assert!(passed > 0 && denied > 0, "passed {passed}, denied {denied}");
     assert!(
         dom.contains("client=load"),

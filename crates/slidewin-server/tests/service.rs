@@ -94,7 +94,31 @@ async fn start_with<B: ServiceBackend>(
     }
 }
 
+/// A service whose config is read from `path` (a file or a directory), as it is now.
+async fn start_on<B: ServiceBackend>(backend: B, path: &Path) -> Running<B> {
+    let config = Config::load(&[path.to_path_buf()]).expect("the test's config is valid");
+    start_with(backend, config, vec![path.to_path_buf()], true).await
+}
+
 impl<B: ServiceBackend> Running<B> {
+    /// The requests per unit of the limit one entry in domain `api` falls under.
+    async fn limit_of(&self, key: &str, value: &str) -> u32 {
+        let answer = self.grpc_check("api", key, value).await.unwrap();
+        answer.statuses[0]
+            .current_limit
+            .as_ref()
+            .expect("a limit applies")
+            .requests_per_unit
+    }
+
+    /// The overall code for one entry in domain `api`.
+    async fn code(&self, key: &str, value: &str) -> i32 {
+        self.grpc_check("api", key, value)
+            .await
+            .unwrap()
+            .overall_code
+    }
+
     async fn stop(mut self) {
         let _ = self.stop.take().map(|stop| stop.send(()));
         self.served.await.expect("the server task").expect("served");
@@ -383,24 +407,12 @@ async fn reload_raising_a_limit_keeps_counts_limitador_522<B: ServiceBackend>(ba
     let dir = tempdir();
     let file = dir.join("ratelimit.yaml");
     write(&file, &config_with_limit(3));
-    let config = Config::load(std::slice::from_ref(&file)).unwrap();
-    let running = start_with(backend, config, vec![file.clone()], true).await;
+    let running = start_on(backend, &file).await;
     for _ in 0..3 {
-        assert_eq!(
-            running
-                .grpc_check("api", "client", "ann")
-                .await
-                .unwrap()
-                .overall_code,
-            PbCode::Ok as i32
-        );
+        assert_eq!(running.code("client", "ann").await, PbCode::Ok as i32);
     }
     assert_eq!(
-        running
-            .grpc_check("api", "client", "ann")
-            .await
-            .unwrap()
-            .overall_code,
+        running.code("client", "ann").await,
         PbCode::OverLimit as i32
     );
     write(&file, &config_with_limit(5));
@@ -425,11 +437,7 @@ async fn reload_raising_a_limit_keeps_counts_limitador_522<B: ServiceBackend>(ba
         (PbCode::Ok as i32, 0)
     );
     assert_eq!(
-        running
-            .grpc_check("api", "client", "ann")
-            .await
-            .unwrap()
-            .overall_code,
+        running.code("client", "ann").await,
         PbCode::OverLimit as i32
     );
     let (_, _, stats) = running.http("GET", "/api/stats", "").await;
@@ -448,16 +456,8 @@ async fn an_invalid_reload_keeps_the_config_in_force_and_says_why() {
     let dir = tempdir();
     let file = dir.join("ratelimit.yaml");
     write(&file, &config_with_limit(1));
-    let config = Config::load(std::slice::from_ref(&file)).unwrap();
-    let running = start_with(Memory::new(), config, vec![file.clone()], true).await;
-    assert_eq!(
-        running
-            .grpc_check("api", "client", "ann")
-            .await
-            .unwrap()
-            .overall_code,
-        PbCode::Ok as i32
-    );
+    let running = start_on(Memory::new(), &file).await;
+    assert_eq!(running.code("client", "ann").await, PbCode::Ok as i32);
     write(
         &file,
         "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: fortnight, requests_per_unit: 9}\n",
@@ -469,11 +469,7 @@ async fn an_invalid_reload_keeps_the_config_in_force_and_says_why() {
     );
     // The old limit still holds.
     assert_eq!(
-        running
-            .grpc_check("api", "client", "ann")
-            .await
-            .unwrap()
-            .overall_code,
+        running.code("client", "ann").await,
         PbCode::OverLimit as i32
     );
     let (_, _, stats) = running.http("GET", "/api/stats", "").await;
@@ -499,17 +495,9 @@ async fn a_rule_removed_frees_its_state_and_comes_back_fresh() {
     let dir = tempdir();
     let file = dir.join("ratelimit.yaml");
     write(&file, &config_with_limit(1));
-    let config = Config::load(std::slice::from_ref(&file)).unwrap();
-    let running = start_with(Memory::new(), config, vec![file.clone()], true).await;
+    let running = start_on(Memory::new(), &file).await;
     running.grpc_check("api", "other", "x").await.unwrap();
-    assert_eq!(
-        running
-            .grpc_check("api", "other", "x")
-            .await
-            .unwrap()
-            .overall_code,
-        PbCode::OverLimit as i32
-    );
+    assert_eq!(running.code("other", "x").await, PbCode::OverLimit as i32);
     write(
         &file,
         "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
@@ -527,14 +515,7 @@ async fn a_rule_removed_frees_its_state_and_comes_back_fresh() {
     assert!(answer.statuses[0].current_limit.is_none());
     write(&file, &config_with_limit(1));
     running.service.reload().unwrap();
-    assert_eq!(
-        running
-            .grpc_check("api", "other", "x")
-            .await
-            .unwrap()
-            .overall_code,
-        PbCode::Ok as i32
-    );
+    assert_eq!(running.code("other", "x").await, PbCode::Ok as i32);
     running.stop().await;
 }
 
@@ -556,22 +537,13 @@ async fn a_changed_file_is_reloaded() {
     let dir = tempdir();
     let file = dir.join("ratelimit.yaml");
     write(&file, &config_with_limit(1));
-    let config = Config::load(std::slice::from_ref(&dir)).unwrap();
-    let running = start_with(Memory::new(), config, vec![dir.clone()], true).await;
+    let running = start_on(Memory::new(), &dir).await;
     let mut loads = running.service.load_tally();
     let _watch = slidewin_server::watch_config(&running.service).unwrap();
     write(&file, &config_with_limit(7));
     let tally = next_load(&running.service, &mut loads).await;
     assert_eq!(tally.version, 2);
-    let answer = running.grpc_check("api", "client", "ann").await.unwrap();
-    assert_eq!(
-        answer.statuses[0]
-            .current_limit
-            .as_ref()
-            .unwrap()
-            .requests_per_unit,
-        7
-    );
+    assert_eq!(running.limit_of("client", "ann").await, 7);
     write(&file, "domain: [");
     let tally = next_load(&running.service, &mut loads).await;
     assert_eq!((tally.version, tally.errors), (2, 1));
@@ -589,8 +561,7 @@ async fn a_configmap_symlink_swap_is_reloaded() {
     write(&dir.join("..v1/ratelimit.yaml"), &config_with_limit(1));
     symlink("..v1", dir.join("..data")).unwrap();
     symlink("..data/ratelimit.yaml", dir.join("ratelimit.yaml")).unwrap();
-    let config = Config::load(std::slice::from_ref(&dir)).unwrap();
-    let running = start_with(Memory::new(), config, vec![dir.clone()], true).await;
+    let running = start_on(Memory::new(), &dir).await;
     let mut loads = running.service.load_tally();
     let _watch = slidewin_server::watch_config(&running.service).unwrap();
     std::fs::create_dir(dir.join("..v2")).unwrap();
@@ -599,15 +570,7 @@ async fn a_configmap_symlink_swap_is_reloaded() {
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
     let tally = next_load(&running.service, &mut loads).await;
     assert_eq!(tally.version, 2);
-    let answer = running.grpc_check("api", "client", "ann").await.unwrap();
-    assert_eq!(
-        answer.statuses[0]
-            .current_limit
-            .as_ref()
-            .unwrap()
-            .requests_per_unit,
-        9
-    );
+    assert_eq!(running.limit_of("client", "ann").await, 9);
     running.stop().await;
 }
 

@@ -264,3 +264,19 @@ impl Drop for Profile {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The text of the element carrying both `data-rule="{rule}"` and `data-total="{total}"`.
+#[allow(dead_code)] // each test binary uses part of the harness
+pub(crate) fn total_in(dom: &str, rule: &str, total: &str) -> Option<String> {
+    let rule_attr = format!("data-rule=\"{rule}\"");
+    let total_attr = format!("data-total=\"{total}\"");
+    dom.match_indices('<').find_map(|(start, _)| {
+        let tag_end = start + dom[start..].find('>')?;
+        let tag = &dom[start..tag_end];
+        if !(tag.contains(&rule_attr) && tag.contains(&total_attr)) {
+            return None;
+        }
+        let text_end = tag_end + dom[tag_end..].find('<')?;
+        Some(dom[tag_end + 1..text_end].to_string())
+    })
+}
