@@ -400,8 +400,11 @@ struct Inner<B: Backend> {
     top: TopKeys,
     /// The limits requests set, one per domain, limit and unit: their counts live as long as
     /// the engine.
-    overrides: Mutex<HashMap<(String, LimitOverride), Arc<RuleRt<B>>>>,
+    overrides: Mutex<Overrides<B>>,
 }
+
+/// The limits requests set, by domain and limit.
+type Overrides<B> = HashMap<(String, LimitOverride), Arc<RuleRt<B>>>;
 
 /// The most distinct limit overrides an engine holds: each is a store of its own, and
 /// requests choose them, so their number is bounded.
