@@ -90,6 +90,9 @@ fn the_printed_curl_line_works_and_sigterm_exits_0() {
             .contains("ratelimit-policy: \"burst\";q=10;w=1"),
         "{text}"
     );
+    // A SIGHUP with nothing to reload is logged, and the service goes on.
+    signal(&serving.child, "HUP");
+    assert!(get(&serving.http, "/healthz").contains("200 OK"));
     signal(&serving.child, "TERM");
     let status = serving.child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "a graceful stop exits 0");

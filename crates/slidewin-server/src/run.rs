@@ -128,6 +128,8 @@ async fn start<B: ServiceBackend>(
         listeners.http_addr().map_err(|e| e.to_string())?,
     );
     let _watch = if options.config.is_empty() {
+        // SIGHUP's default would end the process: with nothing to reload, it is only logged.
+        ignore_hangups();
         None
     } else {
         Some(watch_config(&service)?)
@@ -159,6 +161,20 @@ async fn start<B: ServiceBackend>(
     serve(service, listeners, options.serve.admin, shutdown_signal())
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Logs each SIGHUP, and does nothing else.
+fn ignore_hangups() {
+    // Registered here, before the service says it is up, so no early SIGHUP finds the default.
+    #[cfg(unix)]
+    if let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+    {
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: the built-in config has no file to reload");
+            }
+        });
+    }
 }
 
 /// SIGTERM or Ctrl-C.

@@ -172,17 +172,19 @@ pub fn watch_config<B: ServiceBackend>(service: &Service<B>) -> Result<ConfigWat
             let _ = reloader.reload();
         }
     });
+    // SIGHUP is registered before this returns, so that none finds the default (which ends
+    // the process).
+    #[cfg(unix)]
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
     let hup = tokio::spawn(async move {
         #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            if let Ok(mut hangups) = signal(SignalKind::hangup()) {
-                while hangups.recv().await.is_some() {
-                    tracing::info!("SIGHUP: reloading the config");
-                    let _ = tx.send(()).await;
-                }
-            }
+        while hangups.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the config");
+            let _ = tx.send(()).await;
         }
+        #[cfg(not(unix))]
+        drop(tx);
     });
     Ok(ConfigWatch {
         _watcher: Box::new(watcher),
