@@ -150,3 +150,35 @@ fn a_bad_config_is_refused_at_start_naming_the_place() {
         "{err}"
     );
 }
+
+#[test]
+fn logs_are_json_lines_when_asked() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slidewin"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("slidewin runs");
+    let mut stderr = BufReader::new(child.stderr.take().expect("its stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with('{') && line.trim_end().ends_with('}'),
+        "{line}"
+    );
+    assert!(
+        line.contains(r#""message":"slidewin serve is listening""#),
+        "{line}"
+    );
+    assert!(line.contains(r#""level":"INFO""#), "{line}");
+    signal(&child, "TERM");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
