@@ -109,6 +109,8 @@ impl<B: ServiceBackend> Service<B> {
                 metrics.config_loaded(true);
                 metrics.set_config_version(*version);
                 tracing::info!(version, "config reloaded");
+                // The files are good again: the dashboard's error banner is about the files now.
+                self.loads().last_error = None;
                 self.inner.tally.send_modify(|t| t.version = *version);
             }
             Err(why) => {

@@ -34,7 +34,7 @@ pub struct ConfigStatus {
     pub loaded_at: String,
     /// The files it came from.
     pub files: Vec<String>,
-    /// The last load that failed and left the config in force, if one failed since.
+    /// The last load that failed and left the config in force, until a load succeeds.
     pub last_error: Option<LoadError>,
     /// Loads that failed since the service started.
     pub errors_total: u64,

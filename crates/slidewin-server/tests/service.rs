@@ -487,6 +487,13 @@ async fn an_invalid_reload_keeps_the_config_in_force_and_says_why() {
         metrics.contains(r#"slidewin_config_loads_total{result="error"} 1"#),
         "{metrics}"
     );
+    // A good file again: the error is history (counted), no longer the files' state.
+    write(&file, &config_with_limit(2));
+    assert_eq!(running.service.reload(), Ok(2));
+    let (_, _, stats) = running.http("GET", "/api/stats", "").await;
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert!(stats["config"]["last_error"].is_null(), "{stats}");
+    assert_eq!(stats["config"]["errors_total"], 1);
     running.stop().await;
 }
 
