@@ -151,8 +151,17 @@ pub fn watch_config<B: ServiceBackend>(service: &Service<B>) -> Result<ConfigWat
 
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
     let on_event = tx.clone();
+    let named: Vec<std::ffi::OsString> = service
+        .paths()
+        .iter()
+        .filter(|p| !p.is_dir())
+        .filter_map(|p| p.file_name().map(ToOwned::to_owned))
+        .collect();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|e| !e.kind.is_access()) {
+        let Ok(event) = event else { return };
+        // Only the config's own files count: a log or an editor's swap file written beside them
+        // must not reload (a log of the reload would reload again, without end).
+        if !event.kind.is_access() && event.paths.iter().any(|p| is_config_path(p, &named)) {
             // A full channel means a reload is already due.
             let _ = on_event.try_send(());
         }
@@ -206,6 +215,19 @@ impl Drop for ConfigWatch {
     }
 }
 
+/// A path whose change may change the config: a file named in the config's paths, a `.yaml`
+/// or `.yml` file, or Kubernetes' `..data` link and its `..<timestamp>` directories.
+fn is_config_path(path: &Path, named: &[std::ffi::OsString]) -> bool {
+    let Some(name) = path.file_name() else {
+        return false;
+    };
+    if named.iter().any(|n| n == name) {
+        return true;
+    }
+    let name = name.to_string_lossy();
+    name.starts_with("..") || name.ends_with(".yaml") || name.ends_with(".yml")
+}
+
 fn watched_dirs(paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = paths
         .iter()
@@ -222,4 +244,31 @@ fn watched_dirs(paths: &[PathBuf]) -> Vec<PathBuf> {
     dirs.sort();
     dirs.dedup();
     dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_configs_own_files_reload() {
+        let named = vec![std::ffi::OsString::from("limits.conf")];
+        for path in [
+            "/c/ratelimit.yaml",
+            "/c/x.yml",
+            "/c/..data",
+            "/c/..2026_12_02",
+            "/c/limits.conf",
+        ] {
+            assert!(is_config_path(Path::new(path), &named), "{path}");
+        }
+        for path in [
+            "/c/serve.log",
+            "/c/.ratelimit.yaml.swp",
+            "/c/notes.txt",
+            "/",
+        ] {
+            assert!(!is_config_path(Path::new(path), &named), "{path}");
+        }
+    }
 }

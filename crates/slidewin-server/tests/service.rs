@@ -547,6 +547,9 @@ async fn a_changed_file_is_reloaded() {
     let running = start_on(Memory::new(), &dir).await;
     let mut loads = running.service.load_tally();
     let _watch = slidewin_server::watch_config(&running.service).unwrap();
+    // A file beside the config that is not one (a log, say) reloads nothing; the config's
+    // change after it does, and is the first load seen.
+    write(&dir.join("serve.log"), "a log line\n");
     write(&file, &config_with_limit(7));
     let tally = next_load(&running.service, &mut loads).await;
     assert_eq!(tally.version, 2);
