@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use slidewin_server::{BackendChoice, Bounds, FailurePolicy, RunOptions, ServeOptions};
+use slidewin_server::{
+    AdminToken, BackendChoice, Bounds, ConnectionLimits, FailurePolicy, RunOptions, ServeOptions,
+    TlsFiles,
+};
 
 // The doc comments are the --help text, read in a terminal, not rendered as Markdown.
 #[allow(clippy::doc_markdown)]
@@ -35,9 +38,34 @@ pub(crate) struct ServeArgs {
     /// until keys go idle.
     #[arg(long, env = "SLIDEWIN_MAX_KEYS", default_value_t = 1_000_000)]
     max_keys: usize,
+    /// Speak TLS on both listeners with this PEM certificate chain (leaf first); needs
+    /// --tls-key.
+    #[arg(long, env = "SLIDEWIN_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "SLIDEWIN_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The most connections open at once on each listener; past it, new ones wait until one
+    /// closes (an idle HTTP connection is closed after 10 s, a silent gRPC one after 60 s).
+    #[arg(long, env = "SLIDEWIN_MAX_CONNECTIONS", default_value_t = slidewin_server::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
     /// Close the dashboard, /api/* and /metrics.
     #[arg(long, env = "SLIDEWIN_NO_ADMIN")]
     no_admin: bool,
+    /// Require this token for the dashboard, /api/* and /metrics (not for /json, /healthz or
+    /// gRPC): programs send Authorization: Bearer TOKEN; a browser opens /?token=TOKEN once and
+    /// keeps a cookie. At least 16 characters. A flag shows in `ps`: prefer the environment
+    /// variable or --admin-token-file.
+    #[arg(
+        long,
+        env = "SLIDEWIN_ADMIN_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "admin_token_file"
+    )]
+    admin_token: Option<String>,
+    /// Read the admin token from this file (whitespace around it ignored; keep it chmod 600).
+    #[arg(long, env = "SLIDEWIN_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Log lines as JSON instead of text.
     #[arg(long, env = "SLIDEWIN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -73,6 +101,18 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
     }
+    let admin_token = match (&args.admin_token, &args.admin_token_file) {
+        (Some(token), _) => AdminToken::new(token).map(Some),
+        (None, Some(path)) => AdminToken::from_file(path).map(Some),
+        (None, None) => Ok(None),
+    };
+    let admin_token = match admin_token {
+        Ok(token) => token,
+        Err(e) => {
+            eprintln!("slidewin serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let backend = match (args.redis, args.redis_cluster.is_empty()) {
         (Some(url), _) => BackendChoice::Redis(url),
         (None, false) => BackendChoice::RedisCluster(args.redis_cluster),
@@ -84,6 +124,14 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             grpc_addr: args.grpc_addr,
             http_addr: args.http_addr,
             admin: !args.no_admin,
+            limits: ConnectionLimits {
+                max_connections: args.max_connections,
+                ..ConnectionLimits::default()
+            },
+            tls: match (args.tls_cert, args.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+                _ => None,
+            },
         },
         backend,
         failure_policy: match args.failure_policy {
@@ -92,6 +140,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         },
         max_keys: args.max_keys,
         bounds: Bounds::default(),
+        admin_token,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -440,6 +440,23 @@
     setText($("conn-text"), text);
   }
 
+  // Whether the server refuses this page's credentials (its cookie, sent with every same-origin
+  // request; the token itself is never in reach of this script: the cookie is HttpOnly).
+  function unauthorized() {
+    return fetch("api/stats", { method: "HEAD", cache: "no-store" })
+      .then((response) => response.status === 401)
+      .catch(() => false);
+  }
+
+  // The server takes `?token=` out of the address by a redirect; should one stay (a page
+  // saved with it), take it out of the address bar and the history here too.
+  if (new URLSearchParams(location.search).has("token") && window.history.replaceState) {
+    const params = new URLSearchParams(location.search);
+    params.delete("token");
+    const query = params.toString();
+    window.history.replaceState(null, "", location.pathname + (query ? "?" + query : "") + location.hash);
+  }
+
   function connect() {
     setConn("connecting", "connecting…");
     source = new EventSource("api/events");
@@ -467,11 +484,19 @@
     };
     source.onerror = () => {
       if (source.readyState === EventSource.CLOSED) {
-        // Refused (e.g. 503: too many dashboards open): the browser gives up; we retry.
+        // Refused (e.g. 503: too many dashboards open): the browser gives up; we retry,
+        // unless the refusal is a 401 (an admin token is needed, or it changed): then retrying
+        // cannot help, and the page says how to get in.
         source = null;
-        setConn("lost", "disconnected · retrying in " + Math.round(retryMs / 1000) + " s");
-        setTimeout(connect, retryMs);
-        retryMs = Math.min(retryMs * 2, 30000);
+        unauthorized().then((refused) => {
+          if (refused) {
+            setConn("lost", "admin token needed · open this page again with ?token=…");
+            return;
+          }
+          setConn("lost", "disconnected · retrying in " + Math.round(retryMs / 1000) + " s");
+          setTimeout(connect, retryMs);
+          retryMs = Math.min(retryMs * 2, 30000);
+        });
       } else {
         setConn("lost", "reconnecting…");
       }

@@ -210,6 +210,7 @@ async fn slidewin<B: ServiceBackend>(name: &'static str, backend: B) -> Server {
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         http_addr: "127.0.0.1:0".parse().unwrap(),
         admin: false,
+        ..ServeOptions::default()
     };
     let listeners = Listeners::bind(&options).await.unwrap();
     let addr = listeners.grpc_addr().unwrap();

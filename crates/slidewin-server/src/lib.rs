@@ -5,6 +5,7 @@
 
 pub use slidewin_redis::FailurePolicy;
 
+mod access;
 mod backend;
 mod config;
 mod config_view;
@@ -17,6 +18,7 @@ mod service;
 mod snapshot;
 mod top;
 
+pub use access::{ADMIN_COOKIE, AdminToken, AdminTokenError};
 pub use backend::{RedisService, ServiceBackend};
 pub use config::{
     Config, ConfigFileError, DEFAULT_ALGORITHM, Descriptor, Domain, Enforce, Limit, MAX_FILE_BYTES,
@@ -29,7 +31,12 @@ pub use engine::{
 };
 pub use metrics::Metrics;
 pub use run::{BackendChoice, EXAMPLE_CONFIG, RunOptions, run};
-pub use serve::{ConfigWatch, Listeners, ServeOptions, serve, watch_config};
+pub use serve::{
+    ConfigWatch, ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
+    DEFAULT_HTTP2_KEEPALIVE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT, Listeners, ServeOptions, TlsFiles, serve,
+    watch_config,
+};
 pub use service::{LoadTally, MAX_BODY_BYTES, Service};
 pub use snapshot::{
     BackendStatus, ConfigStatus, LoadError, PerSecond, RuleStats, Snapshot, SnapshotSource, TopKey,

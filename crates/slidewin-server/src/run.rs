@@ -7,6 +7,7 @@ use slidewin::time::MonotonicClock;
 use slidewin_http::{Memory, Redis};
 use slidewin_redis::{FailurePolicy, RedisLimiter};
 
+use crate::access::AdminToken;
 use crate::backend::ServiceBackend;
 use crate::config::Config;
 use crate::engine::{Bounds, Engine};
@@ -50,6 +51,9 @@ pub struct RunOptions {
     pub max_keys: usize,
     /// The bounds on a request.
     pub bounds: Bounds,
+    /// What the admin surfaces (the dashboard, `/api/*`, `/metrics`) require; none: they
+    /// are open.
+    pub admin_token: Option<AdminToken>,
 }
 
 impl Default for RunOptions {
@@ -61,6 +65,7 @@ impl Default for RunOptions {
             failure_policy: FailurePolicy::Open,
             max_keys: Memory::DEFAULT_MAX_KEYS,
             bounds: Bounds::default(),
+            admin_token: None,
         }
     }
 }
@@ -95,7 +100,8 @@ pub async fn run(options: RunOptions) -> Result<(), String> {
             start(backend, config, options).await
         }
         BackendChoice::RedisCluster(nodes) => {
-            let seeds: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            let urls: Vec<String> = nodes.iter().map(|n| cluster_seed(n)).collect();
+            let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
             let limiter = RedisLimiter::connect_cluster(&seeds)
                 .await
                 .map_err(|e| format!("--redis-cluster {}: {e}", nodes.join(",")))?
@@ -119,7 +125,10 @@ async fn start<B: ServiceBackend>(
         options.bounds,
         Metrics::new(),
     )?;
-    let service = Service::new(engine, options.config.clone());
+    let mut service = Service::new(engine, options.config.clone());
+    if let Some(token) = &options.admin_token {
+        service = service.with_admin_token(token.clone());
+    }
     let listeners = Listeners::bind(&options.serve)
         .await
         .map_err(|e| e.to_string())?;
@@ -135,6 +144,7 @@ async fn start<B: ServiceBackend>(
         Some(watch_config(&service)?)
     };
     let backend = service.engine().backend();
+    let shutdown = shutdown_signal();
     tracing::info!(%grpc, %http, backend = backend.kind(), "slidewin serve is listening");
     println!(
         "slidewin serve: {} backend, config {}",
@@ -150,17 +160,34 @@ async fn start<B: ServiceBackend>(
                 .join(", ")
         }
     );
-    println!("  Envoy RLS gRPC  {grpc}");
+    let (scheme, tls) = if listeners.is_tls() {
+        ("https", " (TLS)")
+    } else {
+        ("http", "")
+    };
+    println!("  Envoy RLS gRPC  {grpc}{tls}");
     if options.serve.admin {
-        println!("  dashboard       http://{http}/");
+        for line in crate::access::startup_lines(scheme, http, options.admin_token.as_ref()) {
+            println!("{line}");
+        }
     }
     println!("  try it:");
     println!(
-        "    curl -i http://{http}/json -d '{{\"domain\":\"example\",\"descriptors\":[{{\"entries\":[{{\"key\":\"client\",\"value\":\"ann\"}}]}}]}}'"
+        "    curl -i {scheme}://{http}/json -d '{{\"domain\":\"example\",\"descriptors\":[{{\"entries\":[{{\"key\":\"client\",\"value\":\"ann\"}}]}}]}}'"
     );
-    serve(service, listeners, options.serve.admin, shutdown_signal())
+    serve(service, listeners, options.serve.admin, shutdown)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// A cluster seed as redis-rs takes it: `host:port` (as `--redis-cluster` documents it) gets
+/// `redis://`; a URL is kept.
+fn cluster_seed(node: &str) -> String {
+    if node.contains("://") {
+        node.to_owned()
+    } else {
+        format!("redis://{node}")
+    }
 }
 
 /// Logs each SIGHUP, and does nothing else.
@@ -177,25 +204,31 @@ fn ignore_hangups() {
     }
 }
 
-/// SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
+/// SIGTERM or Ctrl-C. SIGTERM is registered when this is called, not when the future is first
+/// polled, so that one sent as soon as the service says it is up finds the handler.
+fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        #[cfg(unix)]
+        if let Some(mut term) = term {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            return;
         }
-    }
-    #[cfg(not(unix))]
-    {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cluster_seed;
+
+    #[test]
+    fn cluster_seeds_may_be_host_port_as_the_flag_says() {
+        assert_eq!(cluster_seed("10.0.0.1:7000"), "redis://10.0.0.1:7000");
+        assert_eq!(cluster_seed("rediss://a:7000"), "rediss://a:7000");
     }
 }

@@ -12,6 +12,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
+use crate::access::AdminToken;
 use crate::backend::ServiceBackend;
 use crate::config::Config;
 use crate::config::Unit;
@@ -27,12 +28,15 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// The engine, the files its config comes from, and how its loads went. Cloning shares it.
 pub struct Service<B: ServiceBackend> {
     inner: Arc<ServiceInner<B>>,
+    /// What the admin routes require; none: they are open.
+    admin_token: Option<AdminToken>,
 }
 
 impl<B: ServiceBackend> Clone for Service<B> {
     fn clone(&self) -> Service<B> {
         Service {
             inner: Arc::clone(&self.inner),
+            admin_token: self.admin_token.clone(),
         }
     }
 }
@@ -81,7 +85,31 @@ impl<B: ServiceBackend> Service<B> {
                     errors: 0,
                 }),
             }),
+            admin_token: None,
         }
+    }
+
+    /// This service with its admin routes (the dashboard, `/api/*`, `/metrics`) requiring
+    /// `token`; `POST /json`, `/healthz` and gRPC stay open. See [`AdminToken::protect`].
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{AdminToken, Bounds, Config, Engine, Metrics, Service};
+    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Service::new(engine, vec![]).with_admin_token(AdminToken::new("0123456789abcdef0123")?);
+    /// let _router = service.router(true);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_admin_token(mut self, token: AdminToken) -> Service<B> {
+        self.admin_token = Some(token);
+        self
+    }
+    /// Marks the admin sign-in cookie `Secure`: the HTTP listener speaks TLS.
+    pub(crate) fn over_tls(mut self) -> Service<B> {
+        self.admin_token = self.admin_token.map(|t| t.with_secure_cookie(true));
+        self
     }
 
     /// The engine.
@@ -159,7 +187,8 @@ impl<B: ServiceBackend> Service<B> {
     }
 
     /// The HTTP API: `POST /json`, `GET /healthz`, and unless `admin` is false, `GET
-    /// /api/config`, `GET /api/stats`, `GET /metrics` and the dashboard.
+    /// /api/config`, `GET /api/stats`, `GET /metrics` and the dashboard, which require the
+    /// admin token if the service has one ([`Service::with_admin_token`]).
     pub fn router(&self, admin: bool) -> Router {
         let api = Router::new()
             .route("/json", post(json::<B>))
@@ -170,14 +199,16 @@ impl<B: ServiceBackend> Service<B> {
             return api;
         }
         let source: Arc<dyn SnapshotSource> = Arc::new(self.clone());
-        api.merge(
-            Router::new()
-                .route("/api/config", get(api_config::<B>))
-                .route("/api/stats", get(api_stats::<B>))
-                .route("/metrics", get(metrics::<B>))
-                .with_state(self.clone()),
-        )
-        .merge(crate::dashboard::dashboard_router(source))
+        let admin = Router::new()
+            .route("/api/config", get(api_config::<B>))
+            .route("/api/stats", get(api_stats::<B>))
+            .route("/metrics", get(metrics::<B>))
+            .with_state(self.clone())
+            .merge(crate::dashboard::dashboard_router(source));
+        match &self.admin_token {
+            Some(token) => api.merge(token.protect(admin)),
+            None => api.merge(admin),
+        }
     }
 }
 
@@ -388,10 +419,42 @@ fn problem(status: StatusCode, detail: &str) -> Response {
         .into_response()
 }
 
+/// A body over [`MAX_BODY_BYTES`]: 413, naming the bound.
+fn too_large(declared: Option<u64>) -> Response {
+    let what = declared.map_or_else(
+        || "the request body is too large".to_owned(),
+        |len| format!("the request body of {len} bytes is too large"),
+    );
+    problem(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("{what}: at most {MAX_BODY_BYTES} bytes"),
+    )
+}
+
 async fn json<B: ServiceBackend>(
     State(service): State<Service<B>>,
-    body: axum::body::Bytes,
+    request: axum::extract::Request,
 ) -> Response {
+    use axum::extract::FromRequest;
+    // A declared length over the bound is refused on the headers alone: reading the body
+    // first (as the `Bytes` extractor does, up to the bound) would wait for a client that
+    // may never send it, and read a megabyte to refuse it anyway.
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return too_large(declared);
+    }
+    // Chunked: read up to the bound (the router's `DefaultBodyLimit`), and no further.
+    let body = match axum::body::Bytes::from_request(request, &()).await {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return too_large(None);
+        }
+        Err(rejection) => return rejection.into_response(),
+    };
     let request: JsonRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => return problem(StatusCode::BAD_REQUEST, &format!("invalid request: {e}")),

@@ -42,6 +42,7 @@ fn serve_under_load(stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> SocketAddr {
                 grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 admin: true,
+                ..ServeOptions::default()
             };
             let listeners = Listeners::bind(&options).await.expect("free ports");
             let http = listeners.http_addr().expect("an address");

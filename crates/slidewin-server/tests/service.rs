@@ -74,6 +74,7 @@ async fn start_with<B: ServiceBackend>(
         grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         admin,
+        ..ServeOptions::default()
     };
     let listeners = Listeners::bind(&options).await.expect("free ports");
     let (grpc, http) = (

@@ -1,0 +1,640 @@
+//! The listeners' bounds through real sockets: slowloris headers and bodies, thousands of idle
+//! connections, the connection cap, a gRPC connection that never sends its preface, and TLS on
+//! both listeners (a self-signed certificate made at test time).
+//!
+//! No test sleeps or asserts on the wall clock: each sets small timeouts through the options
+//! and waits, boundedly, for the server to close a connection (a read answering 0 or an
+//! error); an outer `tokio::time::timeout` only guards against a hang.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry as PbEntry;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest as PbRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code as PbCode;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use slidewin::Moment;
+use slidewin::time::ManualClock;
+use slidewin_http::Memory;
+use slidewin_server::{
+    Bounds, Config, ConnectionLimits, Engine, Listeners, Metrics, ServeOptions, Service, TlsFiles,
+    serve,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_rustls::rustls;
+
+const CONFIG: &str = "\
+domain: api
+descriptors:
+  - key: client
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000
+";
+
+/// The hang guard: no bounded wait below should come near it.
+const HANG: Duration = Duration::from_secs(30);
+
+/// How long a slow client waits for the server's close before it sends its next byte.
+const PACE: Duration = Duration::from_millis(20);
+
+struct Running {
+    grpc: SocketAddr,
+    http: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    async fn stop(mut self) {
+        let _ = self.stop.take().map(|stop| stop.send(()));
+        tokio::time::timeout(HANG, self.served)
+            .await
+            .expect("the server stops")
+            .unwrap()
+            .expect("the server stops cleanly");
+    }
+}
+
+async fn start(limits: ConnectionLimits, tls: Option<TlsFiles>) -> Running {
+    let config = Config::parse(CONFIG, "test.yaml").expect("the test's config is valid");
+    let engine = Engine::new(
+        Memory::new(),
+        config,
+        Arc::new(ManualClock::new(Moment::from_secs(1_000))),
+        Bounds::default(),
+        Metrics::new(),
+    )
+    .expect("memory holds the rules");
+    let service = Service::new(engine, vec![]);
+    let options = ServeOptions {
+        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        admin: false,
+        limits,
+        tls,
+    };
+    let listeners = Listeners::bind(&options).await.expect("free ports");
+    let (grpc, http) = (
+        listeners.grpc_addr().unwrap(),
+        listeners.http_addr().unwrap(),
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(serve(service, listeners, false, async {
+        let _ = stopped.await;
+    }));
+    Running {
+        grpc,
+        http,
+        stop: Some(stop),
+        served,
+    }
+}
+
+/// Small timeouts, so that the server's closes come soon.
+fn quick() -> ConnectionLimits {
+    ConnectionLimits {
+        header_read_timeout: Duration::from_millis(300),
+        request_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_secs(2),
+        ..ConnectionLimits::default()
+    }
+}
+
+const JSON: &str =
+    r#"{"domain":"api","descriptors":[{"entries":[{"key":"client","value":"ann"}]}]}"#;
+
+fn json_request() -> String {
+    format!(
+        "POST /json HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{JSON}",
+        JSON.len()
+    )
+}
+
+/// `POST /json` over `io`, read to the close: the whole answer.
+async fn post_json<I: AsyncRead + AsyncWrite + Unpin>(mut io: I) -> String {
+    io.write_all(json_request().as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = io.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A plain-text `POST /json` on a new connection answers 200.
+async fn json_ok(http: SocketAddr) {
+    let answer = tokio::time::timeout(HANG, async {
+        post_json(TcpStream::connect(http).await.unwrap()).await
+    })
+    .await
+    .expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+async fn grpc_ok(grpc: SocketAddr) {
+    let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .expect("gRPC connects");
+    let answer = client.should_rate_limit(grpc_request()).await.unwrap();
+    assert_eq!(answer.into_inner().overall_code, PbCode::Ok as i32);
+}
+
+fn grpc_request() -> PbRequest {
+    PbRequest {
+        domain: "api".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![PbEntry {
+                key: "client".into(),
+                value: "ann".into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 1,
+    }
+}
+
+/// Waits (boundedly) for the server to close `stream`; what it said before, if anything.
+async fn closed_by_server(stream: &mut TcpStream) -> String {
+    let mut said = Vec::new();
+    tokio::time::timeout(HANG, async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => said.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("the server closes the connection");
+    String::from_utf8_lossy(&said).into_owned()
+}
+
+/// Sends `head`, then the bytes of `then` (over and over) one at a time, each after waiting
+/// [`PACE`] for the server to close, until it does. The bytes trickled, and what the server
+/// said.
+async fn trickle(stream: &mut TcpStream, head: &[u8], then: &[u8]) -> (usize, String) {
+    let mut sent = 0;
+    let mut said = Vec::new();
+    stream.write_all(head).await.unwrap();
+    tokio::time::timeout(HANG, async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match tokio::time::timeout(PACE, stream.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(n)) => said.extend_from_slice(&buf[..n]),
+                Err(_) => {
+                    let byte = then[sent % then.len()];
+                    if stream.write_all(&[byte]).await.is_err() {
+                        break;
+                    }
+                    sent += 1;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the server closes the slow connection");
+    (sent, String::from_utf8_lossy(&said).into_owned())
+}
+
+#[tokio::test]
+async fn a_header_sent_byte_by_byte_is_cut_and_others_are_served() {
+    let running = start(quick(), None).await;
+    let mut slow = TcpStream::connect(running.http).await.unwrap();
+    let (bytes_sent, said) = tokio::join!(
+        trickle(&mut slow, b"GET / HTTP/1.1\r\nx-slow: ", b"a"),
+        async {
+            json_ok(running.http).await;
+            json_ok(running.http).await;
+        }
+    )
+    .0;
+    assert!(
+        !said.starts_with("HTTP/1.1 2"),
+        "no request completed: {said}"
+    );
+    assert!(bytes_sent > 0, "the header was trickled");
+    json_ok(running.http).await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_trickled_body_is_cut_by_the_request_timeout_and_others_are_served() {
+    let running = start(quick(), None).await;
+    let mut slow = TcpStream::connect(running.http).await.unwrap();
+    let head = "POST /json HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n\
+                content-length: 100000\r\n\r\n{\"domain\":\"";
+    let ((_, said), ()) = tokio::join!(trickle(&mut slow, head.as_bytes(), b"a"), async {
+        json_ok(running.http).await;
+        json_ok(running.http).await;
+    });
+    assert!(
+        said.starts_with("HTTP/1.1 408"),
+        "408, then the close: {said}"
+    );
+    json_ok(running.http).await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_by_the_header_timeout() {
+    let running = start(quick(), None).await;
+    let mut stream = TcpStream::connect(running.http).await.unwrap();
+    let keep_alive = json_request().replace("connection: close\r\n", "");
+    stream.write_all(keep_alive.as_bytes()).await.unwrap();
+    // The answer comes, and then, with no next request, the close.
+    let said = closed_by_server(&mut stream).await;
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    assert!(
+        !said.to_ascii_lowercase().contains("connection: close"),
+        "{said}"
+    );
+    running.stop().await;
+}
+
+/// The most idle connections the test opens: each takes two descriptors in this process (the
+/// client's and the server's), so it stays under the machine's 20,000 (`ulimit -n`, soft and
+/// hard) with room for the other tests running beside it.
+const IDLE: usize = 9_000;
+
+#[tokio::test]
+async fn thousands_of_idle_connections_starve_no_one_and_are_closed() {
+    let limits = ConnectionLimits {
+        header_read_timeout: Duration::from_secs(3),
+        request_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(3),
+        ..ConnectionLimits::default()
+    };
+    let running = start(limits, None).await;
+    let mut idle = Vec::with_capacity(IDLE);
+    for _ in 0..IDLE {
+        match TcpStream::connect(running.http).await {
+            Ok(stream) => idle.push(stream),
+            Err(e) => panic!("connection {} of {IDLE}: {e}", idle.len() + 1),
+        }
+    }
+    json_ok(running.http).await;
+    grpc_ok(running.grpc).await;
+    let closed = Arc::new(AtomicUsize::new(0));
+    let mut waits = tokio::task::JoinSet::new();
+    for mut stream in idle {
+        let closed = closed.clone();
+        waits.spawn(async move {
+            closed_by_server(&mut stream).await;
+            closed.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    while let Some(done) = waits.join_next().await {
+        done.unwrap();
+    }
+    assert_eq!(closed.load(Ordering::Relaxed), IDLE);
+    json_ok(running.http).await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn at_the_cap_a_new_connection_waits_until_one_closes() {
+    let limits = ConnectionLimits {
+        max_connections: 2,
+        header_read_timeout: Duration::from_secs(60),
+        request_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(60),
+        ..ConnectionLimits::default()
+    };
+    let running = start(limits, None).await;
+    let first = TcpStream::connect(running.http).await.unwrap();
+    let _second = TcpStream::connect(running.http).await.unwrap();
+    let mut third = TcpStream::connect(running.http).await.unwrap();
+    third.write_all(json_request().as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    // At the cap the third connection is in the kernel's backlog, unread: no answer comes.
+    // (This wait can only miss a wrong answer, never fail a right one.)
+    let early = tokio::time::timeout(Duration::from_millis(300), third.read_to_end(&mut answer));
+    assert!(early.await.is_err(), "served past the cap");
+    // The gRPC listener has its own cap: it keeps serving.
+    grpc_ok(running.grpc).await;
+    drop(first);
+    tokio::time::timeout(HANG, third.read_to_end(&mut answer))
+        .await
+        .expect("served once a connection closed")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn at_the_cap_idle_connections_are_closed_so_a_new_client_is_served() {
+    let limits = ConnectionLimits {
+        max_connections: 4,
+        ..quick()
+    };
+    let running = start(limits, None).await;
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(TcpStream::connect(running.http).await.unwrap());
+    }
+    // Past the cap: served once the header timeout has closed an idle one.
+    json_ok(running.http).await;
+    for stream in &mut idle {
+        closed_by_server(stream).await;
+    }
+    running.stop().await;
+}
+
+/// [`quick`], but with an idle timeout no test waits for: a close comes from another bound.
+fn quick_not_idle() -> ConnectionLimits {
+    ConnectionLimits {
+        idle_timeout: HANG * 2,
+        ..quick()
+    }
+}
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+#[tokio::test]
+async fn a_grpc_connection_without_its_preface_is_closed_and_others_are_served() {
+    let running = start(quick_not_idle(), None).await;
+    let mut silent = TcpStream::connect(running.grpc).await.unwrap();
+    let mut partial = TcpStream::connect(running.grpc).await.unwrap();
+    // Ten of the preface's 24 bytes, then nothing.
+    partial.write_all(&PREFACE[..10]).await.unwrap();
+    // (The server's HTTP/2 SETTINGS may come before the close: it speaks first.)
+    tokio::join!(
+        closed_by_server(&mut silent),
+        closed_by_server(&mut partial),
+        grpc_ok(running.grpc)
+    );
+    grpc_ok(running.grpc).await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_trickled_grpc_preface_is_cut_too() {
+    let running = start(quick_not_idle(), None).await;
+    let mut slow = TcpStream::connect(running.grpc).await.unwrap();
+    // One byte per PACE (20 ms) or slower: the 300 ms header timeout comes before the 24th.
+    let (sent, _) = trickle(&mut slow, b"", PREFACE).await;
+    assert!(
+        sent < PREFACE.len(),
+        "cut before the preface was whole: {sent}"
+    );
+    grpc_ok(running.grpc).await;
+    running.stop().await;
+}
+
+/// A self-signed certificate for `localhost`, written to a fresh directory: (files, PEM).
+fn self_signed() -> (TlsFiles, String) {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("a certificate");
+    let dir = std::env::temp_dir().join(format!(
+        "slidewin-listeners-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let pem = certified.cert.pem();
+    std::fs::write(&cert, &pem).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    (TlsFiles { cert, key }, pem)
+}
+
+/// Removes the directory [`self_signed`] made (the files are read once, when binding).
+fn remove(files: &TlsFiles) {
+    if let Some(dir) = files.cert.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+fn tls_connector(ca_pem: &str) -> tokio_rustls::TlsConnector {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+async fn https_json_ok(http: SocketAddr, connector: &tokio_rustls::TlsConnector) {
+    let tcp = TcpStream::connect(http).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = connector.connect(name, tcp).await.expect("TLS handshake");
+    let answer = tokio::time::timeout(HANG, post_json(tls))
+        .await
+        .expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+async fn grpcs_ok(grpc: SocketAddr, ca_pem: &str) {
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+    let channel = Endpoint::from_shared(format!("https://{grpc}"))
+        .unwrap()
+        .tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca_pem))
+                .domain_name("localhost"),
+        )
+        .unwrap()
+        .connect()
+        .await
+        .expect("gRPC over TLS connects");
+    let answer = RateLimitServiceClient::new(channel)
+        .should_rate_limit(grpc_request())
+        .await
+        .unwrap();
+    assert_eq!(answer.into_inner().overall_code, PbCode::Ok as i32);
+}
+
+#[tokio::test]
+async fn tls_on_both_listeners_and_plain_text_fails_cleanly() {
+    let (files, ca) = self_signed();
+    let running = start(ConnectionLimits::default(), Some(files.clone())).await;
+    remove(&files);
+    let connector = tls_connector(&ca);
+    https_json_ok(running.http, &connector).await;
+    grpcs_ok(running.grpc, &ca).await;
+
+    // Plain text to the TLS ports: no HTTP answer, the connection closed.
+    let mut plain = TcpStream::connect(running.http).await.unwrap();
+    plain.write_all(json_request().as_bytes()).await.unwrap();
+    let said = closed_by_server(&mut plain).await;
+    assert!(!said.starts_with("HTTP/"), "{said}");
+    let mut client = RateLimitServiceClient::connect(format!("http://{}", running.grpc))
+        .await
+        .expect("TCP connects");
+    assert!(client.should_rate_limit(grpc_request()).await.is_err());
+
+    // And both keep serving.
+    https_json_ok(running.http, &connector).await;
+    grpcs_ok(running.grpc, &ca).await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_stalled_tls_handshake_is_closed_on_both_listeners() {
+    let (files, ca) = self_signed();
+    let running = start(quick_not_idle(), Some(files.clone())).await;
+    remove(&files);
+    // A TLS record header announcing a 512-byte handshake message, and 40 bytes of it: more
+    // than the first bytes due, less than a `ClientHello`.
+    let mut stalled = [0u8; 45];
+    stalled[..5].copy_from_slice(&[0x16, 0x03, 0x01, 0x02, 0x00]);
+    stalled[5] = 0x01;
+    let mut http = TcpStream::connect(running.http).await.unwrap();
+    let mut grpc = TcpStream::connect(running.grpc).await.unwrap();
+    http.write_all(&stalled).await.unwrap();
+    grpc.write_all(&stalled).await.unwrap();
+    tokio::join!(closed_by_server(&mut http), closed_by_server(&mut grpc));
+    https_json_ok(running.http, &tls_connector(&ca)).await;
+    grpcs_ok(running.grpc, &ca).await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
+    let (files, _) = self_signed();
+    let bind = |tls: TlsFiles| async move {
+        let options = ServeOptions {
+            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: Some(tls),
+            ..ServeOptions::default()
+        };
+        match Listeners::bind(&options).await {
+            Ok(_) => panic!("bound with a bad TLS file"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let missing = PathBuf::from("/nonexistent/slidewin/cert.pem");
+    let error = bind(TlsFiles {
+        cert: missing.clone(),
+        key: files.key.clone(),
+    })
+    .await;
+    assert!(error.contains(&missing.display().to_string()), "{error}");
+
+    let garbage = files.key.with_file_name("garbage.pem");
+    std::fs::write(&garbage, "not a key").unwrap();
+    let error = bind(TlsFiles {
+        cert: files.cert.clone(),
+        key: garbage.clone(),
+    })
+    .await;
+    assert!(error.contains(&garbage.display().to_string()), "{error}");
+
+    // A key that is not the certificate's.
+    let (other, _) = self_signed();
+    let error = bind(TlsFiles {
+        cert: files.cert.clone(),
+        key: other.key.clone(),
+    })
+    .await;
+    assert!(error.contains(&other.key.display().to_string()), "{error}");
+
+    // A certificate file holding a key only.
+    let error = bind(TlsFiles {
+        cert: files.key.clone(),
+        key: files.key.clone(),
+    })
+    .await;
+    assert!(error.contains("no CERTIFICATE"), "{error}");
+    remove(&files);
+    remove(&other);
+}
+
+#[tokio::test]
+async fn limits_that_bound_nothing_are_refused_by_name() {
+    let options = ServeOptions {
+        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        limits: ConnectionLimits {
+            header_read_timeout: Duration::ZERO,
+            ..ConnectionLimits::default()
+        },
+        ..ServeOptions::default()
+    };
+    let Err(error) = Listeners::bind(&options).await else {
+        panic!("bound with a zero timeout")
+    };
+    assert!(error.to_string().contains("header_read_timeout"), "{error}");
+}
+
+/// Over TLS, the admin sign-in cookie is `Secure`; over plain http it is not (a browser would
+/// drop it).
+#[tokio::test]
+async fn the_admin_cookie_is_secure_over_tls() {
+    let (files, ca) = self_signed();
+    let token = "0123456789abcdef0123456789abcdef";
+    let sign_in =
+        format!("GET /?token={token} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
+    for tls in [Some(files.clone()), None] {
+        let config = Config::parse(CONFIG, "test.yaml").expect("the test's config is valid");
+        let engine = Engine::new(
+            Memory::new(),
+            config,
+            Arc::new(ManualClock::new(Moment::from_secs(1_000))),
+            Bounds::default(),
+            Metrics::new(),
+        )
+        .expect("memory holds the rules");
+        let service = Service::new(engine, vec![])
+            .with_admin_token(slidewin_server::AdminToken::new(token).unwrap());
+        let over_tls = tls.is_some();
+        let options = ServeOptions {
+            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin: true,
+            limits: ConnectionLimits::default(),
+            tls,
+        };
+        let listeners = Listeners::bind(&options).await.expect("free ports");
+        let http = listeners.http_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(serve(service, listeners, true, async {
+            let _ = stopped.await;
+        }));
+        let tcp = TcpStream::connect(http).await.unwrap();
+        let mut answer = String::new();
+        if over_tls {
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            let mut stream = tls_connector(&ca)
+                .connect(name, tcp)
+                .await
+                .expect("TLS handshake");
+            stream.write_all(sign_in.as_bytes()).await.unwrap();
+            let _ = stream.read_to_string(&mut answer).await;
+        } else {
+            let mut stream = tcp;
+            stream.write_all(sign_in.as_bytes()).await.unwrap();
+            let _ = stream.read_to_string(&mut answer).await;
+        }
+        let cookie = answer
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+            .unwrap_or_else(|| panic!("a sign-in cookie: {answer}"));
+        assert!(
+            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+            "{cookie}"
+        );
+        assert_eq!(cookie.contains("; Secure"), over_tls, "{cookie}");
+        let _ = stop.send(());
+        served.await.unwrap().expect("the server stops cleanly");
+    }
+    remove(&files);
+}
