@@ -495,9 +495,98 @@ impl Limit {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RootYaml {
-    domain: String,
+    domain: DomainYaml,
     #[serde(default)]
-    descriptors: Vec<DescriptorYaml>,
+    descriptors: LevelYaml,
+}
+
+// Every check that can be made as the YAML is read is made then, in the types' `Deserialize`:
+// yaml_serde places an error found while reading at the value (or the mapping) it came from,
+// so the error names the line and column. Checks made after reading would know no place.
+
+/// A domain's name: not empty.
+struct DomainYaml(String);
+
+impl<'de> Deserialize<'de> for DomainYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<DomainYaml, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        if name.is_empty() {
+            return Err(de::Error::custom("the domain is empty"));
+        }
+        Ok(DomainYaml(name))
+    }
+}
+
+/// The descriptors of one level, each checked as it is read, and no two alike.
+#[derive(Default)]
+struct LevelYaml(Vec<DescriptorYaml>);
+
+// The checks run inside the visitors, not after them (as `#[serde(try_from)]` would): only an
+// error raised while yaml_serde reads a sequence or mapping is placed at it.
+impl<'de> Deserialize<'de> for LevelYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<LevelYaml, D::Error> {
+        struct Level;
+        impl<'de> de::Visitor<'de> for Level {
+            type Value = LevelYaml;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of descriptors")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<LevelYaml, A::Error> {
+                let mut seen = HashSet::new();
+                let mut level = Vec::new();
+                while let Some(CheckedDescriptorYaml(descriptor)) = seq.next_element()? {
+                    let composite = descriptor.composite();
+                    if !seen.insert(composite) {
+                        return Err(de::Error::custom(format_args!(
+                            "duplicate descriptor `{}`",
+                            shown(&descriptor.composite())
+                        )));
+                    }
+                    level.push(descriptor);
+                }
+                Ok(LevelYaml(level))
+            }
+        }
+        deserializer.deserialize_seq(Level)
+    }
+}
+
+/// A descriptor whose own fields (its children aside) were checked as it was read.
+struct CheckedDescriptorYaml(DescriptorYaml);
+
+impl<'de> Deserialize<'de> for CheckedDescriptorYaml {
+    fn deserialize<D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<CheckedDescriptorYaml, D::Error> {
+        struct Checked;
+        impl<'de> de::Visitor<'de> for Checked {
+            type Value = CheckedDescriptorYaml;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a descriptor")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<CheckedDescriptorYaml, A::Error> {
+                let descriptor =
+                    DescriptorYaml::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                // Its path is not known yet (its parents are read after it): the error names
+                // the descriptor by its own key and value, and its place in the file.
+                let composite = descriptor.composite();
+                descriptor
+                    .checked_limit(&composite)
+                    .map_err(|e| match composite.as_str() {
+                        "" => de::Error::custom(e),
+                        _ => de::Error::custom(format_args!(
+                            "{e} (descriptor `{}`)",
+                            shown(&composite)
+                        )),
+                    })?;
+                Ok(CheckedDescriptorYaml(descriptor))
+            }
+        }
+        deserializer.deserialize_map(Checked)
+    }
 }
 
 #[derive(Deserialize)]
@@ -511,7 +600,7 @@ struct DescriptorYaml {
     #[serde(default)]
     limits: Option<Vec<RateLimitYaml>>,
     #[serde(default)]
-    descriptors: Vec<DescriptorYaml>,
+    descriptors: LevelYaml,
     #[serde(default)]
     shadow_mode: bool,
     #[serde(default)]
@@ -529,13 +618,13 @@ struct DescriptorYaml {
     _metadata: Option<de::IgnoredAny>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RateLimitYaml {
     #[serde(default)]
     unit: Option<Unit>,
     #[serde(default)]
-    requests_per_unit: Option<u64>,
+    requests_per_unit: Option<RequestsPerUnitYaml>,
     #[serde(default)]
     unlimited: bool,
     #[serde(default)]
@@ -548,12 +637,13 @@ struct RateLimitYaml {
     quota: Option<QuotaYaml>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReplacesYaml {
     name: String,
 }
 
+#[derive(Clone)]
 struct AlgorithmYaml(Kind);
 
 impl<'de> Deserialize<'de> for AlgorithmYaml {
@@ -568,6 +658,7 @@ impl<'de> Deserialize<'de> for AlgorithmYaml {
     }
 }
 
+#[derive(Clone)]
 struct QuotaYaml(Quota);
 
 impl<'de> Deserialize<'de> for QuotaYaml {
@@ -578,6 +669,21 @@ impl<'de> Deserialize<'de> for QuotaYaml {
                 "invalid quota `{}`: {}",
                 shown(&text),
                 e.reason()
+            ))
+        })
+    }
+}
+
+/// envoy's `requests_per_unit`: 32 bits, refused at its place in the file when larger.
+#[derive(Clone, Copy)]
+struct RequestsPerUnitYaml(u32);
+
+impl<'de> Deserialize<'de> for RequestsPerUnitYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RequestsPerUnitYaml, D::Error> {
+        let rpu = u64::deserialize(deserializer)?;
+        u32::try_from(rpu).map(RequestsPerUnitYaml).map_err(|_| {
+            de::Error::custom(format_args!(
+                "requests_per_unit `{rpu}` is more than envoy's 32 bits hold; use `quota` for larger limits"
             ))
         })
     }
@@ -606,14 +712,9 @@ fn shown(text: &str) -> String {
 
 impl RootYaml {
     fn build(self, file: &str) -> Result<Domain, ConfigFileError> {
-        if self.domain.is_empty() {
-            return Err(ConfigFileError::new(file, "the domain is empty"));
-        }
-        let descriptors = build_level(self.descriptors, &self.domain, file)?;
-        Ok(Domain {
-            name: self.domain,
-            descriptors,
-        })
+        let name = self.domain.0;
+        let descriptors = build_level(self.descriptors.0, &name, file)?;
+        Ok(Domain { name, descriptors })
     }
 }
 
@@ -622,56 +723,53 @@ fn build_level(
     parent: &str,
     file: &str,
 ) -> Result<Vec<Descriptor>, ConfigFileError> {
-    let mut seen = HashSet::new();
-    let mut built = Vec::with_capacity(level.len());
-    for yaml in level {
-        let descriptor = yaml.build(parent, file)?;
-        let composite = match &descriptor.value {
-            Some(value) => format!("{}_{value}", descriptor.key),
-            None => descriptor.key.clone(),
-        };
-        if !seen.insert(composite) {
-            return Err(ConfigFileError::new(
-                file,
-                format!("duplicate descriptor `{}`", shown(&descriptor.path)),
-            ));
-        }
-        built.push(descriptor);
-    }
-    Ok(built)
+    // No two alike: checked as the level was read (`LevelYaml`).
+    level
+        .into_iter()
+        .map(|yaml| yaml.build(parent, file))
+        .collect()
 }
 
 impl DescriptorYaml {
-    fn build(self, parent: &str, file: &str) -> Result<Descriptor, ConfigFileError> {
+    /// `key_value`, or `key`: what it matches, as envoy ratelimit composes it.
+    fn composite(&self) -> String {
+        match self.value.as_deref().filter(|v| !v.is_empty()) {
+            Some(value) => format!("{}_{value}", self.key),
+            None => self.key.clone(),
+        }
+    }
+
+    /// Its limit, for the limit at `path`, and every check of its own fields.
+    fn checked_limit(&self, path: &str) -> Result<Option<Limit>, String> {
         if self.key.is_empty() {
-            return Err(ConfigFileError::new(
-                file,
-                format!("a descriptor under `{}` has an empty key", shown(parent)),
-            ));
+            return Err("a descriptor has an empty key".to_owned());
         }
-        let value = self.value.filter(|v| !v.is_empty());
-        let path = match &value {
-            Some(value) => format!("{parent}.{}_{value}", self.key),
-            None => format!("{parent}.{}", self.key),
-        };
-        let fail =
-            |message: String| ConfigFileError::new(file, format!("`{}`: {message}", shown(&path)));
-        if self.share_threshold && !value.as_deref().is_some_and(|v| v.contains('*')) {
-            return Err(fail(
-                "share_threshold needs a value with a `*` wildcard".to_owned(),
-            ));
+        let wildcard = self
+            .value
+            .as_deref()
+            .is_some_and(|v| !v.is_empty() && v.contains('*'));
+        if self.share_threshold && !wildcard {
+            return Err("share_threshold needs a value with a `*` wildcard".to_owned());
         }
-        let limit = match (self.rate_limit, self.limits) {
+        match (&self.rate_limit, &self.limits) {
             (Some(_), Some(_)) => {
-                return Err(fail(
-                    "has both `rate_limit` and `limits`; put every limit in `limits`".to_owned(),
-                ));
+                Err("has both `rate_limit` and `limits`; put every limit in `limits`".to_owned())
             }
-            (Some(one), None) => Some(one.build(&path, None).map_err(fail)?),
-            (None, Some(list)) => Some(build_list(list, &path).map_err(fail)?),
-            (None, None) => None,
-        };
-        let descriptors = build_level(self.descriptors, &path, file)?;
+            (Some(one), None) => one.clone().build(path, None).map(Some),
+            (None, Some(list)) => build_list(list.clone(), path).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn build(self, parent: &str, file: &str) -> Result<Descriptor, ConfigFileError> {
+        let value = self.value.clone().filter(|v| !v.is_empty());
+        let path = format!("{parent}.{}", self.composite());
+        // Checked as it was read, with its place in the file; built again here with its path,
+        // which names its rules.
+        let limit = self.checked_limit(&path).map_err(|message| {
+            ConfigFileError::new(file, format!("`{}`: {message}", shown(&path)))
+        })?;
+        let descriptors = build_level(self.descriptors.0, &path, file)?;
         Ok(Descriptor {
             key: self.key,
             value,
@@ -748,7 +846,7 @@ impl RateLimitYaml {
             }
             (None, Some(unit), rpu) => {
                 // envoy ratelimit reads a missing requests_per_unit as 0, which denies all.
-                let rpu = rpu.unwrap_or(0);
+                let rpu = rpu.map_or(0, |r| u64::from(r.0));
                 if rpu == 0 {
                     return Ok(Limit {
                         name: self.name,
@@ -756,11 +854,7 @@ impl RateLimitYaml {
                         enforce: Enforce::Blocked { unit },
                     });
                 }
-                if rpu > u64::from(u32::MAX) {
-                    return Err(format!(
-                        "requests_per_unit {rpu} is more than envoy's 32 bits hold; use `quota` for larger limits"
-                    ));
-                }
+                // Over 32 bits: refused as it is read (`RequestsPerUnitYaml`).
                 let quota = Quota::new(rpu, unit.span()).map_err(|e| e.to_string())?;
                 (quota, Some(unit))
             }
@@ -878,22 +972,23 @@ mod tests {
     fn semantic_errors_name_the_descriptor() {
         let e =
             err("domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n");
-        assert!(
-            e.to_string().contains("duplicate descriptor `d.k_v`"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("duplicate descriptor `k_v`"), "{e}");
+        assert!(e.line().is_some(), "{e}");
         let e = err(
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n",
         );
-        assert!(e.to_string().contains("d.k"), "{e}");
+        assert!(e.to_string().contains("descriptor `k`"), "{e}");
+        assert_eq!(e.line(), Some(3), "{e}");
         let e = err("domain: ''\n");
         assert!(e.to_string().contains("empty"), "{e}");
+        assert_eq!(e.line(), Some(1), "{e}");
         let e = err("domain: d\ndescriptors:\n  - key: k\n    limits:\n      - {quota: 1/s}\n");
         assert!(e.to_string().contains("no `name`"), "{e}");
         let e = err(
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5000000000}\n",
         );
         assert!(e.to_string().contains("5000000000"), "{e}");
+        assert_eq!((e.line(), e.column()), (Some(4), Some(51)), "{e}");
     }
 
     #[test]

@@ -698,8 +698,18 @@ impl<B: Backend> Engine<B> {
         if overrides.len() >= MAX_OVERRIDES {
             return Err(RequestError::TooManyOverrides { max: MAX_OVERRIDES });
         }
-        let path = format!(
+        // Its rule's name, `override.5_per_second`, is a valid rule name; its path, which its
+        // counter keys hold, is `override:5_per_second`. A config's paths in a domain are all
+        // `domain.…`, so none can be this path, which holds no `.`. With the name as the path,
+        // domain `override`'s descriptor `5` = `per_second` had the same counter keys, and on
+        // Redis (whose keys are `{prefix:counter_key}:name:kind`) the same counts.
+        let name = format!(
             "override.{}_per_{}",
+            limit.requests_per_unit,
+            limit.unit.name()
+        );
+        let path = format!(
+            "override:{}_per_{}",
             limit.requests_per_unit,
             limit.unit.name()
         );
@@ -710,7 +720,7 @@ impl<B: Backend> Engine<B> {
             let quota =
                 slidewin::limit::Quota::new(u64::from(limit.requests_per_unit), limit.unit.span())
                     .map_err(|e| unavailable(e.to_string()))?;
-            let rule = slidewin::limit::Rule::new(&path, crate::config::DEFAULT_ALGORITHM, quota)
+            let rule = slidewin::limit::Rule::new(&name, crate::config::DEFAULT_ALGORITHM, quota)
                 .map_err(|e| unavailable(e.to_string()))?;
             let spec = slidewin::limit::RuleSet::from(rule);
             let store = self
