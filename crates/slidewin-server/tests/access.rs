@@ -5,9 +5,9 @@
 
 mod support {
     pub(crate) mod browser;
+    pub(crate) mod server;
 }
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,11 +23,9 @@ use hyper_util::rt::TokioExecutor;
 use slidewin::Moment;
 use slidewin::time::ManualClock;
 use slidewin_http::Memory;
-use slidewin_server::{
-    AdminToken, Bounds, Config, Engine, Listeners, Metrics, ServeOptions, Service, serve,
-};
+use slidewin_server::{AdminToken, Bounds, Config, Engine, Metrics, Service};
 use support::browser;
-use tokio::sync::oneshot;
+use support::server::{self, Served};
 
 /// Names that only the config knows: no refusal may show one.
 const DOMAIN: &str = "hidden_domain_q7";
@@ -59,13 +57,6 @@ fn config() -> Config {
 }
 
 /// A service on free ports of 127.0.0.1, the admin token set or not.
-struct Running {
-    grpc: SocketAddr,
-    http: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
 async fn start(token: Option<&str>) -> Running {
     let engine = Engine::new(
         Memory::new(),
@@ -79,33 +70,22 @@ async fn start(token: Option<&str>) -> Running {
     if let Some(token) = token {
         service = service.with_admin_token(AdminToken::new(token).expect("a valid token"));
     }
-    let options = ServeOptions {
-        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        admin: true,
-        ..ServeOptions::default()
-    };
-    let listeners = Listeners::bind(&options).await.expect("free ports");
-    let (grpc, http) = (
-        listeners.grpc_addr().unwrap(),
-        listeners.http_addr().unwrap(),
-    );
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve(service, listeners, true, async {
-        let _ = stopped.await;
-    }));
-    Running {
-        grpc,
-        http,
-        stop: Some(stop),
-        served,
+    Running(Served::start(service, &server::local()).await)
+}
+
+struct Running(Served);
+
+impl std::ops::Deref for Running {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        &self.0
     }
 }
 
 impl Running {
-    async fn stop(mut self) {
-        let _ = self.stop.take().map(|stop| stop.send(()));
-        self.served.await.expect("the server task").expect("served");
+    async fn stop(self) {
+        self.0.stop().await;
     }
 
     /// `method path` with `headers`: the status, the headers, and the body (of an event

@@ -4,6 +4,10 @@
 //! keys that must not reach another rule's, domain's or descriptor's counts, on memory and on
 //! Redis.
 
+mod support {
+    pub(crate) mod server;
+}
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,13 +33,12 @@ use slidewin::time::ManualClock;
 use slidewin_http::{Memory, Redis};
 use slidewin_redis::RedisLimiter;
 use slidewin_server::{
-    Bounds, Code, Config, Engine, Entry, FailurePolicy, LimitOverride, Listeners, MAX_BODY_BYTES,
-    Metrics, RateLimitRequest, RedisService, RequestDescriptor, ServeOptions, Service,
-    ServiceBackend, Unit, serve,
+    Bounds, Code, Config, Engine, Entry, FailurePolicy, LimitOverride, MAX_BODY_BYTES, Metrics,
+    RateLimitRequest, RedisService, RequestDescriptor, ServeOptions, Service, ServiceBackend, Unit,
 };
 use slidewin_test_support::redis::RedisServer;
+use support::server::{self, Served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
 
 const CONFIG: &str = "\
 domain: api
@@ -60,12 +63,17 @@ const LIMITED: [&str; 5] = ["client", "gcra", "counter", "fixed", "both"];
 // ---- A service on real ports ----
 
 struct Running {
-    grpc: SocketAddr,
-    http: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
+    served: Served,
     /// Fresh values for the "is it still serving?" requests.
     fresh: AtomicU64,
+}
+
+impl std::ops::Deref for Running {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        &self.served
+    }
 }
 
 async fn start<B: ServiceBackend>(backend: B, yaml: &str) -> Running {
@@ -73,34 +81,19 @@ async fn start<B: ServiceBackend>(backend: B, yaml: &str) -> Running {
     let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
     let engine = Engine::new(backend, config, clock, Bounds::default(), Metrics::new())
         .expect("the backend holds the rules");
-    let service = Service::new(engine, vec![]);
     let options = ServeOptions {
-        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        ..ServeOptions::default()
+        admin: false,
+        ..server::local()
     };
-    let listeners = Listeners::bind(&options).await.expect("free ports");
-    let (grpc, http) = (
-        listeners.grpc_addr().unwrap(),
-        listeners.http_addr().unwrap(),
-    );
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve(service, listeners, false, async {
-        let _ = stopped.await;
-    }));
     Running {
-        grpc,
-        http,
-        stop: Some(stop),
-        served,
+        served: Served::start(Service::new(engine, vec![]), &options).await,
         fresh: AtomicU64::new(0),
     }
 }
 
 impl Running {
-    async fn stop(mut self) {
-        let _ = self.stop.take().map(|stop| stop.send(()));
-        self.served.await.expect("the server task").expect("served");
+    async fn stop(self) {
+        self.served.stop().await;
     }
 
     async fn client(&self) -> RateLimitServiceClient<tonic::transport::Channel> {

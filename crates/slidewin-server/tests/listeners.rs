@@ -6,6 +6,10 @@
 //! and waits, boundedly, for the server to close a connection (a read answering 0 or an
 //! error); an outer `tokio::time::timeout` only guards against a hang.
 
+mod support {
+    pub(crate) mod server;
+}
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,11 +26,10 @@ use slidewin::time::ManualClock;
 use slidewin_http::Memory;
 use slidewin_server::{
     Bounds, Config, ConnectionLimits, Engine, Listeners, Metrics, ServeOptions, Service, TlsFiles,
-    serve,
 };
+use support::server::{self, Served};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio_rustls::rustls;
 
 const CONFIG: &str = "\
@@ -44,21 +47,21 @@ const HANG: Duration = Duration::from_secs(30);
 /// How long a slow client waits for the server's close before it sends its next byte.
 const PACE: Duration = Duration::from_millis(20);
 
-struct Running {
-    grpc: SocketAddr,
-    http: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
+struct Running(Served);
+
+impl std::ops::Deref for Running {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        &self.0
+    }
 }
 
 impl Running {
-    async fn stop(mut self) {
-        let _ = self.stop.take().map(|stop| stop.send(()));
-        tokio::time::timeout(HANG, self.served)
+    async fn stop(self) {
+        tokio::time::timeout(HANG, self.0.stop())
             .await
-            .expect("the server stops")
-            .unwrap()
-            .expect("the server stops cleanly");
+            .expect("the server stops");
     }
 }
 
@@ -72,29 +75,13 @@ async fn start(limits: ConnectionLimits, tls: Option<TlsFiles>) -> Running {
         Metrics::new(),
     )
     .expect("memory holds the rules");
-    let service = Service::new(engine, vec![]);
     let options = ServeOptions {
-        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         admin: false,
         limits,
         tls,
+        ..server::local()
     };
-    let listeners = Listeners::bind(&options).await.expect("free ports");
-    let (grpc, http) = (
-        listeners.grpc_addr().unwrap(),
-        listeners.http_addr().unwrap(),
-    );
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve(service, listeners, false, async {
-        let _ = stopped.await;
-    }));
-    Running {
-        grpc,
-        http,
-        stop: Some(stop),
-        served,
-    }
+    Running(Served::start(Service::new(engine, vec![]), &options).await)
 }
 
 /// Small timeouts, so that the server's closes come soon.
@@ -603,12 +590,8 @@ async fn the_admin_cookie_is_secure_over_tls() {
             limits: ConnectionLimits::default(),
             tls,
         };
-        let listeners = Listeners::bind(&options).await.expect("free ports");
-        let http = listeners.http_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let served = tokio::spawn(serve(service, listeners, true, async {
-            let _ = stopped.await;
-        }));
+        let served = Served::start(service, &options).await;
+        let http = served.http;
         let tcp = TcpStream::connect(http).await.unwrap();
         let mut answer = String::new();
         if over_tls {
@@ -633,8 +616,7 @@ async fn the_admin_cookie_is_secure_over_tls() {
             "{cookie}"
         );
         assert_eq!(cookie.contains("; Secure"), over_tls, "{cookie}");
-        let _ = stop.send(());
-        served.await.unwrap().expect("the server stops cleanly");
+        served.stop().await;
     }
     remove(&files);
 }

@@ -20,11 +20,15 @@ use slidewin::time::ManualClock;
 use slidewin_http::{Memory, Redis};
 use slidewin_redis::RedisLimiter;
 use slidewin_server::{
-    Bounds, Config, Engine, FailurePolicy, Listeners, Metrics, RedisService, ServeOptions, Service,
-    ServiceBackend, serve,
+    Bounds, Config, Engine, FailurePolicy, Metrics, RedisService, ServeOptions, Service,
+    ServiceBackend,
 };
 use slidewin_test_support::redis::RedisServer;
-use tokio::sync::oneshot;
+use support::server::{self, Served};
+
+mod support {
+    pub(crate) mod server;
+}
 
 const CONFIG: &str = "\
 domain: api
@@ -41,12 +45,17 @@ descriptors:
 
 /// A service on free ports of 127.0.0.1, its clock at the caller's hand.
 struct Running<B: ServiceBackend> {
-    grpc: SocketAddr,
-    http: SocketAddr,
+    served: Served,
     service: Service<B>,
     clock: Arc<ManualClock>,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl<B: ServiceBackend> std::ops::Deref for Running<B> {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        &self.served
+    }
 }
 
 async fn start<B: ServiceBackend>(backend: B, yaml: &str, admin: bool) -> Running<B> {
@@ -71,27 +80,13 @@ async fn start_with<B: ServiceBackend>(
     .expect("the backend holds the rules");
     let service = Service::new(engine, paths);
     let options = ServeOptions {
-        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         admin,
-        ..ServeOptions::default()
+        ..server::local()
     };
-    let listeners = Listeners::bind(&options).await.expect("free ports");
-    let (grpc, http) = (
-        listeners.grpc_addr().unwrap(),
-        listeners.http_addr().unwrap(),
-    );
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve(service.clone(), listeners, admin, async {
-        let _ = stopped.await;
-    }));
     Running {
-        grpc,
-        http,
+        served: Served::start(service.clone(), &options).await,
         service,
         clock,
-        stop: Some(stop),
-        served,
     }
 }
 
@@ -120,9 +115,8 @@ impl<B: ServiceBackend> Running<B> {
             .overall_code
     }
 
-    async fn stop(mut self) {
-        let _ = self.stop.take().map(|stop| stop.send(()));
-        self.served.await.expect("the server task").expect("served");
+    async fn stop(self) {
+        self.served.stop().await;
     }
 
     async fn grpc_check(
@@ -673,7 +667,7 @@ async fn a_stop_finishes_the_checks_in_flight_and_refuses_new_connections() {
             .await
     });
     entered.notified().await;
-    let _ = running.stop.take().map(|stop| stop.send(()));
+    running.served.signal_stop();
     // The listeners close: a new connection is refused (bounded wait for the stop to land).
     let refused = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
@@ -692,11 +686,7 @@ async fn a_stop_finishes_the_checks_in_flight_and_refuses_new_connections() {
         .unwrap()
         .expect("the check in flight is answered");
     assert_eq!(answer.into_inner().overall_code, PbCode::Ok as i32);
-    running
-        .served
-        .await
-        .unwrap()
-        .expect("the server stops cleanly");
+    running.served.stop().await;
 }
 
 #[tokio::test]

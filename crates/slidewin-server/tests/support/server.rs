@@ -1,0 +1,75 @@
+//! A service served on free ports of 127.0.0.1 until the test stops it: what every test that
+//! needs real sockets starts the same way.
+
+use std::net::SocketAddr;
+
+use slidewin_server::{Listeners, ServeOptions, Service, ServiceBackend, serve};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Options for free ports of 127.0.0.1, the admin surfaces open, every other bound the default.
+#[allow(dead_code)] // each test binary uses part of the support
+pub(crate) fn local() -> ServeOptions {
+    ServeOptions {
+        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        admin: true,
+        ..ServeOptions::default()
+    }
+}
+
+/// A service being served: its two addresses, and a way to stop it.
+pub(crate) struct Served {
+    pub(crate) grpc: SocketAddr,
+    pub(crate) http: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    served: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+#[allow(dead_code)] // each test binary uses part of the support
+impl Served {
+    /// Binds `options`' addresses and serves `service` there in a task of its own.
+    pub(crate) async fn start<B: ServiceBackend>(
+        service: Service<B>,
+        options: &ServeOptions,
+    ) -> Served {
+        let listeners = Listeners::bind(options).await.expect("free ports");
+        let (grpc, http) = (
+            listeners.grpc_addr().expect("an address"),
+            listeners.http_addr().expect("an address"),
+        );
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(serve(service, listeners, options.admin, async {
+            let _ = stopped.await;
+        }));
+        Served {
+            grpc,
+            http,
+            stop: Some(stop),
+            served: Some(served),
+        }
+    }
+
+    /// Tells it to stop, without waiting for it.
+    pub(crate) fn signal_stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Whether it has stopped.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.served.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Stops it and waits until it has stopped cleanly.
+    pub(crate) async fn stop(mut self) {
+        self.signal_stop();
+        if let Some(served) = self.served.take() {
+            served
+                .await
+                .expect("the server task")
+                .expect("the server stops cleanly");
+        }
+    }
+}
