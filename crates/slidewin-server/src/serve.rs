@@ -642,6 +642,26 @@ impl<S: AsyncRead + Unpin> AsyncRead for Bounded<S> {
     }
 }
 
+impl<S> Bounded<S> {
+    /// A write's outcome: bytes that moved keep the connection alive; a write that waits past
+    /// the deadline fails.
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match polled {
+            Poll::Ready(Ok(n)) => {
+                self.moved(0, n);
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending if self.poll_expired(cx) => Poll::Ready(Err(self.expired())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -649,15 +669,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_write(cx, buf) {
-            Poll::Ready(Ok(n)) => {
-                this.moved(0, n);
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending if this.poll_expired(cx) => Poll::Ready(Err(this.expired())),
-            Poll::Pending => Poll::Pending,
-        }
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.wrote(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -666,15 +679,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                this.moved(0, n);
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending if this.poll_expired(cx) => Poll::Ready(Err(this.expired())),
-            Poll::Pending => Poll::Pending,
-        }
+        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.wrote(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
