@@ -15,6 +15,12 @@ use crate::metrics::Metrics;
 use crate::serve::{Listeners, ServeOptions, serve, watch_config};
 use crate::service::Service;
 
+/// While Redis is down, the service probes it after 50 ms, then after twice the wait before, up
+/// to every 500 ms (the limiter's own default goes to 2 s): a rate-limit service is back on
+/// exact decisions within about half a second of Redis, for a probe every half second.
+const PROBE_FIRST: std::time::Duration = std::time::Duration::from_millis(50);
+const PROBE_LONGEST: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The built-in config `slidewin serve` runs with when given none.
 pub const EXAMPLE_CONFIG: &str = include_str!("../config/example.yaml");
 
@@ -94,7 +100,9 @@ pub async fn run(options: RunOptions) -> Result<(), String> {
             let limiter = RedisLimiter::connect(url)
                 .await
                 .map_err(|e| format!("--redis {url}: {e}"))?
-                .with_failure_policy(options.failure_policy);
+                .with_failure_policy(options.failure_policy)
+                .with_circuit_backoff(PROBE_FIRST, PROBE_LONGEST)
+                .map_err(|e| e.to_string())?;
             let backend =
                 crate::RedisService::new(Redis::new(limiter), false, options.failure_policy);
             start(backend, config, options).await
@@ -105,7 +113,9 @@ pub async fn run(options: RunOptions) -> Result<(), String> {
             let limiter = RedisLimiter::connect_cluster(&seeds)
                 .await
                 .map_err(|e| format!("--redis-cluster {}: {e}", nodes.join(",")))?
-                .with_failure_policy(options.failure_policy);
+                .with_failure_policy(options.failure_policy)
+                .with_circuit_backoff(PROBE_FIRST, PROBE_LONGEST)
+                .map_err(|e| e.to_string())?;
             let backend =
                 crate::RedisService::new(Redis::new(limiter), true, options.failure_policy);
             start(backend, config, options).await

@@ -519,7 +519,19 @@ impl Store {
         match self {
             Store::None => {}
             Store::One(server) => server.restart(),
-            Store::Cluster(cluster) => cluster.nodes[0].restart(),
+            Store::Cluster(cluster) => {
+                cluster.nodes[0].restart();
+                // A restarted cluster master refuses its slots (CLUSTERDOWN) for Redis Cluster's
+                // rejoin delay (the node timeout, 500 ms to 5 s) whatever a client does: it is
+                // back when its own `cluster_state` is `ok`, not when it accepts connections.
+                let node = &cluster.nodes[0];
+                for _ in 0..3_000 {
+                    if node.cli(&["cluster", "info"]).contains("cluster_state:ok") {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
         }
     }
 }
@@ -725,8 +737,8 @@ async fn soak(args: Args) -> Result<bool, String> {
             let killed_at = nanos(base);
             store.kill();
             tokio::time::sleep(DOWN).await;
-            // Restarting blocks until the server accepts connections: its readiness is the end
-            // of the outage.
+            // Restarting blocks until the server serves again (a single server: it accepts
+            // connections; a cluster master: its cluster state is ok): the end of the outage.
             store = tokio::task::spawn_blocking(move || {
                 store.restart();
                 store
