@@ -164,11 +164,30 @@ impl RateLimitFields {
     /// ```
     #[must_use]
     pub fn rate_limit(&self, decisions: &Decisions) -> HeaderValue {
-        self.field(decisions.binding(), &decisions.decision())
+        self.rate_limit_at(decisions.binding(), &decisions.decision())
     }
 
-    /// `RateLimit`'s value for the rule at `index` and its `decision`.
-    pub(crate) fn field(&self, index: usize, decision: &Decision) -> HeaderValue {
+    /// `RateLimit`'s value for the rule at `index` of the set and its `decision`: what
+    /// [`rate_limit`](RateLimitFields::rate_limit) says of a set's binding decision, for a
+    /// caller that kept only that decision and its index.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::RateLimitFields;
+    ///
+    /// let rules = RuleSet::new([
+    ///     Rule::new("burst", Kind::SlidingLog, "10/s".parse()?)?,
+    ///     Rule::new("hourly", Kind::SlidingLog, "1000/hour".parse()?)?,
+    /// ])?;
+    /// let fields = RateLimitFields::new(&rules)?;
+    /// let hourly = Decision::allow(1000, 3, Duration::from_secs(90));
+    /// assert_eq!(fields.rate_limit_at(1, &hourly), r#""hourly";r=3;t=90"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn rate_limit_at(&self, index: usize, decision: &Decision) -> HeaderValue {
         // Decisions of a set other than these fields' (a caller's mistake) past their last rule
         // get an empty name rather than a panic.
         let member = self.members.get(index).map_or(&br#""";r="#[..], |m| &m[..]);

@@ -834,7 +834,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         if let Some((rule, decision)) = binding {
             headers.insert(
                 crate::fields::RATELIMIT,
-                armed.fields.field(rule, &decision),
+                armed.fields.rate_limit_at(rule, &decision),
             );
             if self.legacy {
                 RateLimitFields::insert_legacy_one(&decision, headers);

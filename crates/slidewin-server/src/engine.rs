@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
-use slidewin::limit::Decisions;
 use slidewin::stats::{MetricEvent, WindowMetrics};
 use slidewin::{Clock, Decision, Moment};
 use slidewin_http::{BackendError, RATELIMIT, RATELIMIT_POLICY, RateLimitFields};
@@ -291,6 +290,8 @@ impl RequestError {
 pub(crate) struct RuleRt<B: Backend> {
     pub(crate) domain: String,
     pub(crate) path: String,
+    /// The name it is shown by (the dashboard, `current_limit`, the top keys).
+    pub(crate) shown: String,
     pub(crate) name: Option<String>,
     pub(crate) replaces: Vec<String>,
     pub(crate) shadow: bool,
@@ -523,7 +524,7 @@ impl<B: Backend> Engine<B> {
                 let algorithm: Vec<&str> = spec.rules().iter().map(|r| r.kind().name()).collect();
                 Some(RuleStats {
                     domain: rule.domain.clone(),
-                    name: rule.display_name(),
+                    name: rule.display_name().to_owned(),
                     quota: quota.join(" and "),
                     algorithm: algorithm.join(", "),
                     shadow: rule.shadow,
@@ -595,7 +596,9 @@ impl<B: Backend> Engine<B> {
         }
 
         let mut statuses = Vec::with_capacity(request.descriptors.len());
-        let mut binding: Option<(usize, Decisions)> = None;
+        // The descriptor whose limit binds the `RateLimit` field: its index, its binding rule's
+        // index in the set, and that rule's decision.
+        let mut binding: Option<(usize, usize, Decision)> = None;
         let mut policies: Vec<HeaderValue> = Vec::new();
         let mut degraded = false;
         let mut failed_rate = 0;
@@ -606,7 +609,7 @@ impl<B: Backend> Engine<B> {
                 continue;
             };
             let hits = descriptor.hits_addend.unwrap_or(request_hits);
-            let (status, decisions, without_store) = self
+            let (status, decided, without_store) = self
                 .check(
                     rule,
                     &request.domain,
@@ -630,21 +633,21 @@ impl<B: Backend> Engine<B> {
             if rule.quota_mode {
                 quota_total += 1;
             }
-            if let Some(decisions) = decisions {
+            if let Some((rule_at, decision)) = decided {
                 // An enforced limit binds before a shadow one, whatever the shadow one says.
                 let tighter = match &binding {
                     None => true,
-                    Some((held_at, held)) => {
+                    Some((held_at, _, held)) => {
                         let held_shadow = matched[*held_at].as_ref().is_some_and(|(r, _)| r.shadow);
                         match (rule.shadow, held_shadow) {
                             (false, true) => true,
                             (true, false) => false,
-                            _ => tighter(&decisions.decision(), &held.decision()),
+                            _ => tighter(&decision, held),
                         }
                     }
                 };
                 if tighter {
-                    binding = Some((i, decisions));
+                    binding = Some((i, rule_at, decision));
                 }
             }
             statuses.push(status);
@@ -656,12 +659,12 @@ impl<B: Backend> Engine<B> {
         {
             headers.push((RATELIMIT_POLICY, policy));
         }
-        if let Some((i, decisions)) = &binding
+        if let Some((i, rule_at, decision)) = &binding
             && let Some((rule, _)) = &matched[*i]
             && let EnforceRt::Rules { fields, .. } = &rule.enforce
         {
-            headers.push((RATELIMIT, fields.rate_limit(decisions)));
-            if over && let Some(retry) = slidewin_http::retry_after(&decisions.decision()) {
+            headers.push((RATELIMIT, fields.rate_limit_at(*rule_at, decision)));
+            if over && let Some(retry) = slidewin_http::retry_after(decision) {
                 headers.push((http::header::RETRY_AFTER, retry));
             }
         }
@@ -739,6 +742,7 @@ impl<B: Backend> Engine<B> {
         let rule = Arc::new(RuleRt {
             domain: domain.to_owned(),
             metrics: self.inner.metrics.rule(domain, &path),
+            shown: shown_name(domain, &path, None),
             path,
             name: None,
             replaces: Vec::new(),
@@ -806,7 +810,7 @@ impl<B: Backend> Engine<B> {
         shared: &[(usize, String)],
         hits: u64,
         now: Moment,
-    ) -> Result<(DescriptorStatus, Option<Decisions>, bool), RequestError> {
+    ) -> Result<(DescriptorStatus, Option<(usize, Decision)>, bool), RequestError> {
         let metrics = &rule.metrics;
         match &rule.enforce {
             EnforceRt::Unlimited => Ok((
@@ -826,7 +830,7 @@ impl<B: Backend> Engine<B> {
                     DescriptorStatus {
                         code,
                         current_limit: Some(CurrentLimit {
-                            name: rule.display_name(),
+                            name: rule.display_name().to_owned(),
                             requests_per_unit: 0,
                             unit: Some(*unit),
                         }),
@@ -888,8 +892,6 @@ impl<B: Backend> Engine<B> {
                 if without_store {
                     self.inner.metrics.backend_error();
                 }
-                let decisions = Decisions::new(checked.decisions().to_vec())
-                    .unwrap_or_else(|| unreachable!("a rule set decides once per rule"));
                 let binding = checked.binding();
                 let decision = checked.decision();
                 let code = if decision.allowed() {
@@ -913,7 +915,7 @@ impl<B: Backend> Engine<B> {
                         limit_remaining: remaining,
                         duration_until_reset: Some(decision.reset_after()),
                     },
-                    Some(decisions),
+                    Some((binding, decision)),
                     without_store,
                 ))
             }
@@ -932,7 +934,7 @@ impl<B: Backend> Engine<B> {
             rule.stats.outcomes.add(now, MetricEvent::Block, 1);
             self.inner
                 .top
-                .deny(now, &rule.domain, &rule.display_name(), entries);
+                .deny(now, &rule.domain, rule.display_name(), entries);
             Code::OverLimit
         }
     }
@@ -940,17 +942,19 @@ impl<B: Backend> Engine<B> {
 
 impl<B: Backend> RuleRt<B> {
     /// The name shown: the config's `name`, or the path without its domain.
-    pub(crate) fn display_name(&self) -> String {
-        match &self.name {
-            Some(name) => name.clone(),
-            None => self
-                .path
-                .strip_prefix(&self.domain)
-                .and_then(|p| p.strip_prefix('.'))
-                .unwrap_or(&self.path)
-                .to_owned(),
-        }
+    pub(crate) fn display_name(&self) -> &str {
+        &self.shown
     }
+}
+
+/// The name a limit is shown by: its config `name`, or its path without its domain.
+fn shown_name(domain: &str, path: &str, name: Option<&str>) -> String {
+    name.unwrap_or_else(|| {
+        path.strip_prefix(domain)
+            .and_then(|p| p.strip_prefix('.'))
+            .unwrap_or(path)
+    })
+    .to_owned()
 }
 
 /// A descriptor's limit, and the patterns `share_threshold` nodes count its entries under
@@ -990,7 +994,7 @@ fn current_limit<B: Backend>(
     let one = &spec.rules()[index];
     CurrentLimit {
         name: if spec.rules().len() == 1 {
-            rule.display_name()
+            rule.display_name().to_owned()
         } else {
             one.name().to_owned()
         },
@@ -1207,6 +1211,7 @@ fn build_level<B: Backend>(
             let rule = Arc::new(RuleRt {
                 domain: domain.to_owned(),
                 path: descriptor.path().to_owned(),
+                shown: shown_name(domain, descriptor.path(), limit.name()),
                 name: limit.name().map(str::to_owned),
                 replaces: limit.replaces().to_vec(),
                 shadow: descriptor.shadow(),
