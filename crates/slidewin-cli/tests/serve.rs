@@ -98,17 +98,23 @@ fn the_printed_curl_line_works_and_sigterm_exits_0() {
     assert_eq!(status.code(), Some(0), "a graceful stop exits 0");
 }
 
-#[test]
-fn sighup_reloads_the_config() {
-    let dir = std::env::temp_dir().join(format!("slidewin-cli-sighup-{}", std::process::id()));
+/// `text` in a file `name` of a fresh directory of its own (`test` names it).
+fn config_file(test: &str, name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("slidewin-cli-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("ratelimit.yaml");
-    std::fs::write(
-        &file,
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn sighup_reloads_the_config() {
+    let file = config_file(
+        "sighup",
+        "ratelimit.yaml",
         "domain: example\ndescriptors:\n  - key: client\n    rate_limit: {unit: second, requests_per_unit: 5}\n",
-    )
-    .unwrap();
+    );
     let mut serving = serve(&["--config", file.to_str().unwrap()]);
     assert!(get(&serving.http, "/api/config").contains(r#""version":1"#));
     signal(&serving.child, "HUP");
@@ -122,15 +128,11 @@ fn sighup_reloads_the_config() {
 
 #[test]
 fn a_bad_config_is_refused_at_start_naming_the_place() {
-    let dir = std::env::temp_dir().join(format!("slidewin-cli-bad-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("bad.yaml");
-    std::fs::write(
-        &file,
+    let file = config_file(
+        "bad",
+        "bad.yaml",
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {quota: 5 per fortnight}\n",
-    )
-    .unwrap();
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_slidewin"))
         .args([
             "serve",
