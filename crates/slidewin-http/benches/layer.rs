@@ -30,6 +30,9 @@
 //! VM's speed drifts by up to a third between criterion's functions, measured one after the
 //! other).
 //!
+//! `LAYER_ONLY=<name> LAYER_REQUESTS=<n>` prepares that router and sends it `n` requests
+//! untimed, for an instruction count under callgrind (see [`counted`]).
+//!
 //! Without the crate's `axum` feature the layer cannot read `ConnectInfo` (it would answer
 //! `500` for a missing key): the requests then also carry the bare `SocketAddr`, which it reads
 //! either way, in every function alike.
@@ -125,7 +128,12 @@ impl Variant {
 
     /// Before measuring: the prefill, then a check.
     fn prepare(&self, rt: &Runtime) {
-        rt.block_on(self.run(self.prefill));
+        // Not `run`, which an instruction count toggles on.
+        rt.block_on(async {
+            for _ in 0..self.prefill {
+                self.one().await;
+            }
+        });
         self.check(rt);
     }
 
@@ -332,7 +340,35 @@ fn interleaved() {
 
 criterion_group!(benches, per_request);
 
+/// `LAYER_ONLY=<name> LAYER_REQUESTS=<n>`: that router prepared, then `n` requests and no
+/// timing, for an instruction count (`valgrind --tool=callgrind
+/// --toggle-collect='*counted_requests*'`, divided by `n`).
+fn counted(only: &str, requests: u64) {
+    let rt = runtime();
+    let variant = variants()
+        .into_iter()
+        .find(|v| v.name == only)
+        .unwrap_or_else(|| panic!("LAYER_ONLY={only}: no such router"));
+    variant.prepare(&rt);
+    counted_requests(&rt, &variant, requests);
+    variant.check(&rt);
+}
+
+/// The requests an instruction count toggles on: a function of its own, never inlined.
+#[inline(never)]
+fn counted_requests(rt: &Runtime, variant: &Variant, requests: u64) {
+    rt.block_on(variant.run(requests));
+}
+
 fn main() {
+    let requests = std::env::var("LAYER_REQUESTS").ok();
+    if let (Some(only), Some(requests)) = (std::env::var("LAYER_ONLY").ok(), requests) {
+        let requests = requests
+            .parse()
+            .unwrap_or_else(|e| panic!("LAYER_REQUESTS={requests}: {e}"));
+        counted(&only, requests);
+        return;
+    }
     if std::env::var_os("LAYER_INTERLEAVED").is_some() {
         interleaved();
         return;

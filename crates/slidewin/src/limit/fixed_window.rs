@@ -110,6 +110,24 @@ impl FixedWindow {
         }
     }
 
+    /// A check's first half: the decision, and the state it leaves (the same state when it
+    /// denies, or when the cost is 0, a question, which changes nothing).
+    #[inline]
+    pub(crate) fn prepare(
+        &self,
+        state: FixedWindowState,
+        now: Moment,
+        cost: u64,
+    ) -> Result<(Decision, FixedWindowState), LimitError> {
+        let current = self.current(state, now);
+        let decision = self.decide(current, now, cost)?;
+        if decision.allowed() && cost > 0 {
+            let count = current.count + cost; // at most the limit: admitted
+            return Ok((decision, FixedWindowState { count, ..current }));
+        }
+        Ok((decision, state))
+    }
+
     #[inline]
     fn decide(
         &self,
@@ -161,15 +179,8 @@ impl Enforce for FixedWindow {
         now: Moment,
         cost: u64,
     ) -> Result<Decision, LimitError> {
-        let current = self.current(*state, now);
-        let decision = self.decide(current, now, cost)?;
-        // A cost of 0 is a question, not a request: it changes nothing.
-        if decision.allowed() && cost > 0 {
-            *state = FixedWindowState {
-                count: current.count + cost,
-                ..current
-            };
-        }
+        let (decision, next) = self.prepare(*state, now, cost)?;
+        *state = next;
         Ok(decision)
     }
 

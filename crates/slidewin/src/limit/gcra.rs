@@ -144,7 +144,12 @@ impl Gcra {
     /// the end of the timeline (584 years from its origin), where a TAT cannot be recorded, so
     /// a cost that would need one is denied for good.
     #[inline(always)]
-    fn decide(&self, tat: u64, now: Moment, cost: u64) -> Result<(Decision, u64), LimitError> {
+    pub(crate) fn decide(
+        &self,
+        tat: u64,
+        now: Moment,
+        cost: u64,
+    ) -> Result<(Decision, u64), LimitError> {
         let burst = self.quota.burst();
         // A burst is at least 1: a cost of 1, the usual one and often a constant, needs no
         // comparison (the one instruction that governor's loop does not have).

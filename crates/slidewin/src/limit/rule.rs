@@ -8,6 +8,9 @@ use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
 use crate::limit::decision::Each;
+use crate::limit::fixed_window::FixedWindowState;
+use crate::limit::sliding_counter::SlidingCounterState;
+use crate::limit::sliding_log;
 use crate::limit::{
     Decision, Decisions, FixedWindow, Gcra, LimitError, Quota, SlidingCounter, SlidingLog,
 };
@@ -509,6 +512,56 @@ impl RuleSet {
     }
 }
 
+/// What one rule of a set records if the set admits: the first half of its check.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Log(sliding_log::Counted),
+    Counter(SlidingCounterState),
+    Fixed(FixedWindowState),
+    Gcra(u64),
+}
+
+/// A rule's decision on `state`, and what it records if its set admits.
+#[inline]
+fn prepare(
+    engine: &Engine,
+    state: &RuleState,
+    now: Moment,
+    cost: u64,
+) -> Result<(Decision, Pending), LimitError> {
+    Ok(match (engine, state) {
+        (Engine::Log(e), RuleState::Log(s)) => {
+            let (decision, counted) = e.prepare(s, now, cost)?;
+            (decision, Pending::Log(counted))
+        }
+        (Engine::Counter(e), RuleState::Counter(s)) => {
+            let (decision, next) = e.prepare(*s, now, cost)?;
+            (decision, Pending::Counter(next))
+        }
+        (Engine::Fixed(e), RuleState::Fixed(s)) => {
+            let (decision, next) = e.prepare(*s, now, cost)?;
+            (decision, Pending::Fixed(next))
+        }
+        (Engine::Gcra(e), RuleState::Gcra(s)) => {
+            let (decision, next) = e.decide(*s, now, cost)?;
+            (decision, Pending::Gcra(next))
+        }
+        _ => unreachable!("a rule's state is of the rule's kind"),
+    })
+}
+
+/// Records what [`prepare`] found, on the state it was found on.
+#[inline]
+fn commit(state: &mut RuleState, pending: Pending, cost: u64) {
+    match (state, pending) {
+        (RuleState::Log(s), Pending::Log(counted)) => SlidingLog::commit(s, counted, cost),
+        (RuleState::Counter(s), Pending::Counter(next)) => *s = next,
+        (RuleState::Fixed(s), Pending::Fixed(next)) => *s = next,
+        (RuleState::Gcra(s), Pending::Gcra(next)) => *s = next,
+        _ => unreachable!("a rule's pending record is of the rule's kind"),
+    }
+}
+
 impl From<Rule> for RuleSet {
     /// A set of one rule.
     fn from(rule: Rule) -> RuleSet {
@@ -550,11 +603,40 @@ impl Enforce for RuleSet {
         now: Moment,
         cost: u64,
     ) -> Result<Decisions, LimitError> {
-        let each = self.peek_each(state, now, cost)?;
+        if cost > self.max_cost {
+            return Err(LimitError::CostTooHigh {
+                cost,
+                max: self.max_cost,
+            });
+        }
+        // One pass decides every rule and keeps what each would record; only when all admit
+        // is anything recorded, from what the pass found (not counted again).
+        let mut few = [None, None];
+        let mut many = Vec::new();
+        let pending: &mut [Option<Pending>] = match few.get_mut(..self.rules.len()) {
+            Some(few) => few,
+            None => {
+                many.resize(self.rules.len(), None);
+                &mut many
+            }
+        };
+        let each = Each::try_collect(
+            self.rules.len(),
+            self.rules
+                .iter()
+                .zip(state.iter())
+                .zip(pending.iter_mut())
+                .map(|((rule, state), slot)| {
+                    let (decision, next) = prepare(&rule.engine, state, now, cost)?;
+                    *slot = Some(next);
+                    Ok(decision)
+                }),
+        )?;
         if cost > 0 && each.as_slice().iter().all(Decision::allowed) {
-            // Every rule admits: consume from each. A check answers what its peek did.
-            for (rule, state) in self.rules.iter().zip(state.iter_mut()) {
-                each_kind!(&rule.engine, state, |e, s| e.check(s, now, cost))?;
+            for (state, next) in state.iter_mut().zip(pending.iter_mut()) {
+                if let Some(next) = next.take() {
+                    commit(state, next, cost);
+                }
             }
         }
         Ok(Decisions::from_each(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))

@@ -130,6 +130,27 @@ impl SlidingCounter {
         }
     }
 
+    /// A check's first half: the decision, and the state it leaves (the same state when it
+    /// denies, or when the cost is 0, a question, which changes nothing).
+    #[inline]
+    pub(crate) fn prepare(
+        &self,
+        state: SlidingCounterState,
+        now: Moment,
+        cost: u64,
+    ) -> Result<(Decision, SlidingCounterState), LimitError> {
+        let rolled = self.roll(state, now);
+        let decision = self.decide(&rolled, now, cost)?;
+        if decision.allowed() && cost > 0 {
+            let next = SlidingCounterState {
+                current: rolled.state.current + cost,
+                ..rolled.state
+            };
+            return Ok((decision, next));
+        }
+        Ok((decision, state))
+    }
+
     #[inline]
     fn decide(&self, rolled: &Rolled, now: Moment, cost: u64) -> Result<Decision, LimitError> {
         let limit = self.quota.limit();
@@ -229,15 +250,8 @@ impl Enforce for SlidingCounter {
         now: Moment,
         cost: u64,
     ) -> Result<Decision, LimitError> {
-        let rolled = self.roll(*state, now);
-        let decision = self.decide(&rolled, now, cost)?;
-        // A cost of 0 is a question, not a request: it changes nothing.
-        if decision.allowed() && cost > 0 {
-            *state = SlidingCounterState {
-                current: rolled.state.current + cost,
-                ..rolled.state
-            };
-        }
+        let (decision, next) = self.prepare(*state, now, cost)?;
+        *state = next;
         Ok(decision)
     }
 
