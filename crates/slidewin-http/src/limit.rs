@@ -154,18 +154,26 @@ impl KeyText<'_> {
     fn ip(address: IpAddr) -> KeyText<'static> {
         let mut buffer = [0u8; 48];
         let written = match address {
-            // The common case, without `fmt`'s machinery: four numbers and three dots.
+            // The common case, on every request keyed by address: four numbers of at most
+            // three digits and three dots, written digit by digit (a general integer
+            // formatter's copies cost more here than the digits do).
             IpAddr::V4(v4) => {
                 let mut at = 0;
-                let mut digits = itoa::Buffer::new();
                 for (i, octet) in v4.octets().into_iter().enumerate() {
                     if i > 0 {
                         buffer[at] = b'.';
                         at += 1;
                     }
-                    let text = digits.format(octet).as_bytes();
-                    buffer[at..at + text.len()].copy_from_slice(text);
-                    at += text.len();
+                    if octet >= 100 {
+                        buffer[at] = b'0' + octet / 100;
+                        at += 1;
+                    }
+                    if octet >= 10 {
+                        buffer[at] = b'0' + octet / 10 % 10;
+                        at += 1;
+                    }
+                    buffer[at] = b'0' + octet % 10;
+                    at += 1;
                 }
                 at
             }
@@ -487,5 +495,30 @@ impl fmt::Debug for Limit {
             .field("key", &self.key)
             .field("shadow", &self.shadow)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use super::*;
+
+    /// An address's key is its standard text: every octet value, in every place.
+    #[test]
+    fn an_ipv4_key_is_the_addresss_text() {
+        for octet in 0..=255u8 {
+            for address in [
+                Ipv4Addr::new(octet, 0, 9, 255),
+                Ipv4Addr::new(1, octet, 10, 99),
+                Ipv4Addr::new(100, 200, octet, 7),
+                Ipv4Addr::new(255, 255, 255, octet),
+            ] {
+                let key = KeyText::ip(IpAddr::V4(address));
+                assert_eq!(key.as_str(), address.to_string());
+            }
+        }
+        let v6 = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0xffff, 0xc000, 0x0280);
+        assert_eq!(KeyText::ip(IpAddr::V6(v6)).as_str(), v6.to_string());
     }
 }
