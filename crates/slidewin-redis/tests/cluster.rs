@@ -305,6 +305,15 @@ async fn a_nodes_full_batch_goes_without_waiting_for_a_call_to_come_back() {
     }
 }
 
+/// A limiter that denies a lost node's keys, and probes the node often (every 50 ms at most).
+async fn connect_denying_while_lost(cluster: &RedisCluster) -> RedisLimiter {
+    connect(cluster)
+        .await
+        .with_failure_policy(FailurePolicy::Closed)
+        .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(50))
+        .unwrap()
+}
+
 /// A key of each node, in the nodes' order.
 fn a_key_on_each_node(cluster: &RedisCluster) -> Vec<String> {
     let mut keys: Vec<Option<String>> = vec![None; cluster.nodes.len()];
@@ -322,11 +331,7 @@ fn a_key_on_each_node(cluster: &RedisCluster) -> Vec<String> {
 #[tokio::test]
 async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     let mut cluster = RedisCluster::start();
-    let redis = connect(&cluster)
-        .await
-        .with_failure_policy(FailurePolicy::Closed)
-        .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(50))
-        .unwrap();
+    let redis = connect_denying_while_lost(&cluster).await;
     let rule = rules("api", Kind::Gcra, "10/hour");
     let keys = a_key_on_each_node(&cluster);
     for key in &keys {
@@ -383,11 +388,7 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
 async fn after_a_failover_the_checks_follow_the_promoted_replica_exactly() {
     // A node timeout long enough that only the takeover below fails the master over.
     let mut cluster = RedisCluster::start_replicated(Duration::from_secs(60));
-    let redis = connect(&cluster)
-        .await
-        .with_failure_policy(FailurePolicy::Closed)
-        .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(50))
-        .unwrap();
+    let redis = connect_denying_while_lost(&cluster).await;
     let rule = rules("api", Kind::SlidingLog, "5/hour");
     let key = "user-0";
     let master = cluster.node_of(&format!("{{slidewin:{key}}}"));
