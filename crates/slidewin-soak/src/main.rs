@@ -63,7 +63,7 @@ const KEY_CAP: usize = 1000;
 /// second in all).
 const FLOOD_TASKS: usize = 4;
 const FLOOD_PAUSE: Duration = Duration::from_millis(2);
-/// How long Redis stays down each time.
+/// How long a single Redis stays down each time (a cluster's outage lasts until its failover).
 const DOWN: Duration = Duration::from_secs(3);
 const SECOND: u64 = 1_000_000_000;
 
