@@ -229,7 +229,7 @@ impl RedisCluster {
         // Every node must agree the cluster is up before a client's view of it is complete,
         // and a replica must have its master's data before it can take over.
         for node in 0..cluster.nodes.len() {
-            cluster.until(node, "is up", |cluster, node| {
+            cluster.until(node, "came up", |cluster, node| {
                 cluster.nodes[node]
                     .cli(&["cluster", "info"])
                     .contains("cluster_state:ok")
