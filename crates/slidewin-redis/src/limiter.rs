@@ -24,6 +24,14 @@ const MIN_RETRY: Duration = Duration::from_micros(1);
 /// How long a call waits for Redis by default.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long the cluster client waits before it sends a command again after a refused
+/// connection, `CLUSTERDOWN` or `TRYAGAIN`, in milliseconds: at least the first, at most the
+/// second (from 10 ms, twice as long each retry). redis-rs's default waits at least 1.28 s,
+/// longer than a call's timeout: a probe of a node that was still down or rejoining then
+/// timed out after 1 s, and the next came half a second later, so checks were back on Redis
+/// up to 1.5 s after it served again.
+const CLUSTER_RETRY_WAIT: (u64, u64) = (10, 100);
+
 /// The most checks in one script call by default: enough to spread a call's fixed cost thin,
 /// few enough that one call holds Redis (which runs one script at a time) for well under a
 /// millisecond.
@@ -204,7 +212,9 @@ impl<'a> Check<'a> {
 /// [`circuit_state`](RedisLimiter::circuit_state) tell the state;
 /// [`circuit_changed`](RedisLimiter::circuit_changed) waits for it to change. On a cluster
 /// each node has a circuit of its own: a lost node's keys answer at once while the other
-/// nodes' keys still go to Redis. A closed circuit costs a check one atomic load.
+/// nodes' keys still go to Redis; when a replica takes the lost master's place (a failover),
+/// the probe finds its keys served there and they go to it. A closed circuit costs a check one
+/// atomic load.
 ///
 /// Errors that are Redis's answers ([`RedisError::Reply`], such as a script error) are not
 /// outages and leave the circuit closed.
@@ -336,6 +346,9 @@ impl RedisLimiter {
             .connection_timeout(DEFAULT_TIMEOUT)
             .response_timeout(DEFAULT_TIMEOUT)
             .retries(2)
+            .min_retry_wait(CLUSTER_RETRY_WAIT.0)
+            .max_retry_wait(CLUSTER_RETRY_WAIT.1)
+            .retry_wait_formula(CLUSTER_RETRY_WAIT.0, 2)
             .build()
             .map_err(|e| RedisError::Config {
                 detail: format!("[{seeds}]: {e}"),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use slidewin::Moment;
 use slidewin::limit::{Kind, Rule, RuleSet};
-use slidewin_redis::{Check, FailurePolicy, RedisError, RedisLimiter, Rules};
+use slidewin_redis::{Check, CircuitState, FailurePolicy, RedisError, RedisLimiter, Rules};
 use support::{RedisCluster, at_once, until_available};
 
 /// The rule `name`: `quota` under `kind`.
@@ -305,6 +305,15 @@ async fn a_nodes_full_batch_goes_without_waiting_for_a_call_to_come_back() {
     }
 }
 
+/// A limiter that denies a lost node's keys, and probes the node often (every 50 ms at most).
+async fn connect_denying_while_lost(cluster: &RedisCluster) -> RedisLimiter {
+    connect(cluster)
+        .await
+        .with_failure_policy(FailurePolicy::Closed)
+        .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(50))
+        .unwrap()
+}
+
 /// A key of each node, in the nodes' order.
 fn a_key_on_each_node(cluster: &RedisCluster) -> Vec<String> {
     let mut keys: Vec<Option<String>> = vec![None; cluster.nodes.len()];
@@ -322,11 +331,7 @@ fn a_key_on_each_node(cluster: &RedisCluster) -> Vec<String> {
 #[tokio::test]
 async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     let mut cluster = RedisCluster::start();
-    let redis = connect(&cluster)
-        .await
-        .with_failure_policy(FailurePolicy::Closed)
-        .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(50))
-        .unwrap();
+    let redis = connect_denying_while_lost(&cluster).await;
     let rule = rules("api", Kind::Gcra, "10/hour");
     let keys = a_key_on_each_node(&cluster);
     for key in &keys {
@@ -370,4 +375,64 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     let back = redis.check_now(&rule, &keys[0], 1).await.unwrap();
     assert_eq!(back.made_without_redis(), None);
     assert_eq!(back.remaining(), 9);
+}
+
+/// A master killed and its replica promoted (`CLUSTER FAILOVER TAKEOVER`: at once, where Redis
+/// Cluster by itself waits its node timeout): the checks of the master's keys follow the new
+/// master and are exact again, counting what the old one admitted. Before that, each probe of
+/// the lost node learns it is down within a few round trips: redis-rs's default wait before it
+/// sends again after a refused connection or `CLUSTERDOWN` is 1.28 s, longer than the call's
+/// timeout, so each probe took the whole second and said only that, and checks came back to
+/// Redis up to 1.5 s after it served again.
+#[tokio::test]
+async fn after_a_failover_the_checks_follow_the_promoted_replica_exactly() {
+    // A node timeout long enough that only the takeover below fails the master over.
+    let mut cluster = RedisCluster::start_replicated(Duration::from_secs(60));
+    let redis = connect_denying_while_lost(&cluster).await;
+    let rule = rules("api", Kind::SlidingLog, "5/hour");
+    let key = "user-0";
+    let master = cluster.node_of(&format!("{{slidewin:{key}}}"));
+    let replica = cluster
+        .replica_of(master)
+        .expect("a replica of each master");
+    for _ in 0..3 {
+        assert!(redis.check_now(&rule, key, 1).await.unwrap().allowed());
+    }
+    cluster.until_replicated(master);
+
+    cluster.nodes[master].kill();
+    let lost = format!("127.0.0.1:{}", cluster.nodes[master].port);
+    let first = redis.check_now(&rule, key, 1).await.unwrap();
+    assert!(first.made_without_redis().is_some() && !first.allowed());
+    // A probe goes, and fails: the node is still down.
+    assert_eq!(
+        redis.circuit_changed(CircuitState::Open).await,
+        CircuitState::HalfOpen
+    );
+    assert_eq!(
+        redis.circuit_changed(CircuitState::HalfOpen).await,
+        CircuitState::Open
+    );
+    let again = redis.check_now(&rule, key, 1).await.unwrap();
+    let why = again.made_without_redis().expect("decided without Redis");
+    let said = format!("Redis at {lost} is unavailable: not asked: the circuit is open since ");
+    assert!(why.to_string().starts_with(&said), "{why}");
+    assert!(
+        !why.to_string().contains("no answer"),
+        "the probe waited out its timeout: {why}"
+    );
+
+    let promoted = cluster.nodes[replica].cli(&["cluster", "failover", "takeover"]);
+    assert_eq!(promoted.trim(), "OK");
+    cluster.until_serving(replica);
+    until_available(&redis).await;
+    // Three admitted before the failover, on the old master: two more fit, then none.
+    for left in [1, 0] {
+        let decision = redis.check_now(&rule, key, 1).await.unwrap();
+        assert_eq!(decision.made_without_redis(), None);
+        assert!(decision.allowed());
+        assert_eq!(decision.remaining(), left);
+    }
+    assert!(!redis.check_now(&rule, key, 1).await.unwrap().allowed());
+    assert_eq!(cluster.node_of(&format!("{{slidewin:{key}}}")), replica);
 }

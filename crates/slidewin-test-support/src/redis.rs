@@ -43,16 +43,17 @@ pub struct RedisServer {
     /// The port it listens on, on 127.0.0.1.
     pub port: u16,
     dir: PathBuf,
-    cluster: bool,
+    /// As a cluster node: its node timeout, in milliseconds.
+    cluster: Option<u64>,
 }
 
 impl RedisServer {
     /// A server on a free port.
     pub fn start() -> RedisServer {
-        RedisServer::launch(free_port(), false)
+        RedisServer::launch(free_port(), None)
     }
 
-    fn launch(port: u16, cluster: bool) -> RedisServer {
+    fn launch(port: u16, cluster: Option<u64>) -> RedisServer {
         let dir = std::env::temp_dir().join(format!("slidewin-redis-test-{port}"));
         std::fs::create_dir_all(&dir).expect("a directory for the server");
         let mut server = RedisServer {
@@ -84,8 +85,11 @@ impl RedisServer {
             .args(["--daemonize", "no", "--loglevel", "notice"])
             .arg("--dir")
             .arg(&self.dir);
-        if self.cluster {
-            command.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
+        if let Some(node_timeout) = self.cluster {
+            command.args(["--cluster-enabled", "yes"]);
+            command.args(["--cluster-node-timeout", &node_timeout.to_string()]);
+            // A replica syncs at once: Redis's default waits 5 s for more replicas to come.
+            command.args(["--repl-diskless-sync-delay", "0"]);
             // A lost node's slots go unserved, the others' stay served: what the tests of a
             // lost node look at does not hang on how soon the others notice.
             command.args(["--cluster-require-full-coverage", "no"]);
@@ -119,6 +123,11 @@ impl RedisServer {
     /// `redis://127.0.0.1:port/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Whether it runs: started, and not killed since.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// Kills the server at once, as a crash would.
@@ -169,17 +178,37 @@ impl Drop for RedisServer {
     }
 }
 
-/// A Redis Cluster of three masters of our own, its slots all covered.
+/// A Redis Cluster of our own, its slots all covered: three masters, and with
+/// [`RedisCluster::start_replicated`] a replica of each.
 pub struct RedisCluster {
-    /// Its masters.
+    /// Its nodes. Which is a master and which a replica changes with failovers: ask
+    /// [`RedisCluster::is_master`] and [`RedisCluster::replica_of`].
     pub nodes: Vec<RedisServer>,
 }
 
+/// How many rounds of `redis-cli` a wait on the cluster takes at most before it gives up: each
+/// round trip (a process started, a few milliseconds) is the wait.
+const ROUNDS: u32 = 100_000;
+
 impl RedisCluster {
-    /// Three masters on free ports, their slots assigned, up on every node.
+    /// Three masters on free ports, their slots assigned, up on every node; no replicas, and
+    /// a node timeout of 2 s.
     pub fn start() -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::launch(free_port(), true))
+        RedisCluster::create(3, 0, 2_000)
+    }
+
+    /// Three masters and a replica of each, on free ports, their slots assigned, up on every
+    /// node, each replica in sync with its master. `node_timeout` is Redis Cluster's: how long
+    /// a master stays unreachable before its replica takes over (by itself, after an election
+    /// of half a second to a second more).
+    pub fn start_replicated(node_timeout: std::time::Duration) -> RedisCluster {
+        let millis = u64::try_from(node_timeout.as_millis()).unwrap_or(u64::MAX);
+        RedisCluster::create(6, 1, millis)
+    }
+
+    fn create(count: usize, replicas: u32, node_timeout: u64) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..count)
+            .map(|_| RedisServer::launch(free_port(), Some(node_timeout)))
             .collect();
         let addresses: Vec<String> = nodes
             .iter()
@@ -188,7 +217,7 @@ impl RedisCluster {
         let created = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .expect("redis-cli on the PATH");
         let said = String::from_utf8_lossy(&created.stdout);
@@ -197,20 +226,31 @@ impl RedisCluster {
             "cluster create said:\n{said}"
         );
         let cluster = RedisCluster { nodes };
-        // Every node must agree the cluster is up before a client's view of it is complete;
-        // each round trip is the wait.
-        for node in &cluster.nodes {
-            let mut asked = 0;
-            while !node.cli(&["cluster", "info"]).contains("cluster_state:ok") {
-                asked += 1;
-                assert!(
-                    asked < 100_000,
-                    "the cluster never came up on port {}",
-                    node.port
-                );
-            }
+        // Every node must agree the cluster is up before a client's view of it is complete,
+        // and a replica must have its master's data before it can take over.
+        for node in 0..cluster.nodes.len() {
+            cluster.until(node, "came up", |cluster, node| {
+                cluster.nodes[node]
+                    .cli(&["cluster", "info"])
+                    .contains("cluster_state:ok")
+                    && (cluster.is_master(node) || cluster.is_synced_replica(node))
+            });
         }
         cluster
+    }
+
+    /// Asks until `ready` holds for `node`; panics, saying what it waited for, if it never
+    /// does.
+    fn until(&self, node: usize, what: &str, ready: impl Fn(&RedisCluster, usize) -> bool) {
+        let mut asked = 0;
+        while !ready(self, node) {
+            asked += 1;
+            assert!(
+                asked < ROUNDS,
+                "the node on port {} never {what}",
+                self.nodes[node].port
+            );
+        }
     }
 
     /// One cluster for the tests of a binary that run at once: started by the first, stopped
@@ -235,12 +275,17 @@ impl RedisCluster {
 
     /// The node that serves `key` (a Redis key, hash tag included).
     pub fn node_of(&self, key: &str) -> usize {
-        let slot: u16 = self.nodes[0]
+        let asked = self
+            .nodes
+            .iter()
+            .find(|n| n.is_running())
+            .expect("a node that runs");
+        let slot: u16 = asked
             .cli(&["cluster", "keyslot", key])
             .trim()
             .parse()
             .expect("a slot");
-        let slots = self.nodes[0].cli(&["cluster", "slots"]);
+        let slots = asked.cli(&["cluster", "slots"]);
         // `cluster slots` lists: start, end, then the master's ip and port, per range.
         let lines: Vec<&str> = slots.lines().map(str::trim).collect();
         for window in lines.windows(4) {
@@ -259,5 +304,76 @@ impl RedisCluster {
             }
         }
         panic!("no node serves slot {slot}:\n{slots}")
+    }
+
+    /// Whether `node` runs and is a master.
+    pub fn is_master(&self, node: usize) -> bool {
+        self.nodes[node].is_running()
+            && self.nodes[node].cli(&["role"]).lines().next() == Some("master")
+    }
+
+    /// Whether `node` runs as a replica whose link to its master is up.
+    fn is_synced_replica(&self, node: usize) -> bool {
+        let said = self.nodes[node].cli(&["info", "replication"]);
+        said.contains("role:slave") && said.contains("master_link_status:up")
+    }
+
+    /// The node that replicates `master`, if one runs.
+    pub fn replica_of(&self, master: usize) -> Option<usize> {
+        let of = format!("master_port:{}", self.nodes[master].port);
+        (0..self.nodes.len()).find(|&node| {
+            node != master
+                && self.nodes[node].is_running()
+                && self.nodes[node]
+                    .cli(&["info", "replication"])
+                    .lines()
+                    .any(|line| line.trim() == of)
+        })
+    }
+
+    /// Returns once `node` serves slots as a master, its cluster up in its own view: after a
+    /// failover to it, when the keys of its slots are served again.
+    pub fn until_serving(&self, node: usize) {
+        self.until(node, "served slots as a master", |cluster, node| {
+            let server = &cluster.nodes[node];
+            // `myself`'s line of `cluster nodes`: id, address, flags, master, ping, pong,
+            // epoch, link, then its slot ranges.
+            let serves = server
+                .cli(&["cluster", "nodes"])
+                .lines()
+                .find(|line| line.contains("myself"))
+                .is_some_and(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    fields.get(2).is_some_and(|f| f.contains("master")) && fields.len() > 8
+                });
+            serves
+                && server
+                    .cli(&["cluster", "info"])
+                    .contains("cluster_state:ok")
+        });
+    }
+
+    /// Returns once the replica of `master` has every write `master` has taken so far: what
+    /// was written then survives a failover.
+    pub fn until_replicated(&self, master: usize) {
+        let replica = self.replica_of(master).expect("a replica of the master");
+        let offset = |node: usize, field: &str| -> Option<u64> {
+            self.nodes[node]
+                .cli(&["info", "replication"])
+                .lines()
+                .find_map(|line| line.trim().strip_prefix(field)?.parse().ok())
+        };
+        let written = offset(master, "master_repl_offset:").expect("the master's offset");
+        self.until(replica, "caught up with its master", |_, replica| {
+            offset(replica, "slave_repl_offset:").is_some_and(|at| at >= written)
+        });
+    }
+
+    /// Returns once `node` is a replica in sync with its master: after a failed master
+    /// restarts, when it has rejoined as its successor's replica.
+    pub fn until_replica(&self, node: usize) {
+        self.until(node, "became a synced replica", |cluster, node| {
+            cluster.is_synced_replica(node)
+        });
     }
 }
