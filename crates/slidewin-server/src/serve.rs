@@ -15,7 +15,8 @@
 //! - a connection on which no byte moves either way for [`ConnectionLimits::idle_timeout`] is
 //!   closed (a dead peer, a slow reader, a stalled TLS handshake);
 //! - an HTTP request (its body read and its answer) gets [`ConnectionLimits::request_timeout`],
-//!   then `408 Request Timeout`; a gRPC call gets the same, then `CANCELLED`;
+//!   then `408 Request Timeout`; a gRPC call gets the same (or its client's `grpc-timeout`,
+//!   if sooner), then `CANCELLED`;
 //! - gRPC's HTTP/2 gets keep-alive pings and a cap on concurrent streams, and a gRPC
 //!   connection with no call in flight for the idle timeout gets a graceful close: a `GOAWAY`,
 //!   then the close once the calls the client sent before it saw the `GOAWAY` are answered, so
@@ -583,13 +584,19 @@ where
         let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let call = InFlight::start(&in_flight);
             let mut calls = calls.clone();
+            // The client's own deadline, when sooner: it will not wait longer.
+            let theirs = client_deadline(request.headers()).filter(|&t| t < timeout);
             async move {
                 // The service is always ready (`Rls`: a function of the request).
-                let answer = match tokio::time::timeout(timeout, calls.call(request)).await {
+                let within = theirs.unwrap_or(timeout);
+                let answer = match tokio::time::timeout(within, calls.call(request)).await {
                     Ok(Ok(answer)) => answer,
-                    Err(_) => tonic::Status::cancelled(format!(
-                        "request timeout: a call must be answered within {timeout:?}"
-                    ))
+                    Err(_) => tonic::Status::cancelled(match theirs {
+                        Some(t) => format!("deadline: the client's grpc-timeout ({t:?}) passed"),
+                        None => {
+                            format!("request timeout: a call must be answered within {timeout:?}")
+                        }
+                    })
                     .into_http(),
                 };
                 Ok::<_, Infallible>(answer.map(|body| Counted { body, _call: call }))
@@ -623,6 +630,27 @@ where
             tracing::debug!("gRPC connection closed: {e}");
         }
     }
+}
+
+/// The deadline a gRPC client sent with its call (`grpc-timeout`: at most 8 digits and a unit,
+/// `H`, `M`, `S`, `m`, `u` or `n`), if it sent a well-formed one.
+fn client_deadline(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at_checked(value.len().checked_sub(1)?)?;
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // At most 99,999,999: in hours, far from overflowing.
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3_600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 /// A call in flight on a gRPC connection, counted until it is dropped.
@@ -1103,13 +1131,20 @@ mod grpc_connections {
 
         /// Starts a call; its answer's `grpc-status`.
         fn call(&mut self) -> JoinHandle<String> {
+            self.call_within(None)
+        }
+
+        /// Starts a call with a deadline of its own (`grpc-timeout`), if any.
+        fn call_within(&mut self, deadline: Option<&'static str>) -> JoinHandle<String> {
             let mut client = self.client.clone();
             tokio::spawn(async move {
                 client.ready().await.expect("the connection takes a call");
-                let request = http::Request::post("http://test/p")
-                    .header(http::header::CONTENT_TYPE, "application/grpc")
-                    .body(Empty::new())
-                    .unwrap();
+                let mut request = http::Request::post("http://test/p")
+                    .header(http::header::CONTENT_TYPE, "application/grpc");
+                if let Some(deadline) = deadline {
+                    request = request.header("grpc-timeout", deadline);
+                }
+                let request = request.body(Empty::new()).unwrap();
                 let answer = client.send_request(request).await.expect("an answer");
                 let status = answer.headers().get("grpc-status").expect("grpc-status");
                 status.to_str().unwrap().to_owned()
@@ -1233,11 +1268,38 @@ mod grpc_connections {
         // CANCELLED, as tonic's own timeout answers.
         assert_eq!(connection.call().await.unwrap(), "1");
         assert_eq!(started.elapsed(), IDLE / 4);
+        // A client's own sooner deadline is kept too; a later one is not.
+        let started = Instant::now();
+        assert_eq!(connection.call_within(Some("2S")).await.unwrap(), "1");
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        let started = Instant::now();
+        assert_eq!(connection.call_within(Some("1H")).await.unwrap(), "1");
+        assert_eq!(started.elapsed(), IDLE / 4);
         gate.add_permits(1);
         assert_eq!(connection.call().await.unwrap(), "0");
         let answered = Instant::now();
         let closed = connection.closed().await;
         assert_eq!(closed - answered, IDLE);
+    }
+
+    #[test]
+    fn a_clients_grpc_timeout_is_read_as_the_protocol_spells_it() {
+        let deadline = |value: &'static str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("grpc-timeout", http::HeaderValue::from_static(value));
+            client_deadline(&headers)
+        };
+        assert_eq!(deadline("20m"), Some(Duration::from_millis(20)));
+        assert_eq!(deadline("1H"), Some(Duration::from_secs(3_600)));
+        assert_eq!(
+            deadline("99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3_600))
+        );
+        assert_eq!(deadline("5u"), Some(Duration::from_micros(5)));
+        for bad in ["", "m", "123456789S", "10x", "-1S", "1.5S", "S1"] {
+            assert_eq!(deadline(bad), None, "{bad}");
+        }
+        assert_eq!(client_deadline(&http::HeaderMap::new()), None);
     }
 
     #[tokio::test(start_paused = true)]
