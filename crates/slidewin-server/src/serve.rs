@@ -33,6 +33,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -576,13 +577,11 @@ where
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        // The calls in flight on this connection: each holds its place until its answer
-        // has been sent (or the call is dropped).
-        let (in_flight, mut count) = watch::channel(0_usize);
-        let in_flight = Arc::new(in_flight);
+        let activity = Arc::new(Activity::new());
+        let calls_seen = Arc::clone(&activity);
         let (calls, timeout) = (self.calls, self.request_timeout);
         let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-            let call = InFlight::start(&in_flight);
+            let call = InFlight::start(&calls_seen);
             let mut calls = calls.clone();
             // The client's own deadline, when sooner: it will not wait longer.
             let theirs = client_deadline(request.headers()).filter(|&t| t < timeout);
@@ -608,22 +607,31 @@ where
         tokio::pin!(stopping);
         // Until the connection ends, the stop comes, or no call has been in flight for the
         // idle timeout: then `GOAWAY`, and the calls in flight (and any the client sent
-        // before it saw the `GOAWAY`) are answered before the connection closes.
+        // before it saw the `GOAWAY`) are answered before the connection closes. The calls
+        // only count themselves (two atomics); this task looks when its timer says the
+        // connection may have gone idle, and sets it again if it has not.
+        let idle = tokio::time::sleep(self.idle_timeout);
+        tokio::pin!(idle);
         let served = loop {
-            let idle = *count.borrow_and_update() == 0;
             tokio::select! {
                 served = connection.as_mut() => break served,
                 () = &mut stopping => {
                     connection.as_mut().graceful_shutdown();
                     break connection.await;
                 }
-                () = tokio::time::sleep(self.idle_timeout), if idle => {
-                    tracing::debug!("gRPC connection idle: closing it (GOAWAY)");
-                    connection.as_mut().graceful_shutdown();
-                    break connection.await;
+                () = &mut idle => {
+                    let now = Instant::now();
+                    match activity.idle_since() {
+                        Some(since) if since + self.idle_timeout <= now => {
+                            tracing::debug!("gRPC connection idle: closing it (GOAWAY)");
+                            connection.as_mut().graceful_shutdown();
+                            break connection.await;
+                        }
+                        Some(since) => idle.as_mut().reset(since + self.idle_timeout),
+                        // A call in flight: it cannot have ended an idle timeout ago.
+                        None => idle.as_mut().reset(now + self.idle_timeout),
+                    }
                 }
-                // The sender lives as long as the service, inside the connection.
-                _ = count.changed() => {}
             }
         };
         if let Err(e) = served {
@@ -653,19 +661,48 @@ fn client_deadline(headers: &http::HeaderMap) -> Option<Duration> {
     })
 }
 
+/// A gRPC connection's calls: how many are in flight, and when the last one ended.
+struct Activity {
+    opened: Instant,
+    in_flight: AtomicUsize,
+    /// When the last call ended (its answer sent or the call dropped), in nanoseconds after
+    /// `opened`.
+    last_end: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            opened: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_end: AtomicU64::new(0),
+        }
+    }
+
+    /// Since when no call has been in flight; `None` while one is.
+    fn idle_since(&self) -> Option<Instant> {
+        (self.in_flight.load(Ordering::Acquire) == 0)
+            .then(|| self.opened + Duration::from_nanos(self.last_end.load(Ordering::Acquire)))
+    }
+}
+
 /// A call in flight on a gRPC connection, counted until it is dropped.
-struct InFlight(Arc<watch::Sender<usize>>);
+struct InFlight(Arc<Activity>);
 
 impl InFlight {
-    fn start(count: &Arc<watch::Sender<usize>>) -> InFlight {
-        count.send_modify(|n| *n += 1);
-        InFlight(Arc::clone(count))
+    fn start(activity: &Arc<Activity>) -> InFlight {
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(Arc::clone(activity))
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
+        let activity = &self.0;
+        let ended = u64::try_from(activity.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        // The end is recorded before the count drops, so a count of 0 comes with it.
+        activity.last_end.fetch_max(ended, Ordering::AcqRel);
+        activity.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
