@@ -570,8 +570,8 @@ pub(crate) mod grpc {
     use crate::config::Unit;
 
     /// Envoy's `RateLimitService` on a [`Service`].
-    pub(crate) struct Grpc<B: ServiceBackend> {
-        pub(crate) service: Service<B>,
+    struct Grpc<B: ServiceBackend> {
+        service: Service<B>,
     }
 
     /// The one method's path.
