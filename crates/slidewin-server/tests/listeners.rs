@@ -423,16 +423,19 @@ async fn idle_http2_client(mut stream: TcpStream) -> (Vec<u32>, usize) {
     (goaways, pings)
 }
 
+/// [`quick`] with an idle timeout of `idle` and gRPC's pings ten times in it: bytes move all
+/// the time, so only the count of calls in flight can find a connection idle.
+fn pinging(idle: Duration) -> ConnectionLimits {
+    ConnectionLimits {
+        idle_timeout: idle,
+        http2_keepalive_interval: idle / 10,
+        ..quick()
+    }
+}
+
 #[tokio::test]
 async fn a_grpc_connection_that_answers_pings_but_makes_no_call_gets_a_goaway() {
-    // Pings ten times per idle timeout: bytes move all the time, so only the count of calls
-    // in flight can find the connection idle.
-    let limits = ConnectionLimits {
-        idle_timeout: Duration::from_secs(1),
-        http2_keepalive_interval: Duration::from_millis(100),
-        ..quick()
-    };
-    let running = start(limits, None).await;
+    let running = start(pinging(Duration::from_secs(1)), None).await;
     let idle = TcpStream::connect(running.grpc).await.unwrap();
     let ((goaways, pings), ()) = tokio::join!(idle_http2_client(idle), async {
         grpc_ok(running.grpc).await;
@@ -498,14 +501,7 @@ impl AsyncWrite for Watched {
 /// its idle connection (a `GOAWAY`), and the channel's next call goes on a new one, answered.
 #[tokio::test]
 async fn a_tonic_channel_left_idle_is_closed_and_calls_again_on_a_new_connection() {
-    // Pings often enough that bytes always move: only the count of calls in flight finds the
-    // connection idle.
-    let limits = ConnectionLimits {
-        idle_timeout: Duration::from_millis(500),
-        http2_keepalive_interval: Duration::from_millis(50),
-        ..quick()
-    };
-    let running = start(limits, None).await;
+    let running = start(pinging(Duration::from_millis(500)), None).await;
     let (opened, closed) = (
         Arc::new(AtomicUsize::new(0)),
         Arc::new(tokio::sync::Notify::new()),
