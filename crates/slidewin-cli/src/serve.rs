@@ -46,7 +46,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "SLIDEWIN_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// The most connections open at once on each listener; past it, new ones wait until one
-    /// closes (an idle HTTP connection is closed after 10 s, a silent gRPC one after 60 s).
+    /// closes (an idle HTTP connection is closed after 10 s, a gRPC one with no call after 60 s).
     #[arg(long, env = "SLIDEWIN_MAX_CONNECTIONS", default_value_t = slidewin_server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// Close the dashboard, /api/* and /metrics.

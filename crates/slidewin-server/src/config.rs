@@ -24,6 +24,8 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use slidewin::limit::{Kind, Quota, Rule, RuleSet};
 
+use crate::config_nesting::{MAX_FLOW_NESTING, too_deep};
+
 /// The algorithm a limit uses when its config names none: the exact sliding log.
 ///
 /// envoy ratelimit and limitador count fixed windows, which admit up to twice the limit across
@@ -79,16 +81,28 @@ impl ConfigFileError {
             (location.as_ref().map(|l| l.index()), first_quoted(&message))
             && let Some(found) = text.get(from..).and_then(|rest| rest.find(quoted))
         {
-            let at = from + found;
-            let before = &text[..at];
-            line = Some(before.matches('\n').count() + 1);
-            column = Some(at - before.rfind('\n').map_or(0, |nl| nl + 1) + 1);
+            let (at_line, at_column) = place(text, from + found);
+            (line, column) = (Some(at_line), Some(at_column));
         }
         ConfigFileError {
             file: file.to_owned(),
             line,
             column,
             message,
+        }
+    }
+
+    /// A flow collection nested past [`MAX_FLOW_NESTING`], at byte `at` of `text`.
+    fn too_deep(file: &str, text: &str, at: usize) -> ConfigFileError {
+        let (line, column) = place(text, at);
+        ConfigFileError {
+            file: file.to_owned(),
+            line: Some(line),
+            column: Some(column),
+            message: format!(
+                "flow collections ([...], {{...}}) nested more than {MAX_FLOW_NESTING} deep; \
+                 refused before parsing"
+            ),
         }
     }
 
@@ -291,6 +305,9 @@ impl Config {
     ///
     /// The first thing wrong, with its line and column.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigFileError> {
+        if let Some(at) = too_deep(text, MAX_FLOW_NESTING) {
+            return Err(ConfigFileError::too_deep(file, text, at));
+        }
         let root: RootYaml =
             yaml_serde::from_str(text).map_err(|e| ConfigFileError::from_yaml(file, text, &e))?;
         let domain = root.build(file)?;
@@ -690,6 +707,13 @@ impl<'de> Deserialize<'de> for RequestsPerUnitYaml {
 }
 
 /// The first text between backticks in `message`, unless it was cut short.
+/// The line and column, both from 1, of byte `at` of `text`.
+fn place(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    (line, at - before.rfind('\n').map_or(0, |nl| nl + 1) + 1)
+}
+
 fn first_quoted(message: &str) -> Option<&str> {
     let start = message.find('`')? + 1;
     let len = message[start..].find('`')?;
@@ -934,6 +958,38 @@ mod tests {
 
     fn err(text: &str) -> ConfigFileError {
         Config::parse(text, "t.yaml").unwrap_err()
+    }
+
+    /// 50,000 levels of flow nesting, which the YAML parser would take half a minute over
+    /// (release build), are refused at the 129th, by place; a config in flow style, a few
+    /// levels deep, still loads.
+    #[test]
+    fn deep_flow_nesting_is_refused_before_parsing_at_its_place() {
+        let deep = 50_000;
+        for (open, close) in [("{key: a, descriptors: [", "]}"), ("{a: ", "}"), ("[", "]")] {
+            let text = format!(
+                "domain: d\n# nested\ndescriptors: {}{}\n",
+                open.repeat(deep),
+                close.repeat(deep)
+            );
+            let e = err(&text);
+            let at = text
+                .match_indices(['[', '{'])
+                .nth(MAX_FLOW_NESTING)
+                .unwrap()
+                .0;
+            let column = at - text[..at].rfind('\n').unwrap();
+            assert_eq!((e.line(), e.column()), (Some(3), Some(column)), "{e}");
+            assert!(
+                e.to_string().starts_with(&format!("t.yaml:3:{column}: ")),
+                "{e}"
+            );
+            assert!(e.message().contains("nested more than 128 deep"), "{e}");
+        }
+        let flow = "domain: d\ndescriptors: [{key: a, descriptors: [{key: b, \
+                    rate_limit: {unit: second, requests_per_unit: 5}}]}]\n";
+        let config = Config::parse(flow, "t.yaml").unwrap();
+        assert_eq!(config.domains()[0].descriptors()[0].path(), "d.a");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub use slidewin_redis::FailurePolicy;
 mod access;
 mod backend;
 mod config;
+mod config_nesting;
 mod config_view;
 mod dashboard;
 mod engine;
@@ -24,6 +25,7 @@ pub use config::{
     Config, ConfigFileError, DEFAULT_ALGORITHM, Descriptor, Domain, Enforce, Limit, MAX_FILE_BYTES,
     Unit,
 };
+pub use config_nesting::MAX_FLOW_NESTING;
 pub use dashboard::dashboard_router;
 pub use engine::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, MAX_OVERRIDES,

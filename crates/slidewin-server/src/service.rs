@@ -552,13 +552,136 @@ pub(crate) mod grpc {
     };
     use envoy_types::pb::google::protobuf::Duration as PbDuration;
 
-    use super::{Code, LimitOverride, RateLimitRequest, RequestDescriptor, RequestError, Service};
+    use std::convert::Infallible;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    use hyper::body::Incoming;
+    use tonic::Status;
+    use tonic::codec::{DecodeBuf, EncodeBuf};
+
+    use super::{
+        Code, LimitOverride, MAX_BODY_BYTES, RateLimitRequest, RequestDescriptor, RequestError,
+        Service,
+    };
     use crate::backend::ServiceBackend;
     use crate::config::Unit;
 
     /// Envoy's `RateLimitService` on a [`Service`].
-    pub(crate) struct Grpc<B: ServiceBackend> {
-        pub(crate) service: Service<B>,
+    struct Grpc<B: ServiceBackend> {
+        service: Service<B>,
+    }
+
+    /// The one method's path.
+    const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+    /// Envoy's RLS as a tower service of HTTP/2 requests: `ShouldRateLimit` through tonic's
+    /// unary machinery with [`Codec`], any other path `UNIMPLEMENTED`. (The generated
+    /// `RateLimitServiceServer` does the same with tonic-prost's codec, which answers a
+    /// message that does not decode with `INTERNAL`.)
+    pub(crate) struct Rls<B: ServiceBackend>(Arc<Grpc<B>>);
+
+    impl<B: ServiceBackend> Rls<B> {
+        pub(crate) fn new(service: Service<B>) -> Rls<B> {
+            Rls(Arc::new(Grpc { service }))
+        }
+    }
+
+    impl<B: ServiceBackend> Clone for Rls<B> {
+        fn clone(&self) -> Rls<B> {
+            Rls(Arc::clone(&self.0))
+        }
+    }
+
+    type Answer = http::Response<tonic::body::Body>;
+    type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+    impl<B: ServiceBackend> tower::Service<http::Request<Incoming>> for Rls<B> {
+        type Response = Answer;
+        type Error = Infallible;
+        type Future = Boxed<Result<Answer, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
+            if request.uri().path() != SHOULD_RATE_LIMIT {
+                let status = Status::unimplemented(format!(
+                    "{}: this service answers only {SHOULD_RATE_LIMIT}",
+                    request.uri().path()
+                ));
+                return Box::pin(async move { Ok(status.into_http()) });
+            }
+            let method = Method(Arc::clone(&self.0));
+            Box::pin(async move {
+                let mut grpc = tonic::server::Grpc::new(Codec)
+                    .apply_max_message_size_config(Some(MAX_BODY_BYTES), None);
+                Ok(grpc.unary(method, request).await)
+            })
+        }
+    }
+
+    /// `ShouldRateLimit`, as tonic's unary machinery calls it.
+    struct Method<B: ServiceBackend>(Arc<Grpc<B>>);
+
+    impl<B: ServiceBackend> tonic::server::UnaryService<PbRequest> for Method<B> {
+        type Response = PbResponse;
+        type Future = Boxed<Result<tonic::Response<PbResponse>, Status>>;
+
+        fn call(&mut self, request: tonic::Request<PbRequest>) -> Self::Future {
+            let grpc = Arc::clone(&self.0);
+            Box::pin(async move { grpc.should_rate_limit(request).await })
+        }
+    }
+
+    /// Protobuf through prost, where a request that does not decode (a string that is not
+    /// UTF-8, a truncated field) is the client's error, `INVALID_ARGUMENT`, with prost's
+    /// reason naming the field.
+    #[derive(Clone, Copy)]
+    struct Codec;
+
+    struct Encoder;
+
+    struct Decoder;
+
+    impl tonic::codec::Codec for Codec {
+        type Encode = PbResponse;
+        type Decode = PbRequest;
+        type Encoder = Encoder;
+        type Decoder = Decoder;
+
+        fn encoder(&mut self) -> Encoder {
+            Encoder
+        }
+
+        fn decoder(&mut self) -> Decoder {
+            Decoder
+        }
+    }
+
+    impl tonic::codec::Encoder for Encoder {
+        type Item = PbResponse;
+        type Error = Status;
+
+        fn encode(&mut self, item: PbResponse, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+            // The buffer grows as it is written: prost fails only on a full one.
+            prost::Message::encode(&item, dst)
+                .map_err(|e| Status::internal(format!("cannot encode the answer: {e}")))
+        }
+    }
+
+    impl tonic::codec::Decoder for Decoder {
+        type Item = PbRequest;
+        type Error = Status;
+
+        fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<PbRequest>, Status> {
+            prost::Message::decode(src)
+                .map(Some)
+                .map_err(|e| Status::invalid_argument(format!("not a valid RateLimitRequest: {e}")))
+        }
     }
 
     fn pb_unit(unit: Option<Unit>) -> i32 {
@@ -599,10 +722,10 @@ pub(crate) mod grpc {
         async fn should_rate_limit(
             &self,
             request: tonic::Request<PbRequest>,
-        ) -> Result<tonic::Response<PbResponse>, tonic::Status> {
+        ) -> Result<tonic::Response<PbResponse>, Status> {
             let request = request.into_inner();
             if request.descriptors.iter().any(|d| d.is_negative_hits) {
-                return Err(tonic::Status::invalid_argument(
+                return Err(Status::invalid_argument(
                     "is_negative_hits is not supported: a sliding window gives nothing back",
                 ));
             }
@@ -613,7 +736,7 @@ pub(crate) mod grpc {
                     Some(limit) => Some(LimitOverride {
                         requests_per_unit: limit.requests_per_unit,
                         unit: unit_of_pb(limit.unit).ok_or_else(|| {
-                            tonic::Status::invalid_argument(format!(
+                            Status::invalid_argument(format!(
                                 "descriptor {i}'s limit has unit {}: it needs a known unit",
                                 limit.unit
                             ))
@@ -641,8 +764,8 @@ pub(crate) mod grpc {
                 .should_rate_limit(&ours)
                 .await
                 .map_err(|e| match e {
-                    RequestError::Unavailable { .. } => tonic::Status::unavailable(e.to_string()),
-                    _ => tonic::Status::invalid_argument(e.to_string()),
+                    RequestError::Unavailable { .. } => Status::unavailable(e.to_string()),
+                    _ => Status::invalid_argument(e.to_string()),
                 })?;
             Ok(tonic::Response::new(PbResponse {
                 overall_code: pb_code(response.overall_code),

@@ -352,6 +352,19 @@ impl tonic::codec::Codec for RawCodec {
 }
 
 async fn raw_grpc(addr: SocketAddr, message: Vec<u8>) -> Result<PbResponse, tonic::Status> {
+    raw_grpc_at(
+        addr,
+        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+        message,
+    )
+    .await
+}
+
+async fn raw_grpc_at(
+    addr: SocketAddr,
+    path: &'static str,
+    message: Vec<u8>,
+) -> Result<PbResponse, tonic::Status> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
@@ -359,9 +372,7 @@ async fn raw_grpc(addr: SocketAddr, message: Vec<u8>) -> Result<PbResponse, toni
         .expect("gRPC connects");
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.expect("ready");
-    let path = http::uri::PathAndQuery::from_static(
-        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
-    );
+    let path = http::uri::PathAndQuery::from_static(path);
     grpc.unary(tonic::Request::new(message), path, RawCodec)
         .await
         .map(tonic::Response::into_inner)
@@ -381,12 +392,13 @@ async fn invalid_utf8_is_refused_clearly() {
         ("value", raw_request(b"api", b"client", b"\xed\xa0\x80")),
     ] {
         let err = raw_grpc(running.grpc, message).await.unwrap_err();
-        // prost refuses the string as it decodes, and tonic answers INTERNAL, as gRPC's
-        // status codes say of a message that does not parse; the message names the field
-        // and the cause.
-        assert_eq!(err.code(), tonic::Code::Internal, "{what}: {err:?}");
+        // prost refuses the string as it decodes: the client's error, INVALID_ARGUMENT (not
+        // tonic-prost's INTERNAL), naming the message, the field and the cause.
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{what}: {err:?}");
         assert!(
-            err.message().contains("not UTF-8") && err.message().contains(what),
+            err.message().contains("not a valid RateLimitRequest")
+                && err.message().contains("not UTF-8")
+                && err.message().contains(what),
             "{what}: {err:?}"
         );
         running.still_serving().await;
@@ -405,6 +417,22 @@ async fn invalid_utf8_is_refused_clearly() {
             "{answer}"
         );
         assert!(answer.contains("line 1 column"), "{answer}");
+        running.still_serving().await;
+    }
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_method_is_unimplemented_and_names_the_one_served() {
+    let running = start(Memory::new(), CONFIG).await;
+    for path in [
+        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimitTwice",
+        "/grpc.health.v1.Health/Check",
+    ] {
+        let err = raw_grpc_at(running.grpc, path, raw_request(b"api", b"client", b"v"))
+            .await
+            .unwrap_err();
+        assert_status(&err, tonic::Code::Unimplemented, &[path, "ShouldRateLimit"]);
         running.still_serving().await;
     }
     running.stop().await;
@@ -612,17 +640,16 @@ fn every_config_error_has_its_line() {
     }
 }
 
-/// A config nested deep, in flow and in block style: refused at `yaml_serde`'s recursion
-/// limit (128), with its place, no stack overflow. 2,000 levels of flow style, not 10,000: the
-/// YAML scanner takes time quadratic in the flow depth before the limit applies (4.7 s for
-/// 10,000 levels in a debug build, 0.2 s for 2,000). A config file is the operator's, not a
-/// client's, and at most `MAX_FILE_BYTES`.
+/// A config nested deep, in flow and in block style: refused with its place, no stack
+/// overflow. Flow nesting past `MAX_FLOW_NESTING` (128) is refused before parsing, at its
+/// 129th bracket (the YAML scanner takes time quadratic in the flow depth: 31 s for 50,000
+/// levels of `{a: ` in a release build); block nesting at `yaml_serde`'s recursion limit (128).
 #[test]
 fn a_deeply_nested_config_is_refused() {
     let flow = format!(
         "domain: d\ndescriptors: {}{}\n",
-        "[{key: a, descriptors: ".repeat(2_000),
-        "]}".repeat(2_000)
+        "[{key: a, descriptors: ".repeat(50_000),
+        "]}".repeat(50_000)
     );
     let mut block = String::from("domain: d\ndescriptors:\n");
     // (Block style indents each level: 1,000 levels, well past the limit of 128, keep the
@@ -631,7 +658,12 @@ fn a_deeply_nested_config_is_refused() {
         let indent = " ".repeat(depth * 2);
         block.push_str(&format!("{indent}- key: a\n{indent}  descriptors:\n"));
     }
-    for text in [flow, block, "[".repeat(10_000)] {
+    for text in [
+        flow,
+        block,
+        "[".repeat(50_000),
+        format!("{}x{}", "{a: ".repeat(50_000), "}".repeat(50_000)),
+    ] {
         let err = Config::parse(&text, "deep.yaml").expect_err("too deep");
         assert!(err.line().is_some(), "{err}");
         assert!(err.to_string().starts_with("deep.yaml:"), "{err}");
