@@ -706,7 +706,6 @@ impl<'de> Deserialize<'de> for RequestsPerUnitYaml {
     }
 }
 
-/// The first text between backticks in `message`, unless it was cut short.
 /// The line and column, both from 1, of byte `at` of `text`.
 fn place(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at];
@@ -714,6 +713,7 @@ fn place(text: &str, at: usize) -> (usize, usize) {
     (line, at - before.rfind('\n').map_or(0, |nl| nl + 1) + 1)
 }
 
+/// The first text between backticks in `message`, unless it was cut short.
 fn first_quoted(message: &str) -> Option<&str> {
     let start = message.find('`')? + 1;
     let len = message[start..].find('`')?;

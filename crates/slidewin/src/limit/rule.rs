@@ -494,14 +494,21 @@ impl RuleSet {
         self.max_cost
     }
 
-    /// Each rule's answer, consuming nothing.
-    fn peek_each(&self, state: &[RuleState], now: Moment, cost: u64) -> Result<Each, LimitError> {
+    /// Refuses a cost that no check of the set could ever admit: more than its `max_cost`.
+    #[inline]
+    fn admits_cost(&self, cost: u64) -> Result<(), LimitError> {
         if cost > self.max_cost {
             return Err(LimitError::CostTooHigh {
                 cost,
                 max: self.max_cost,
             });
         }
+        Ok(())
+    }
+
+    /// Each rule's answer, consuming nothing.
+    fn peek_each(&self, state: &[RuleState], now: Moment, cost: u64) -> Result<Each, LimitError> {
+        self.admits_cost(cost)?;
         Each::try_collect(
             self.rules.len(),
             self.rules
@@ -603,12 +610,7 @@ impl Enforce for RuleSet {
         now: Moment,
         cost: u64,
     ) -> Result<Decisions, LimitError> {
-        if cost > self.max_cost {
-            return Err(LimitError::CostTooHigh {
-                cost,
-                max: self.max_cost,
-            });
-        }
+        self.admits_cost(cost)?;
         // One pass decides every rule and keeps what each would record; only when all admit
         // is anything recorded, from what the pass found (not counted again).
         let mut few = [None, None];
