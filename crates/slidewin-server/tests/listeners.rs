@@ -66,16 +66,21 @@ impl Running {
     }
 }
 
-async fn start(limits: ConnectionLimits, tls: Option<TlsFiles>) -> Running {
+/// The test's config in memory, on a clock that stays put.
+fn engine() -> Engine<Memory> {
     let config = Config::parse(CONFIG, "test.yaml").expect("the test's config is valid");
-    let engine = Engine::new(
+    Engine::new(
         Memory::new(),
         config,
         Arc::new(ManualClock::new(Moment::from_secs(1_000))),
         Bounds::default(),
         Metrics::new(),
     )
-    .expect("memory holds the rules");
+    .expect("memory holds the rules")
+}
+
+async fn start(limits: ConnectionLimits, tls: Option<TlsFiles>) -> Running {
+    let engine = engine();
     let options = ServeOptions {
         admin: false,
         limits,
@@ -657,10 +662,8 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
     let (files, _) = self_signed();
     let bind = |tls: TlsFiles| async move {
         let options = ServeOptions {
-            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: Some(tls),
-            ..ServeOptions::default()
+            ..server::local()
         };
         match Listeners::bind(&options).await {
             Ok(_) => panic!("bound with a bad TLS file"),
@@ -707,13 +710,11 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
 #[tokio::test]
 async fn limits_that_bound_nothing_are_refused_by_name() {
     let options = ServeOptions {
-        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         limits: ConnectionLimits {
             header_read_timeout: Duration::ZERO,
             ..ConnectionLimits::default()
         },
-        ..ServeOptions::default()
+        ..server::local()
     };
     let Err(error) = Listeners::bind(&options).await else {
         panic!("bound with a zero timeout")
@@ -730,24 +731,13 @@ async fn the_admin_cookie_is_secure_over_tls() {
     let sign_in =
         format!("GET /?token={token} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
     for tls in [Some(files.clone()), None] {
-        let config = Config::parse(CONFIG, "test.yaml").expect("the test's config is valid");
-        let engine = Engine::new(
-            Memory::new(),
-            config,
-            Arc::new(ManualClock::new(Moment::from_secs(1_000))),
-            Bounds::default(),
-            Metrics::new(),
-        )
-        .expect("memory holds the rules");
-        let service = Service::new(engine, vec![])
+        let service = Service::new(engine(), vec![])
             .with_admin_token(slidewin_server::AdminToken::new(token).unwrap());
         let over_tls = tls.is_some();
+        // The admin routes open (behind the token), every bound the default.
         let options = ServeOptions {
-            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            admin: true,
-            limits: ConnectionLimits::default(),
             tls,
+            ..server::local()
         };
         let served = Served::start(service, &options).await;
         let http = served.http;

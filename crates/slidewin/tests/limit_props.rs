@@ -6,9 +6,12 @@
     reason = "counts and indices in tests are far below 2^32"
 )]
 
+mod reference;
+
 use std::time::Duration;
 
 use proptest::prelude::*;
+use reference::{ReferenceLog, fields};
 use slidewin::limit::{Algorithm, FixedWindow, Gcra, LimitError, SlidingCounter, SlidingLog};
 use slidewin::{Decision, Limiter, Moment, Quota};
 
@@ -47,75 +50,6 @@ fn times(trace: &[Step]) -> impl Iterator<Item = (Moment, u64)> + '_ {
         now += step.delta;
         (Moment::from_nanos(u64::try_from(now).unwrap()), step.cost)
     })
-}
-
-/// The exact sliding window, the obvious way: every admitted unit's time, and a count of those
-/// inside the window. Time is the limiter's own, which never goes back: a request earlier than
-/// the newest admission counts at that admission's time. Waits are from the caller's `now`.
-struct ReferenceLog {
-    limit: u64,
-    span: u64,
-    admitted: Vec<u64>,
-}
-
-impl ReferenceLog {
-    fn check(&mut self, now: Moment, cost: u64) -> Fields {
-        let now = now.as_nanos();
-        let at = self
-            .admitted
-            .iter()
-            .copied()
-            .max()
-            .map_or(now, |newest| newest.max(now));
-        let mut live: Vec<u64> = self
-            .admitted
-            .iter()
-            .copied()
-            .filter(|t| t + self.span > at)
-            .collect();
-        live.sort_unstable();
-        let count = live.len() as u64;
-        let leaves = |t: u64| Duration::from_nanos((t + self.span).saturating_sub(now));
-        if count + cost <= self.limit {
-            self.admitted.extend(std::iter::repeat_n(at, cost as usize));
-            live.extend(std::iter::repeat_n(at, cost as usize));
-            let reset = live.iter().max().map_or(Duration::ZERO, |t| leaves(*t));
-            expected(true, self.limit, self.limit - count - cost, reset, None)
-        } else {
-            let must_leave = live[(count + cost - self.limit - 1) as usize];
-            let reset = live.iter().max().map_or(Duration::ZERO, |t| leaves(*t));
-            expected(
-                false,
-                self.limit,
-                self.limit - count,
-                reset,
-                Some(leaves(must_leave)),
-            )
-        }
-    }
-}
-
-/// A decision's fields, to compare with what a reference computes.
-type Fields = (bool, u64, u64, Duration, Option<Duration>);
-
-fn expected(
-    allowed: bool,
-    limit: u64,
-    remaining: u64,
-    reset_after: Duration,
-    retry_after: Option<Duration>,
-) -> Fields {
-    (allowed, limit, remaining, reset_after, retry_after)
-}
-
-fn fields(d: Decision) -> Fields {
-    (
-        d.allowed(),
-        d.limit(),
-        d.remaining(),
-        d.reset_after(),
-        d.retry_after(),
-    )
 }
 
 /// The textbook GCRA (virtual scheduling): one cell conforms at `t` if `t >= TAT - L`, and then
@@ -267,10 +201,10 @@ proptest! {
         (limit, span, trace) in (1..8u64, 1..1_000u64).prop_flat_map(|(l, s)| (Just(l), Just(s), steps(s, l))),
     ) {
         let mut limiter = Limiter::new(SlidingLog::new(quota(limit, span)).unwrap());
-        let mut reference = ReferenceLog { limit, span, admitted: Vec::new() };
+        let mut reference = ReferenceLog { limit, span, units: Vec::new() };
         for (now, cost) in times(&trace) {
             let ours = limiter.check(now, cost).unwrap();
-            prop_assert_eq!(fields(ours), reference.check(now, cost), "at {:?} cost {}", now, cost);
+            prop_assert_eq!(fields(ours), reference.check(now.as_nanos(), cost), "at {:?} cost {}", now, cost);
         }
     }
 
