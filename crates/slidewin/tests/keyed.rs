@@ -222,3 +222,41 @@ fn reset_keys_give_their_places_back() {
         assert!(limiter.is_empty());
     }
 }
+
+/// `check_equivalent` decides as `check` does, key by key, and keeps the same keys (made with
+/// `K::from` when new).
+#[test]
+fn check_equivalent_decides_as_check_does() {
+    let quota = "3/s".parse().unwrap();
+    let by_check = Keyed::<String, _>::new(SlidingLog::new(quota).unwrap());
+    let by_equivalent = Keyed::<String, _>::new(SlidingLog::new(quota).unwrap());
+    for i in 0..3_000u64 {
+        let key = format!("client-{}", i * 7 % 13);
+        let now = Moment::from_millis(i * 31);
+        let cost = i % 4;
+        assert_eq!(
+            by_check.check(key.as_str(), now, cost),
+            by_equivalent.check_equivalent(key.as_str(), now, cost),
+            "request {i}, {key} at {now:?} for {cost}"
+        );
+    }
+    // Each map sweeps its shards on its own schedule (their seeds differ): swept at the same
+    // time, they hold the same keys.
+    let end = Moment::from_millis(3_000 * 31);
+    by_check.sweep(end);
+    by_equivalent.sweep(end);
+    assert_eq!(by_check.len(), by_equivalent.len());
+    // A cost of 0 on a new key is a question: nothing is kept.
+    let later = Moment::from_secs(3_600);
+    assert!(
+        by_equivalent
+            .check_equivalent("new", later, 0)
+            .unwrap()
+            .allowed()
+    );
+    assert_eq!(by_equivalent.len(), by_check.len());
+    assert_eq!(
+        by_equivalent.check_equivalent("new", later, 4),
+        Err(LimitError::CostTooHigh { cost: 4, max: 3 })
+    );
+}

@@ -31,7 +31,7 @@ use std::time::Duration;
 pub struct Decision {
     // Plain nanoseconds: a check builds one of these on its hot path, and a `Duration` costs
     // a division to build.
-    allowed: bool,
+    allowed: Verdict,
     limit: u64,
     remaining: u64,
     reset_after: u64,
@@ -39,12 +39,22 @@ pub struct Decision {
     retry_after: u64,
 }
 
+/// Whether a [`Decision`] admits, a whole word wide: with a `bool`, seven bytes of padding
+/// follow it, and every copy of a decision (or of a `Result` or `Option` of one, whose tag
+/// lives there) moves them with odd-sized loads that stall on the stores before them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u64)]
+enum Verdict {
+    Denied = 0,
+    Allowed = 1,
+}
+
 impl Decision {
     /// An admission, in nanoseconds.
     #[inline]
     pub(crate) fn allow_nanos(limit: u64, remaining: u64, reset_after: u64) -> Decision {
         Decision {
-            allowed: true,
+            allowed: Verdict::Allowed,
             limit,
             remaining,
             reset_after,
@@ -61,7 +71,7 @@ impl Decision {
         retry_after: u64,
     ) -> Decision {
         Decision {
-            allowed: false,
+            allowed: Verdict::Denied,
             limit,
             remaining,
             reset_after,
@@ -121,7 +131,7 @@ impl Decision {
     #[inline]
     #[must_use]
     pub fn allowed(&self) -> bool {
-        self.allowed
+        self.allowed == Verdict::Allowed
     }
 
     /// The most cost the limiter admits: the quota's limit (for [`Gcra`](crate::limit::Gcra),
@@ -192,7 +202,7 @@ impl Decision {
     #[inline]
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
-        match (self.allowed, self.retry_after) {
+        match (self.allowed(), self.retry_after) {
             (true, _) => None,
             (false, u64::MAX) => Some(Duration::MAX),
             (false, nanos) => Some(Duration::from_nanos(nanos)),
@@ -213,7 +223,7 @@ fn saturating_nanos(d: Duration) -> u64 {
 impl fmt::Debug for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Decision")
-            .field("allowed", &self.allowed)
+            .field("allowed", &self.allowed())
             .field("limit", &self.limit)
             .field("remaining", &self.remaining)
             .field("reset_after", &self.reset_after())
@@ -272,7 +282,9 @@ const INLINE: usize = 2;
 /// The decisions, in place when they are few.
 #[derive(Clone)]
 pub(crate) enum Each {
-    Inline(u8, [Decision; INLINE]),
+    /// The count is a whole word, as [`Verdict`] is: a narrower one leaves padding that
+    /// every move copies with odd-sized loads.
+    Inline(usize, [Decision; INLINE]),
     Heap(Box<[Decision]>),
 }
 
@@ -282,8 +294,8 @@ impl Each {
         n: usize,
         each: impl Iterator<Item = Result<Decision, E>>,
     ) -> Result<Each, E> {
-        match u8::try_from(n) {
-            Ok(len) if n <= INLINE => {
+        match n {
+            len if len <= INLINE => {
                 let mut items = [Decision::allow(0, 0, Duration::ZERO); INLINE];
                 for (slot, decision) in items.iter_mut().zip(each) {
                     *slot = decision?;
@@ -298,7 +310,7 @@ impl Each {
 
     pub(crate) fn as_slice(&self) -> &[Decision] {
         match self {
-            Each::Inline(len, items) => &items[..usize::from(*len)],
+            Each::Inline(len, items) => &items[..*len],
             Each::Heap(all) => all,
         }
     }
@@ -345,6 +357,17 @@ impl Decisions {
     }
 
     /// The set's answer from each rule's, as a rule set's check collects them.
+    /// Two rules' decisions, in place.
+    #[inline]
+    pub(crate) fn pair(first: Decision, second: Decision) -> Decisions {
+        let items = [first, second];
+        let binding = binding(&items).unwrap_or(0); // two decisions: always one
+        Decisions {
+            each: Each::Inline(2, items),
+            binding,
+        }
+    }
+
     pub(crate) fn from_each(each: Each) -> Option<Decisions> {
         let binding = binding(each.as_slice())?;
         Some(Decisions { each, binding })
@@ -364,7 +387,7 @@ impl Decisions {
     #[inline]
     #[must_use]
     pub fn allowed(&self) -> bool {
-        self.each.as_slice()[self.binding].allowed
+        self.each.as_slice()[self.binding].allowed()
     }
 
     /// The index of the binding rule (see the type's docs), whose decision this dereferences
@@ -441,7 +464,7 @@ fn binding(each: &[Decision]) -> Option<usize> {
     for (i, d) in each.iter().enumerate() {
         let better = match best.map(|b| &each[b]) {
             None => true,
-            Some(b) => match (b.allowed, d.allowed) {
+            Some(b) => match (b.allowed(), d.allowed()) {
                 (true, false) => true,
                 (false, true) => false,
                 (false, false) => d.retry_after > b.retry_after,
@@ -555,3 +578,16 @@ impl fmt::Display for LimitError {
 }
 
 impl std::error::Error for LimitError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A decision is four words and its verdict's word, with no padding; an `Option` of one
+    /// takes its tag from the verdict's spare values, not from more room.
+    #[test]
+    fn a_decision_is_five_whole_words() {
+        assert_eq!(size_of::<Decision>(), 40);
+        assert_eq!(size_of::<Option<Decision>>(), 40);
+    }
+}

@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use hashbrown::HashTable;
+use hashbrown::{Equivalent, HashTable};
 
 use crate::error::ConfigError;
 use crate::limit::algorithm::Algorithm;
@@ -226,7 +226,103 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let (hash, index) = self.shard(key);
-        self.check_in(index, hash, key, || now, cost)
+        self.check_in(index, hash, key, || key.to_owned(), || now, cost)
+    }
+
+    /// [`check`](Keyed::check) by a key of another type that stands for a `K`, as hashbrown's
+    /// [`Equivalent`] says: it must hash as the `K` it stands for does, and `K::from` makes that
+    /// `K` only when the key is new. So a map of an enum of addresses and names can be asked
+    /// with an address or a `&str`, neither allocated to look up.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Keyed::check).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::hash::{Hash, Hasher};
+    /// use std::net::Ipv4Addr;
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::{Equivalent, SlidingLog};
+    ///
+    /// /// A client: by address, or by name.
+    /// #[derive(PartialEq, Eq)]
+    /// enum Client {
+    ///     Address(Ipv4Addr),
+    ///     Name(String),
+    /// }
+    ///
+    /// /// The same, borrowed.
+    /// enum Asked<'a> {
+    ///     Address(Ipv4Addr),
+    ///     Name(&'a str),
+    /// }
+    ///
+    /// impl Hash for Asked<'_> {
+    ///     fn hash<H: Hasher>(&self, state: &mut H) {
+    ///         match self {
+    ///             Asked::Address(address) => state.write_u32(address.to_bits()),
+    ///             Asked::Name(name) => name.hash(state),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// impl Hash for Client {
+    ///     fn hash<H: Hasher>(&self, state: &mut H) {
+    ///         Asked::from(self).hash(state) // as the borrowed form hashes
+    ///     }
+    /// }
+    ///
+    /// impl<'a> From<&'a Client> for Asked<'a> {
+    ///     fn from(client: &'a Client) -> Asked<'a> {
+    ///         match client {
+    ///             Client::Address(address) => Asked::Address(*address),
+    ///             Client::Name(name) => Asked::Name(name),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// impl Equivalent<Client> for Asked<'_> {
+    ///     fn equivalent(&self, client: &Client) -> bool {
+    ///         match (self, Asked::from(client)) {
+    ///             (Asked::Address(a), Asked::Address(b)) => *a == b,
+    ///             (Asked::Name(a), Asked::Name(b)) => *a == b,
+    ///             _ => false,
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// impl From<&Asked<'_>> for Client {
+    ///     fn from(asked: &Asked<'_>) -> Client {
+    ///         match asked {
+    ///             Asked::Address(address) => Client::Address(*address),
+    ///             Asked::Name(name) => Client::Name(name.to_string()),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let limiter = Keyed::<Client, _>::new(SlidingLog::new("1/s".parse()?)?);
+    /// let home = Asked::Address(Ipv4Addr::new(192, 0, 2, 1));
+    /// assert!(limiter.check_equivalent(&home, Moment::ZERO, 1)?.allowed());
+    /// assert!(!limiter.check_equivalent(&home, Moment::ZERO, 1)?.allowed());
+    /// assert!(limiter.check_equivalent(&Asked::Name("ann"), Moment::ZERO, 1)?.allowed());
+    /// assert_eq!(limiter.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn check_equivalent<'q, Q>(
+        &self,
+        key: &'q Q,
+        now: Moment,
+        cost: u64,
+    ) -> Result<A::Output, LimitError>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+        K: From<&'q Q>,
+    {
+        let (hash, index) = self.shard(key);
+        self.check_in(index, hash, key, || K::from(key), || now, cost)
     }
 
     /// [`check`](Keyed::check) at `clock.now()`, read while holding the key's shard: checks of
@@ -260,23 +356,23 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let (hash, index) = self.shard(key);
-        self.check_in(index, hash, key, || clock.now(), cost)
+        self.check_in(index, hash, key, || key.to_owned(), || clock.now(), cost)
     }
 
     /// The check of `key` in its shard, `index`, at the time `now()` reads while the shard is
-    /// locked.
+    /// locked; `owned` makes the key to keep when it is new.
     #[inline]
     fn check_in<Q>(
         &self,
         index: usize,
         hash: u64,
         key: &Q,
+        owned: impl FnOnce() -> K,
         now: impl Fn() -> Moment,
         cost: u64,
     ) -> Result<A::Output, LimitError>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Equivalent<K> + ?Sized,
     {
         // A new key at the cap may free a key gone idle in another shard, which it cannot
         // lock while holding its own; it then starts again. Each round that finds nothing
@@ -287,7 +383,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             let mut shard = lock(cell);
             let now = now();
             self.sweep_if_due(cell, &mut shard, now);
-            if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| k.borrow() == key) {
+            if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| key.equivalent(k)) {
                 return self.rules.check(state, now, cost);
             }
             let mut state = self.rules.fresh();
@@ -310,7 +406,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
                     _ => return Err(LimitError::KeysFull { cap: self.max_keys }),
                 }
             }
-            self.insert(cell, &mut shard, hash, key.to_owned(), state, deadline);
+            self.insert(cell, &mut shard, hash, owned(), state, deadline);
             return Ok(decision);
         }
     }

@@ -76,6 +76,8 @@ pub use algorithm::Algorithm;
 pub use decision::{Decision, Decisions, LimitError};
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+/// What [`Keyed::check_equivalent`] looks a key up by: hashbrown's, re-exported.
+pub use hashbrown::Equivalent;
 pub use keyed::Keyed;
 pub use limiter::{Limiter, SharedLimiter};
 pub use quota::{ParseQuotaError, Quota};

@@ -569,6 +569,42 @@ fn commit(state: &mut RuleState, pending: Pending, cost: u64) {
     }
 }
 
+/// The check of a set of two rules (a burst and a longer window, the usual pair), for a cost
+/// the set admits: the same pass as any set's, with the decisions and what each rule would
+/// record kept in place rather than collected.
+impl RuleSet {
+    #[inline]
+    fn check_pair(
+        [first, second]: [&Rule; 2],
+        [a, b]: [&mut RuleState; 2],
+        now: Moment,
+        cost: u64,
+    ) -> Decisions {
+        let (first_decision, first_next) = prepare_admissible(&first.engine, a, now, cost);
+        let (second_decision, second_next) = prepare_admissible(&second.engine, b, now, cost);
+        if cost > 0 && first_decision.allowed() && second_decision.allowed() {
+            commit(a, first_next, cost);
+            commit(b, second_next, cost);
+        }
+        Decisions::pair(first_decision, second_decision)
+    }
+}
+
+/// [`prepare`] for a cost the set has found within every rule's most at once, so that no rule
+/// can refuse it as too high.
+#[inline]
+fn prepare_admissible(
+    engine: &Engine,
+    state: &RuleState,
+    now: Moment,
+    cost: u64,
+) -> (Decision, Pending) {
+    match prepare(engine, state, now, cost) {
+        Ok(both) => both,
+        Err(_) => unreachable!("the set's most at once is at most every rule's"),
+    }
+}
+
 impl From<Rule> for RuleSet {
     /// A set of one rule.
     fn from(rule: Rule) -> RuleSet {
@@ -613,6 +649,9 @@ impl Enforce for RuleSet {
         self.admits_cost(cost)?;
         // One pass decides every rule and keeps what each would record; only when all admit
         // is anything recorded, from what the pass found (not counted again).
+        if let ([first, second], [a, b]) = (&*self.rules, &mut **state) {
+            return Ok(RuleSet::check_pair([first, second], [a, b], now, cost));
+        }
         let mut few = [None, None];
         let mut many = Vec::new();
         let pending: &mut [Option<Pending>] = match few.get_mut(..self.rules.len()) {
