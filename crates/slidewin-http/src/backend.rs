@@ -2,19 +2,23 @@
 
 use std::fmt;
 use std::future::{Future, ready};
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
 
 use slidewin::limit::{
-    Decisions, FixedWindow, Gcra, Kind, LimitError, RuleSet, SlidingCounter, SlidingLog,
+    Decisions, Equivalent, FixedWindow, Gcra, Kind, LimitError, RuleSet, SlidingCounter, SlidingLog,
 };
 use slidewin::{Decision, Keyed, Moment};
 
 use crate::error::ConfigError;
+use crate::limit::RequestKey;
 
 /// Where a [`RateLimitLayer`](crate::RateLimitLayer) keeps its counts: one trait over
 /// [`Memory`] and [`Redis`](crate::Redis), so one layer type and one test serve both.
 ///
-/// A backend makes a **store** for each rule set the layer holds, and checks a key of a store:
-/// every rule of the set admits, and then all are charged, or none is (all-or-nothing).
+/// A backend makes a **store** for each rule set the layer holds, and checks a key of a store
+/// (a [`RequestKey`]: an address or text): every rule of the set admits, and then all are
+/// charged, or none is (all-or-nothing).
 ///
 /// # Example
 ///
@@ -26,8 +30,8 @@ use crate::error::ConfigError;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let memory = Memory::new();
 /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "1/s".parse()?)?))?;
-/// assert!(memory.check(&store, "ann", Moment::ZERO, 1).await?.allowed());
-/// assert!(!memory.check(&store, "ann", Moment::ZERO, 1).await?.allowed());
+/// assert!(memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+/// assert!(!memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
 /// # Ok(()) }
 /// ```
 pub trait Backend: Send + Sync + 'static {
@@ -46,7 +50,7 @@ pub trait Backend: Send + Sync + 'static {
     fn check<'a>(
         &'a self,
         store: &'a Self::Store,
-        key: &'a str,
+        key: RequestKey<'a>,
         now: Moment,
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
@@ -73,12 +77,12 @@ pub trait Backend: Send + Sync + 'static {
     /// let memory = Memory::new();
     /// let api = |quota: &str| Rule::new("api", Kind::SlidingLog, quota.parse().unwrap());
     /// let old = memory.store(RuleSet::from(api("2/minute")?))?;
-    /// assert!(memory.check(&old, "ann", Moment::ZERO, 2).await?.allowed());
+    /// assert!(memory.check(&old, "ann".into(), Moment::ZERO, 2).await?.allowed());
     ///
     /// // The reload raises the limit to 3: ann has used 2 of them.
     /// let new = memory.store(RuleSet::from(api("3/minute")?))?;
     /// assert_eq!(memory.carry(&new, &old, Moment::ZERO), 1);
-    /// let checked = memory.check(&new, "ann", Moment::ZERO, 1).await?;
+    /// let checked = memory.check(&new, "ann".into(), Moment::ZERO, 1).await?;
     /// assert!(checked.allowed());
     /// assert_eq!((checked.decision().limit(), checked.decision().remaining()), (3, 0));
     /// # Ok(()) }
@@ -95,7 +99,7 @@ pub trait Backend: Send + Sync + 'static {
     fn check_at_once(
         &self,
         store: &Self::Store,
-        key: &str,
+        key: RequestKey<'_>,
         now: Moment,
         cost: u64,
     ) -> Option<Result<Checked, BackendError>> {
@@ -290,6 +294,10 @@ impl From<LimitError> for BackendError {
 /// by a flood of addresses). At the cap, a new key is refused rather than a limited key
 /// evicted, so that no client escapes its limit by pushing others out.
 ///
+/// An address is kept and hashed as its bits (4 bytes, or 16 for IPv6), never as its text:
+/// looking a client up costs no formatting and a short hash. Keys are hashed with `SipHash`
+/// under a random seed, since clients choose them.
+///
 /// ```
 /// use slidewin_http::Memory;
 /// assert_eq!(Memory::new().max_keys(), Memory::DEFAULT_MAX_KEYS);
@@ -339,11 +347,66 @@ impl Default for Memory {
 pub struct MemoryStore(Store);
 
 enum Store {
-    Gcra(Keyed<String, Gcra>),
-    Log(Keyed<String, SlidingLog>),
-    Counter(Keyed<String, SlidingCounter>),
-    Fixed(Keyed<String, FixedWindow>),
-    Set(Keyed<String, RuleSet>),
+    Gcra(Keyed<MemoryKey, Gcra>),
+    Log(Keyed<MemoryKey, SlidingLog>),
+    Counter(Keyed<MemoryKey, SlidingCounter>),
+    Fixed(Keyed<MemoryKey, FixedWindow>),
+    Set(Keyed<MemoryKey, RuleSet>),
+}
+
+/// A key as [`Memory`] keeps it: an address by its bits, text as text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum MemoryKey {
+    V4(u32),
+    V6(u128),
+    Text(Box<str>),
+}
+
+impl Hash for MemoryKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        Lookup(match self {
+            MemoryKey::V4(bits) => RequestKey::Address(IpAddr::V4((*bits).into())),
+            MemoryKey::V6(bits) => RequestKey::Address(IpAddr::V6((*bits).into())),
+            MemoryKey::Text(text) => RequestKey::Text(text),
+        })
+        .hash(state);
+    }
+}
+
+/// A [`RequestKey`] looking up its [`MemoryKey`]: it hashes as the key it stands for (both
+/// hash through here), so that nothing is allocated to ask.
+struct Lookup<'a>(RequestKey<'a>);
+
+impl Hash for Lookup<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // One write for an address: the hasher's fixed cost is most of a short key's hash.
+        match self.0 {
+            RequestKey::Address(IpAddr::V4(v4)) => state.write_u64(u64::from(v4.to_bits())),
+            RequestKey::Address(IpAddr::V6(v6)) => state.write_u128(v6.to_bits()),
+            RequestKey::Text(text) => text.hash(state),
+        }
+    }
+}
+
+impl Equivalent<MemoryKey> for Lookup<'_> {
+    fn equivalent(&self, key: &MemoryKey) -> bool {
+        match (self.0, key) {
+            (RequestKey::Address(IpAddr::V4(v4)), MemoryKey::V4(bits)) => v4.to_bits() == *bits,
+            (RequestKey::Address(IpAddr::V6(v6)), MemoryKey::V6(bits)) => v6.to_bits() == *bits,
+            (RequestKey::Text(text), MemoryKey::Text(kept)) => text == &**kept,
+            _ => false,
+        }
+    }
+}
+
+impl From<&Lookup<'_>> for MemoryKey {
+    fn from(lookup: &Lookup<'_>) -> MemoryKey {
+        match lookup.0 {
+            RequestKey::Address(IpAddr::V4(v4)) => MemoryKey::V4(v4.to_bits()),
+            RequestKey::Address(IpAddr::V6(v6)) => MemoryKey::V6(v6.to_bits()),
+            RequestKey::Text(text) => MemoryKey::Text(text.into()),
+        }
+    }
 }
 
 impl MemoryStore {
@@ -356,7 +419,7 @@ impl MemoryStore {
     ///
     /// let memory = Memory::new();
     /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::Gcra, "1/s".parse()?)?))?;
-    /// memory.check_at_once(&store, "ann", Moment::ZERO, 1);
+    /// memory.check_at_once(&store, "ann".into(), Moment::ZERO, 1);
     /// assert_eq!(store.len(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -396,11 +459,11 @@ impl MemoryStore {
     /// let memory = Memory::new();
     /// let api = |quota: &str| Rule::new("api", Kind::FixedWindow, quota.parse().unwrap());
     /// let old = memory.store(RuleSet::from(api("10/s")?))?;
-    /// memory.check_at_once(&old, "ann", Moment::ZERO, 4);
+    /// memory.check_at_once(&old, "ann".into(), Moment::ZERO, 4);
     ///
     /// let new = memory.store(RuleSet::from(api("20/s")?))?;
     /// assert_eq!(new.carry_from(&old, Moment::ZERO), 1);
-    /// let checked = memory.check_at_once(&new, "ann", Moment::ZERO, 1).unwrap()?;
+    /// let checked = memory.check_at_once(&new, "ann".into(), Moment::ZERO, 1).unwrap()?;
     /// assert_eq!(checked.decision().remaining(), 15); // 20 - 4 - 1
     ///
     /// // A one-rule store and a two-rule store hold different shapes: nothing carries.
@@ -457,7 +520,7 @@ impl Backend for Memory {
     fn check<'a>(
         &'a self,
         store: &'a MemoryStore,
-        key: &'a str,
+        key: RequestKey<'a>,
         now: Moment,
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a {
@@ -472,7 +535,7 @@ impl Backend for Memory {
     fn check_at_once(
         &self,
         store: &MemoryStore,
-        key: &str,
+        key: RequestKey<'_>,
         now: Moment,
         cost: u64,
     ) -> Option<Result<Checked, BackendError>> {
@@ -482,16 +545,17 @@ impl Backend for Memory {
 
 fn check_memory(
     store: &MemoryStore,
-    key: &str,
+    key: RequestKey<'_>,
     now: Moment,
     cost: u64,
 ) -> Result<Checked, BackendError> {
+    let key = &Lookup(key);
     let answer = match &store.0 {
-        Store::Gcra(keyed) => keyed.check(key, now, cost).map(Checked::one),
-        Store::Log(keyed) => keyed.check(key, now, cost).map(Checked::one),
-        Store::Counter(keyed) => keyed.check(key, now, cost).map(Checked::one),
-        Store::Fixed(keyed) => keyed.check(key, now, cost).map(Checked::one),
-        Store::Set(keyed) => keyed.check(key, now, cost).map(Checked::new),
+        Store::Gcra(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
+        Store::Log(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
+        Store::Counter(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
+        Store::Fixed(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
+        Store::Set(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::new),
     };
     answer.map_err(BackendError::from)
 }
@@ -566,14 +630,19 @@ impl Backend for Redis {
     async fn check<'a>(
         &'a self,
         store: &'a Self::Store,
-        key: &'a str,
+        key: RequestKey<'a>,
         now: Moment,
         cost: u64,
     ) -> Result<Checked, BackendError> {
+        // Redis names a key by its text: an address by its standard text.
+        let text = match key {
+            RequestKey::Text(text) => std::borrow::Cow::Borrowed(text),
+            RequestKey::Address(address) => std::borrow::Cow::Owned(address.to_string()),
+        };
         let answer = if self.layer_clock {
-            self.limiter.check(store, key, now, cost).await
+            self.limiter.check(store, &text, now, cost).await
         } else {
-            self.limiter.check_now(store, key, cost).await
+            self.limiter.check_now(store, &text, cost).await
         };
         match answer {
             Ok(decision) => Ok(match decision.made_without_redis() {
@@ -587,5 +656,69 @@ impl Backend for Redis {
                 detail: err.to_string(),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::{BuildHasher, RandomState};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use slidewin::limit::{Kind, Rule};
+
+    use super::*;
+
+    fn keys() -> Vec<RequestKey<'static>> {
+        let v4 = Ipv4Addr::new(203, 0, 113, 7);
+        vec![
+            RequestKey::Address(IpAddr::V4(v4)),
+            RequestKey::Address(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 8))),
+            RequestKey::Address(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            RequestKey::Address(IpAddr::V4(Ipv4Addr::BROADCAST)),
+            RequestKey::Address(IpAddr::V6(v4.to_ipv6_mapped())),
+            RequestKey::Address(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+            RequestKey::Address(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1))),
+            RequestKey::Text("203.0.113.7"),
+            RequestKey::Text(""),
+            RequestKey::Text("k-42"),
+        ]
+    }
+
+    /// A lookup hashes as the key it makes, and stands for that key and no other: the
+    /// contract of `Keyed::check_equivalent`.
+    #[test]
+    fn a_lookup_hashes_as_its_key_and_matches_only_it() {
+        let hasher = RandomState::new();
+        let keys = keys();
+        for (i, asked) in keys.iter().enumerate() {
+            let lookup = Lookup(*asked);
+            let kept = MemoryKey::from(&lookup);
+            assert_eq!(
+                hasher.hash_one(&lookup),
+                hasher.hash_one(&kept),
+                "{asked:?}"
+            );
+            for (j, other) in keys.iter().enumerate() {
+                let other = MemoryKey::from(&Lookup(*other));
+                assert_eq!(lookup.equivalent(&other), i == j, "{asked:?} and {other:?}");
+            }
+        }
+    }
+
+    /// Each key is counted apart, an address and the text that spells it included, and the
+    /// same key together.
+    #[tokio::test]
+    async fn each_key_has_its_own_count_in_memory() {
+        let memory = Memory::new();
+        let rule = Rule::new("api", Kind::SlidingLog, "2/minute".parse().unwrap()).unwrap();
+        let store = memory.store(RuleSet::from(rule)).unwrap();
+        for round in 0..3u64 {
+            for key in keys() {
+                let checked = memory.check(&store, key, Moment::ZERO, 1).await.unwrap();
+                assert_eq!(checked.allowed(), round < 2, "{key:?}, round {round}");
+                assert_eq!(checked.decision().remaining(), 1u64.saturating_sub(round));
+            }
+        }
+        assert_eq!(store.len(), keys().len());
     }
 }

@@ -191,13 +191,19 @@ impl RateLimitFields {
         // Decisions of a set other than these fields' (a caller's mistake) past their last rule
         // get an empty name rather than a panic.
         let member = self.members.get(index).map_or(&br#""";r="#[..], |m| &m[..]);
-        let mut out = Vec::with_capacity(member.len() + 24);
+        let mut remaining = itoa::Buffer::new();
+        let remaining = remaining.format(number(decision.remaining())).as_bytes();
+        let mut reset = itoa::Buffer::new();
+        let reset = reset
+            .format(number(whole_seconds(decision.reset_after())))
+            .as_bytes();
+        // Exactly the value's length: a `Vec` with room to spare would cost the header value
+        // a second allocation, for the shared buffer `Bytes` makes of it.
+        let mut out = Vec::with_capacity(member.len() + remaining.len() + 3 + reset.len());
         out.extend_from_slice(member);
-        let mut digits = itoa::Buffer::new();
-        out.extend_from_slice(digits.format(number(decision.remaining())).as_bytes());
+        out.extend_from_slice(remaining);
         out.extend_from_slice(b";t=");
-        let reset = number(whole_seconds(decision.reset_after()));
-        out.extend_from_slice(digits.format(reset).as_bytes());
+        out.extend_from_slice(reset);
         HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 

@@ -19,7 +19,7 @@ use crate::backend::{Answer, Backend, BackendError, Checked};
 use crate::clock::TscClock;
 use crate::error::ConfigError;
 use crate::fields::{RateLimitFields, retry_after};
-use crate::limit::{KeyText, Limit};
+use crate::limit::{Extracted, Limit, RequestKey};
 use crate::refusal::{Refusal, problem};
 use crate::stats::PolicyStats;
 
@@ -630,7 +630,7 @@ enum Plan<'p> {
     /// Check `key` under the limit at `limit`.
     Check {
         limit: usize,
-        key: KeyText<'p>,
+        key: Extracted<'p>,
         cost: u64,
         now: Moment,
     },
@@ -640,6 +640,17 @@ enum Plan<'p> {
 enum Verdict {
     Refused(Response<String>),
     Admitted(After),
+}
+
+/// What [`Shared::decide_at_once`] came to.
+enum AtOnce {
+    /// The backend waits: nothing was checked.
+    Waits,
+    /// The outcome holds the checks.
+    Decided,
+    /// A limit without shadow policies admitted, with this binding decision; no outcome was
+    /// built.
+    Admitted(Option<(usize, Decision)>),
 }
 
 /// What an admitted request's response gets.
@@ -683,21 +694,29 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         }
     }
 
-    /// The checks into `out`, when the backend answers them at once; `false` when it does
-    /// not, and nothing was checked. (Written in place: an outcome is a few hundred bytes.)
+    /// The checks into `out`, when the backend answers them at once. (Written in place: an
+    /// outcome is a few hundred bytes.) A limit with no shadow policy whose store admits
+    /// builds no outcome: its binding decision is all the response needs.
     fn decide_at_once(
         &self,
         armed: &Armed<B::Store>,
-        key: &str,
+        key: RequestKey<'_>,
         now: Moment,
         cost: u64,
         out: &mut Outcome,
-    ) -> bool {
+    ) -> AtOnce {
         let mut checked = false;
         if let Some(part) = &armed.enforced {
             let Some(result) = self.backend.check_at_once(&part.store, key, now, cost) else {
-                return false;
+                return AtOnce::Waits;
             };
+            if armed.shadowed.is_none()
+                && let Ok(answer) = &result
+                && answer.allowed()
+                && answer.without_store().is_none()
+            {
+                return AtOnce::Admitted(Some((part.rules[answer.binding()], answer.decision())));
+            }
             out.enforced(result);
             checked = true;
         }
@@ -706,17 +725,42 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         {
             match self.backend.check_at_once(&part.store, key, now, cost) {
                 Some(result) => out.shadowed(armed, self.kept_stats(), now, result),
-                None if !checked => return false,
+                None if !checked => return AtOnce::Waits,
                 // A backend answers at once always or never; were it not to, the shadow
                 // policies decide nothing rather than have the enforced ones charged twice.
                 None => {}
             }
         }
-        true
+        AtOnce::Decided
+    }
+
+    /// An admitted request: counted as passed, and what its response will get.
+    fn admitted(
+        &self,
+        limit: usize,
+        now: Moment,
+        binding: Option<(usize, Decision)>,
+        degraded: bool,
+    ) -> After {
+        if self.stats_on {
+            self.limits[limit].requests.add(now, MetricEvent::Pass, 1);
+        }
+        After {
+            limit,
+            start: now,
+            binding,
+            degraded,
+        }
     }
 
     /// The checks: the limit's enforced policies, then (when they admit) its shadow ones.
-    async fn decide(&self, armed: &Armed<B::Store>, key: &str, now: Moment, cost: u64) -> Outcome {
+    async fn decide(
+        &self,
+        armed: &Armed<B::Store>,
+        key: RequestKey<'_>,
+        now: Moment,
+        cost: u64,
+    ) -> Outcome {
         let mut out = Outcome::new();
         if let Some(part) = &armed.enforced {
             out.enforced(self.backend.check(&part.store, key, now, cost).await);
@@ -738,22 +782,14 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         let binding = outcome.binding(armed);
         let degraded = self.degraded && outcome.without_store.is_some();
         if outcome.admitted {
-            if self.stats_on {
-                armed.requests.add(now, MetricEvent::Pass, 1);
-                if armed.shadowed.is_some() {
-                    for (i, stat) in stats.iter().enumerate() {
-                        if outcome.denied_by(armed, i) {
-                            stat.deny(now); // a shadow policy's would-be denial
-                        }
+            if self.stats_on && armed.shadowed.is_some() {
+                for (i, stat) in stats.iter().enumerate() {
+                    if outcome.denied_by(armed, i) {
+                        stat.deny(now); // a shadow policy's would-be denial
                     }
                 }
             }
-            return Verdict::Admitted(After {
-                limit,
-                start: now,
-                binding,
-                degraded,
-            });
+            return Verdict::Admitted(self.admitted(limit, now, binding, degraded));
         }
         let refused = outcome.refusal.as_ref().unwrap_or(&Refused::Quota);
         let mut violated: Vec<&str> = Vec::new();
@@ -962,9 +998,16 @@ where
                 let mut outcome = Outcome::new();
                 match self
                     .shared
-                    .decide_at_once(armed, key.as_str(), now, cost, &mut outcome)
+                    .decide_at_once(armed, key.key(), now, cost, &mut outcome)
                 {
-                    true => match self.shared.conclude(limit, now, &outcome) {
+                    AtOnce::Admitted(binding) => State::Inner {
+                        future: inner.call(Request::from_parts(parts, body)),
+                        after: Some((
+                            Arc::clone(&self.shared),
+                            self.shared.admitted(limit, now, binding, false),
+                        )),
+                    },
+                    AtOnce::Decided => match self.shared.conclude(limit, now, &outcome) {
                         Verdict::Refused(response) => State::Ready {
                             response: Some(response.map(ResBody::from)),
                         },
@@ -973,13 +1016,13 @@ where
                             after: Some((Arc::clone(&self.shared), after)),
                         },
                     },
-                    false => {
-                        let key = key.as_str().to_string();
+                    AtOnce::Waits => {
+                        let key = key.into_owned();
                         let shared = Arc::clone(&self.shared);
                         State::Waiting {
                             future: Box::pin(async move {
                                 let armed = &shared.limits[limit];
-                                let outcome = shared.decide(armed, &key, now, cost).await;
+                                let outcome = shared.decide(armed, key.key(), now, cost).await;
                                 match shared.conclude(limit, now, &outcome) {
                                     Verdict::Refused(response) => Ok(response.map(ResBody::from)),
                                     Verdict::Admitted(mut after) => {

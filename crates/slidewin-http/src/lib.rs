@@ -59,7 +59,7 @@ pub use fields::{
 pub use layer::{
     MissingKey, RateLimit, RateLimitLayer, RateLimitLayerBuilder, ResponseFuture, SLIDEWIN_DEGRADED,
 };
-pub use limit::{Key, Limit};
+pub use limit::{Key, Limit, RequestKey};
 pub use refusal::{QUOTA_EXCEEDED, Refusal, TEMPORARY_REDUCED_CAPACITY, problem};
 pub use stats::PolicyStats;
 

@@ -120,82 +120,98 @@ impl Key {
     /// The key of a request, or `None` when it has none.
     #[must_use]
     pub fn extract(&self, parts: &Parts) -> Option<String> {
-        self.text(parts).map(|key| key.as_str().to_string())
+        self.of(parts).map(|key| key.key().to_string())
     }
 
     /// The key of a request, without allocating for an address or a header's value.
-    pub(crate) fn text<'p>(&self, parts: &'p Parts) -> Option<KeyText<'p>> {
+    pub(crate) fn of<'p>(&self, parts: &'p Parts) -> Option<Extracted<'p>> {
         match &self.0 {
-            KeyKind::Global => Some(KeyText::Borrowed("")),
-            KeyKind::PeerIp => peer(parts).map(|peer| KeyText::ip(peer.ip())),
+            KeyKind::Global => Some(Extracted::Borrowed("")),
+            KeyKind::PeerIp => peer(parts).map(|peer| Extracted::Address(peer.ip())),
             KeyKind::ClientIp(proxies) => {
-                peer(parts).map(|peer| KeyText::ip(proxies.client_ip(peer, &parts.headers)))
+                peer(parts).map(|peer| Extracted::Address(proxies.client_ip(peer, &parts.headers)))
             }
             KeyKind::Header(name) => parts
                 .headers
                 .get(name)
                 .and_then(|value| value.to_str().ok())
-                .map(KeyText::Borrowed),
-            KeyKind::Fn(f) => f(parts).map(KeyText::Owned),
+                .map(Extracted::Borrowed),
+            KeyKind::Fn(f) => f(parts).map(Extracted::Owned),
         }
     }
 }
 
-/// A request's key: borrowed from the request, an address written on the stack, or a
-/// closure's `String`.
-pub(crate) enum KeyText<'p> {
+/// The key a request is counted under, as a limit's [`Key`] took it from the request: the
+/// client's address ([`Key::peer_ip`], [`Key::client_ip`]) or text (a header's value, a
+/// closure's answer, or the empty text of [`Key::global`]). What a [`Backend`](crate::Backend)
+/// checks.
+///
+/// Its text ([`Display`](fmt::Display)) is the address's standard text or the text itself:
+/// what [`Key::extract`] answers and what Redis names the key by. In memory an address is
+/// kept as its bits, without its text, and so is another key than the text that spells it (a
+/// limit has one [`Key`], which extracts one kind).
+///
+/// ```
+/// use std::net::{IpAddr, Ipv4Addr};
+/// use slidewin_http::RequestKey;
+///
+/// let address = RequestKey::from(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 7)));
+/// assert_eq!(address.to_string(), "203.0.113.7");
+/// assert_eq!(RequestKey::from("k-42").to_string(), "k-42");
+/// assert_ne!(address, RequestKey::from("203.0.113.7"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RequestKey<'a> {
+    /// A client's address.
+    Address(IpAddr),
+    /// Text.
+    Text(&'a str),
+}
+
+impl fmt::Display for RequestKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestKey::Address(address) => address.fmt(f),
+            RequestKey::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+impl<'a> From<&'a str> for RequestKey<'a> {
+    fn from(text: &'a str) -> RequestKey<'a> {
+        RequestKey::Text(text)
+    }
+}
+
+impl From<IpAddr> for RequestKey<'_> {
+    fn from(address: IpAddr) -> RequestKey<'static> {
+        RequestKey::Address(address)
+    }
+}
+
+/// A request's key as extracted: an address, borrowed from the request, or a closure's
+/// `String`.
+pub(crate) enum Extracted<'p> {
+    Address(IpAddr),
     Borrowed(&'p str),
-    /// An address's text (at most 45 bytes, for an IPv6 address with an IPv4 tail).
-    Ip([u8; 48], u8),
     Owned(String),
 }
 
-impl KeyText<'_> {
-    fn ip(address: IpAddr) -> KeyText<'static> {
-        let mut buffer = [0u8; 48];
-        let written = match address {
-            // The common case, on every request keyed by address: four numbers of at most
-            // three digits and three dots, written digit by digit (a general integer
-            // formatter's copies cost more here than the digits do).
-            IpAddr::V4(v4) => {
-                let mut at = 0;
-                for (i, octet) in v4.octets().into_iter().enumerate() {
-                    if i > 0 {
-                        buffer[at] = b'.';
-                        at += 1;
-                    }
-                    if octet >= 100 {
-                        buffer[at] = b'0' + octet / 100;
-                        at += 1;
-                    }
-                    if octet >= 10 {
-                        buffer[at] = b'0' + octet / 10 % 10;
-                        at += 1;
-                    }
-                    buffer[at] = b'0' + octet % 10;
-                    at += 1;
-                }
-                at
-            }
-            IpAddr::V6(v6) => {
-                use std::io::Write;
-                let mut rest = &mut buffer[..];
-                // An address's text always fits (45 bytes at most); were it not to, the key
-                // would be cut, never a panic.
-                let _ = write!(rest, "{v6}");
-                48 - rest.len()
-            }
-        };
-        KeyText::Ip(buffer, u8::try_from(written).unwrap_or(48))
+impl Extracted<'_> {
+    pub(crate) fn key(&self) -> RequestKey<'_> {
+        match self {
+            Extracted::Address(address) => RequestKey::Address(*address),
+            Extracted::Borrowed(text) => RequestKey::Text(text),
+            Extracted::Owned(text) => RequestKey::Text(text),
+        }
     }
 
-    pub(crate) fn as_str(&self) -> &str {
+    /// The same, owning its text, for a check that waits.
+    pub(crate) fn into_owned(self) -> Extracted<'static> {
         match self {
-            KeyText::Borrowed(text) => text,
-            KeyText::Ip(buffer, len) => {
-                std::str::from_utf8(&buffer[..usize::from(*len)]).unwrap_or_default()
-            }
-            KeyText::Owned(text) => text,
+            Extracted::Address(address) => Extracted::Address(address),
+            Extracted::Borrowed(text) => Extracted::Owned(text.to_string()),
+            Extracted::Owned(text) => Extracted::Owned(text),
         }
     }
 }
@@ -466,8 +482,8 @@ impl Limit {
     }
 
     /// The request's key, by the limit's [`Key`].
-    pub(crate) fn key_of<'p>(&self, parts: &'p Parts) -> Option<KeyText<'p>> {
-        self.key.text(parts)
+    pub(crate) fn key_of<'p>(&self, parts: &'p Parts) -> Option<Extracted<'p>> {
+        self.key.of(parts)
     }
 
     /// The request's cost.
@@ -504,9 +520,10 @@ mod tests {
 
     use super::*;
 
-    /// An address's key is its standard text: every octet value, in every place.
+    /// An address's key's text is its standard text: every octet value, in every place, and
+    /// an IPv6 address with an IPv4 tail.
     #[test]
-    fn an_ipv4_key_is_the_addresss_text() {
+    fn an_address_keys_text_is_the_addresss_text() {
         for octet in 0..=255u8 {
             for address in [
                 Ipv4Addr::new(octet, 0, 9, 255),
@@ -514,11 +531,11 @@ mod tests {
                 Ipv4Addr::new(100, 200, octet, 7),
                 Ipv4Addr::new(255, 255, 255, octet),
             ] {
-                let key = KeyText::ip(IpAddr::V4(address));
-                assert_eq!(key.as_str(), address.to_string());
+                let key = RequestKey::from(IpAddr::V4(address));
+                assert_eq!(key.to_string(), address.to_string());
             }
         }
         let v6 = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0xffff, 0xc000, 0x0280);
-        assert_eq!(KeyText::ip(IpAddr::V6(v6)).as_str(), v6.to_string());
+        assert_eq!(RequestKey::from(IpAddr::V6(v6)).to_string(), v6.to_string());
     }
 }

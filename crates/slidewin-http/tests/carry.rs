@@ -34,14 +34,20 @@ async fn reload<B: Backend>(
 ) -> (usize, Vec<Seen>) {
     let old = backend.store(old).unwrap();
     for &(t, cost) in history {
-        backend.check(&old, key, secs(t), cost).await.unwrap();
+        backend
+            .check(&old, key.into(), secs(t), cost)
+            .await
+            .unwrap();
     }
     let new = backend.store(new).unwrap();
     let at = history.last().map_or(secs(0), |&(t, _)| secs(t));
     let carried = backend.carry(&new, &old, at);
     let mut seen = Vec::new();
     for &(t, cost) in after {
-        let checked = backend.check(&new, key, secs(t), cost).await.unwrap();
+        let checked = backend
+            .check(&new, key.into(), secs(t), cost)
+            .await
+            .unwrap();
         seen.push(
             checked
                 .decisions()
@@ -223,7 +229,10 @@ async fn lowering_a_limit_below_the_count_denies_with_nothing_remaining_in_memor
 async fn memory_carries_nothing_between_shapes() {
     let memory = Memory::new();
     let one_rule = memory.store(one(Kind::SlidingLog, "5/minute")).unwrap();
-    memory.check(&one_rule, "ann", secs(1), 3).await.unwrap();
+    memory
+        .check(&one_rule, "ann".into(), secs(1), 3)
+        .await
+        .unwrap();
     let two = RuleSet::new([
         rule("api", Kind::SlidingLog, "5/minute"),
         rule("hour", Kind::Gcra, "100/hour"),
@@ -238,7 +247,10 @@ async fn memory_carries_nothing_between_shapes() {
     let raised = memory.store(one(Kind::SlidingLog, "6/minute")).unwrap();
     assert_eq!(raised.carry_from(&one_rule, secs(1)), 1);
     assert!(one_rule.is_empty());
-    let checked = memory.check(&raised, "ann", secs(2), 1).await.unwrap();
+    let checked = memory
+        .check(&raised, "ann".into(), secs(2), 1)
+        .await
+        .unwrap();
     assert_eq!(checked.decision().remaining(), 2);
 }
 
@@ -249,7 +261,10 @@ async fn memory_carries_up_to_its_cap() {
     let old = uncapped.store(one(Kind::Gcra, "1/s")).unwrap();
     for key in 0..40 {
         let key = format!("k{key}");
-        let checked = uncapped.check(&old, &key, secs(1), 1).await.unwrap();
+        let checked = uncapped
+            .check(&old, key.as_str().into(), secs(1), 1)
+            .await
+            .unwrap();
         assert!(checked.allowed());
     }
     let new = capped.store(one(Kind::Gcra, "2/s")).unwrap();

@@ -79,7 +79,7 @@ impl Backend for RedisService {
     fn check<'a>(
         &'a self,
         store: &'a Self::Store,
-        key: &'a str,
+        key: slidewin_http::RequestKey<'a>,
         now: Moment,
         cost: u64,
     ) -> impl Future<Output = Result<slidewin_http::Checked, slidewin_http::BackendError>> + Send + 'a

@@ -9,7 +9,7 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue};
 use slidewin::stats::{MetricEvent, WindowMetrics};
 use slidewin::{Clock, Decision, Moment};
-use slidewin_http::{BackendError, RATELIMIT, RATELIMIT_POLICY, RateLimitFields};
+use slidewin_http::{BackendError, RATELIMIT, RATELIMIT_POLICY, RateLimitFields, RequestKey};
 
 use crate::backend::ServiceBackend as Backend;
 
@@ -846,9 +846,10 @@ impl<B: Backend> Engine<B> {
             } => {
                 let key = counter_key(domain, &rule.path, entries, shared);
                 metrics.total_hits.inc_by(hits);
-                let checked = match self.inner.backend.check_at_once(store, &key, now, hits) {
+                let key = RequestKey::Text(&key);
+                let checked = match self.inner.backend.check_at_once(store, key, now, hits) {
                     Some(answer) => answer,
-                    None => self.inner.backend.check(store, &key, now, hits).await,
+                    None => self.inner.backend.check(store, key, now, hits).await,
                 };
                 let checked = match checked {
                     Ok(checked) => checked,

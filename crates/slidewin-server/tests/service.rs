@@ -609,7 +609,7 @@ impl slidewin_http::Backend for Gated {
     async fn check(
         &self,
         store: &Self::Store,
-        key: &str,
+        key: slidewin_http::RequestKey<'_>,
         now: Moment,
         cost: u64,
     ) -> Result<slidewin_http::Checked, slidewin_http::BackendError> {
