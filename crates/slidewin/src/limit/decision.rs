@@ -356,7 +356,6 @@ impl Decisions {
         Decisions::from_each(each)
     }
 
-    /// The set's answer from each rule's, as a rule set's check collects them.
     /// Two rules' decisions, in place.
     #[inline]
     pub(crate) fn pair(first: Decision, second: Decision) -> Decisions {
@@ -368,6 +367,7 @@ impl Decisions {
         }
     }
 
+    /// The set's answer from each rule's, as a rule set's check collects them.
     pub(crate) fn from_each(each: Each) -> Option<Decisions> {
         let binding = binding(each.as_slice())?;
         Some(Decisions { each, binding })

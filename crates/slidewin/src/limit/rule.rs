@@ -569,10 +569,10 @@ fn commit(state: &mut RuleState, pending: Pending, cost: u64) {
     }
 }
 
-/// The check of a set of two rules (a burst and a longer window, the usual pair), for a cost
-/// the set admits: the same pass as any set's, with the decisions and what each rule would
-/// record kept in place rather than collected.
 impl RuleSet {
+    /// The check of a set of two rules (a burst and a longer window, the usual pair), for a
+    /// cost the set admits: the same pass as any set's, with the decisions and what each rule
+    /// would record kept in place rather than collected.
     #[inline]
     fn check_pair(
         [first, second]: [&Rule; 2],
