@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::stream;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio::time::MissedTickBehavior;
 
 use crate::SnapshotSource;
@@ -119,17 +119,23 @@ struct Dashboard {
     source: Arc<dyn SnapshotSource>,
     /// One permit per open event stream.
     streams: Arc<Semaphore>,
+    /// Turns `true` when the service stops: every event stream ends then.
+    stop: watch::Receiver<bool>,
 }
 
 /// The dashboard's routes: `GET /` (the page), `GET /assets/{name}` (its embedded files) and
 /// `GET /api/events` (a snapshot of `source` at once, then one a second, as server-sent
 /// events; at most 32 streams at once, the next gets 503).
 ///
+/// Every event stream ends, and a new one is refused (503), once `stop` is `true`: a stop
+/// never waits for a dashboard left open.
+///
 /// Merge it into the service's router, or nest it under a prefix ending in `/`.
-pub fn dashboard_router(source: Arc<dyn SnapshotSource>) -> Router {
+pub fn dashboard_router(source: Arc<dyn SnapshotSource>, stop: watch::Receiver<bool>) -> Router {
     let state = Arc::new(Dashboard {
         source,
         streams: Arc::new(Semaphore::new(MAX_EVENT_STREAMS)),
+        stop,
     });
     Router::new()
         .route("/", get(index))
@@ -222,6 +228,14 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// `GET /api/events`: a snapshot at once, then one a second, while a permit is free.
 async fn events(State(dashboard): State<Arc<Dashboard>>) -> Response {
+    if *dashboard.stop.borrow() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "the service is stopping\n",
+        )
+            .into_response();
+    }
     let Ok(permit) = Arc::clone(&dashboard.streams).try_acquire_owned() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -241,14 +255,19 @@ async fn events(State(dashboard): State<Arc<Dashboard>>) -> Response {
     ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let source = Arc::clone(&dashboard.source);
     // The permit lives in the stream: it goes back when the body is dropped (the client left).
+    // The stream ends when the service stops, so the connection's graceful close can finish.
     let snapshots = stream::unfold(
-        (ticks, source, permit),
-        |(mut ticks, source, permit)| async move {
-            ticks.tick().await;
+        (ticks, source, permit, dashboard.stop.clone()),
+        |(mut ticks, source, permit, mut stop)| async move {
+            tokio::select! {
+                biased;
+                _ = stop.wait_for(|stop| *stop) => return None,
+                _ = ticks.tick() => {}
+            }
             let event = snapshot_event(source.as_ref());
             Some((
                 Ok::<_, std::convert::Infallible>(event),
-                (ticks, source, permit),
+                (ticks, source, permit, stop),
             ))
         },
     );
@@ -329,9 +348,18 @@ mod tests {
         }
     }
 
-    fn router() -> (Router, Arc<Fake>) {
+    /// The dashboard on a fake source, and the stop it watches (kept open by the sender).
+    fn router_with_stop() -> (Router, Arc<Fake>, watch::Sender<bool>) {
         let fake = Arc::new(Fake::default());
-        (dashboard_router(fake.clone()), fake)
+        let stop = watch::Sender::new(false);
+        (dashboard_router(fake.clone(), stop.subscribe()), fake, stop)
+    }
+
+    fn router() -> (Router, Arc<Fake>) {
+        let (router, fake, stop) = router_with_stop();
+        // Never stopped: the sender lives as long as the test's runtime.
+        std::mem::forget(stop);
+        (router, fake)
     }
 
     fn get(uri: &str) -> Request<Body> {
@@ -506,6 +534,30 @@ mod tests {
         );
         assert_eq!(start.elapsed(), 2 * EVENT_INTERVAL);
         assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
+    }
+
+    /// Issue 29: a dashboard tab left open kept `slidewin serve` running 70 s after SIGTERM.
+    #[tokio::test(start_paused = true)]
+    async fn hostile_29_event_streams_end_when_the_service_stops() {
+        let (router, _, stop) = router_with_stop();
+        let response = router
+            .clone()
+            .oneshot(get("/api/events"))
+            .await
+            .expect("infallible");
+        let mut body = response.into_body();
+        assert!(next_frame(&mut body).await.starts_with("data: "));
+        let stopped_at = tokio::time::Instant::now();
+        stop.send_replace(true);
+        // The body ends, at once, with no further snapshot.
+        let end = body.frame().await;
+        assert!(end.is_none(), "the stream ends: {end:?}");
+        assert_eq!(tokio::time::Instant::now(), stopped_at);
+        let refused = router
+            .oneshot(get("/api/events"))
+            .await
+            .expect("infallible");
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     }
 
     #[tokio::test]

@@ -361,6 +361,7 @@ pub async fn serve<B: ServiceBackend>(
     } else {
         service
     };
+    let draining = service.clone();
     let http = listen(
         listeners.http,
         limits,
@@ -380,6 +381,7 @@ pub async fn serve<B: ServiceBackend>(
     tokio::spawn(async move {
         shutdown.await;
         tracing::info!("shutting down: no new connections; finishing the checks in flight");
+        draining.drain();
         let _ = stop_tx.send(true);
     });
     tokio::join!(http, grpc);

@@ -47,6 +47,8 @@ struct ServiceInner<B: ServiceBackend> {
     paths: Vec<PathBuf>,
     loads: Mutex<Loads>,
     tally: tokio::sync::watch::Sender<LoadTally>,
+    /// Set once the stop has begun: health fails and the dashboard's event streams end.
+    draining: tokio::sync::watch::Sender<bool>,
 }
 
 /// How many loads took effect and failed: what [`Service::load_tally`] watches.
@@ -84,6 +86,7 @@ impl<B: ServiceBackend> Service<B> {
                     version: 1,
                     errors: 0,
                 }),
+                draining: tokio::sync::watch::Sender::new(false),
             }),
             admin_token: None,
         }
@@ -110,6 +113,36 @@ impl<B: ServiceBackend> Service<B> {
     pub(crate) fn over_tls(mut self) -> Service<B> {
         self.admin_token = self.admin_token.map(|t| t.with_secure_cookie(true));
         self
+    }
+
+    /// Begins the stop: from now on health answers 503 (`draining`) and the dashboard's
+    /// event streams end. [`serve`](crate::serve) calls it when its shutdown future completes,
+    /// before it stops accepting.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{Bounds, Config, Engine, Metrics, Service};
+    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Service::new(engine, vec![]);
+    /// assert!(!service.is_draining());
+    /// service.drain();
+    /// assert!(service.is_draining());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn drain(&self) {
+        self.inner.draining.send_replace(true);
+    }
+
+    /// Whether the stop has begun ([`Service::drain`]).
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        *self.inner.draining.borrow()
+    }
+
+    /// Watches the stop: turns `true` when it begins.
+    pub(crate) fn draining(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.draining.subscribe()
     }
 
     /// The engine.
@@ -192,7 +225,7 @@ impl<B: ServiceBackend> Service<B> {
     pub fn router(&self, admin: bool) -> Router {
         let api = Router::new()
             .route("/json", post(json::<B>))
-            .route("/healthz", get(|| async { "OK\n" }))
+            .route("/healthz", get(health::<B>))
             .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
             .with_state(self.clone());
         if !admin {
@@ -204,7 +237,7 @@ impl<B: ServiceBackend> Service<B> {
             .route("/api/stats", get(api_stats::<B>))
             .route("/metrics", get(metrics::<B>))
             .with_state(self.clone())
-            .merge(crate::dashboard::dashboard_router(source));
+            .merge(crate::dashboard::dashboard_router(source, self.draining()));
         match &self.admin_token {
             Some(token) => api.merge(token.protect(admin)),
             None => api.merge(admin),
@@ -508,6 +541,34 @@ fn json_answer(response: &RateLimitResponse) -> Response {
         answer.headers_mut().append(name.clone(), value.clone());
     }
     answer
+}
+
+/// `GET /healthz`: 200 `OK` while the service decides with its store; 503 with the reason
+/// while it is stopping or its store does not answer (a failure policy may still be answering
+/// for it: the service is up, but not ready).
+async fn health<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+    let unready = |why: String| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CACHE_CONTROL, "no-store")],
+            format!("not ready: {why}\n"),
+        )
+            .into_response()
+    };
+    if service.is_draining() {
+        return unready("draining (the service is stopping)".to_owned());
+    }
+    let backend = service.engine().backend();
+    match backend.state() {
+        "up" => ([(header::CACHE_CONTROL, "no-store")], "OK\n").into_response(),
+        state => unready(match backend.failure_policy() {
+            Some(policy) => format!(
+                "the {} backend is {state}; answering by the failure policy ({policy})",
+                backend.kind()
+            ),
+            None => format!("the {} backend is {state}", backend.kind()),
+        }),
+    }
 }
 
 async fn api_config<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {

@@ -160,7 +160,9 @@ fn serve(source: Arc<dyn SnapshotSource>) -> SocketAddr {
                 .expect("a port");
             tx.send(listener.local_addr().expect("an address"))
                 .expect("the test waits");
-            axum::serve(listener, dashboard_router(source))
+            // Never stopped: the sender lives as long as the server's thread.
+            let stop = tokio::sync::watch::Sender::new(false);
+            axum::serve(listener, dashboard_router(source, stop.subscribe()))
                 .await
                 .expect("the server runs");
         });
