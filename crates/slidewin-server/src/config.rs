@@ -17,7 +17,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -57,7 +57,7 @@ pub struct ConfigFileError {
 }
 
 impl ConfigFileError {
-    fn new(file: &str, message: impl Into<String>) -> ConfigFileError {
+    pub(crate) fn new(file: &str, message: impl Into<String>) -> ConfigFileError {
         ConfigFileError {
             file: file.to_owned(),
             line: None,
@@ -318,46 +318,23 @@ impl Config {
     }
 
     /// Reads the files at `paths`; a directory stands for its `.yaml` and `.yml` files (names
-    /// starting with `.` skipped, as Kubernetes' `..data` is), in name order.
+    /// starting with `.` skipped, as Kubernetes' `..data` is), in name order. Each must be a
+    /// regular file once its links are followed: a FIFO, a device or a directory is refused by
+    /// name, without waiting on it. This reads files: the service calls it off its async
+    /// workers, within a timeout (`CONFIG_READ_TIMEOUT`).
     ///
     /// # Errors
     ///
-    /// A file that cannot be read or is not valid, a domain in two files, or no file at all.
+    /// A file that cannot be read, is not a regular file or is not valid, a domain in two files,
+    /// or no file at all.
     pub fn load(paths: &[PathBuf]) -> Result<Config, ConfigFileError> {
-        let mut files = Vec::new();
-        for path in paths {
-            let shown_path = path.display().to_string();
-            let meta = std::fs::metadata(path)
-                .map_err(|e| ConfigFileError::new(&shown_path, format!("cannot read it: {e}")))?;
-            if meta.is_dir() {
-                let entries = std::fs::read_dir(path).map_err(|e| {
-                    ConfigFileError::new(&shown_path, format!("cannot list it: {e}"))
-                })?;
-                let mut found: Vec<PathBuf> = entries
-                    .filter_map(Result::ok)
-                    .map(|entry| entry.path())
-                    .filter(|p| is_config_file(p))
-                    .collect();
-                found.sort();
-                files.extend(found);
-            } else {
-                files.push(path.clone());
-            }
-        }
-        if files.is_empty() {
-            let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            return Err(ConfigFileError::new(
-                &shown.join(", "),
-                "no config file (.yaml or .yml) found",
-            ));
-        }
         let mut config = Config {
             domains: Vec::new(),
             files: Vec::new(),
         };
-        for file in files {
+        for file in crate::config_read::config_files(paths)? {
             let shown_file = file.display().to_string();
-            let text = read_bounded(&file, &shown_file)?;
+            let text = crate::config_read::read_file(&file, &shown_file)?;
             let one = Config::parse(&text, &shown_file)?;
             config.merge(one)?;
         }
@@ -394,31 +371,6 @@ impl Config {
     pub fn files(&self) -> &[String] {
         &self.files
     }
-}
-
-fn is_config_file(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml")) && path.is_file()
-}
-
-fn read_bounded(path: &Path, shown_path: &str) -> Result<String, ConfigFileError> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)
-        .map_err(|e| ConfigFileError::new(shown_path, format!("cannot read it: {e}")))?;
-    let mut text = String::new();
-    let read = file
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| ConfigFileError::new(shown_path, format!("cannot read it: {e}")))?;
-    if read as u64 > MAX_FILE_BYTES {
-        return Err(ConfigFileError::new(
-            shown_path,
-            format!("the file is larger than {MAX_FILE_BYTES} bytes"),
-        ));
-    }
-    Ok(text)
 }
 
 impl Domain {

@@ -9,6 +9,7 @@ mod access;
 mod backend;
 mod config;
 mod config_nesting;
+mod config_read;
 mod config_view;
 mod dashboard;
 mod engine;
@@ -18,6 +19,7 @@ mod serve;
 mod service;
 mod snapshot;
 mod top;
+mod watch;
 
 pub use access::{ADMIN_COOKIE, AdminToken, AdminTokenError};
 pub use backend::{RedisService, ServiceBackend};
@@ -26,6 +28,7 @@ pub use config::{
     Unit,
 };
 pub use config_nesting::MAX_FLOW_NESTING;
+pub use config_read::CONFIG_READ_TIMEOUT;
 pub use dashboard::dashboard_router;
 pub use engine::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, MAX_OVERRIDES,
@@ -34,16 +37,16 @@ pub use engine::{
 pub use metrics::Metrics;
 pub use run::{BackendChoice, EXAMPLE_CONFIG, RunOptions, run};
 pub use serve::{
-    ConfigWatch, ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
+    ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
     DEFAULT_HTTP2_KEEPALIVE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONCURRENT_STREAMS,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT, Listeners, ServeOptions, TlsFiles, serve,
-    watch_config,
 };
 pub use service::{LoadTally, MAX_BODY_BYTES, Service};
 pub use snapshot::{
     BackendStatus, ConfigStatus, LoadError, PerSecond, RuleStats, Snapshot, SnapshotSource, TopKey,
     Totals,
 };
+pub use watch::{ConfigWatch, watch_config};
 
 // The README's examples are compiled as tests too.
 #[doc = include_str!("../README.md")]

@@ -12,8 +12,9 @@ use crate::backend::ServiceBackend;
 use crate::config::Config;
 use crate::engine::{Bounds, Engine};
 use crate::metrics::Metrics;
-use crate::serve::{Listeners, ServeOptions, serve, watch_config};
+use crate::serve::{Listeners, ServeOptions, serve};
 use crate::service::Service;
+use crate::watch::watch_config;
 
 /// While Redis is down, the service probes it after 50 ms, then after twice the wait before, up
 /// to every 500 ms (the limiter's own default goes to 2 s): a rate-limit service is back on

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::AdminToken;
 use crate::backend::ServiceBackend;
-use crate::config::Config;
 use crate::config::Unit;
+use crate::config_read::{CONFIG_READ_TIMEOUT, Reader};
 use crate::engine::{
     Code, DescriptorStatus, Engine, Entry, LimitOverride, RateLimitRequest, RateLimitResponse,
     RequestDescriptor, RequestError,
@@ -43,8 +43,9 @@ impl<B: ServiceBackend> Clone for Service<B> {
 
 struct ServiceInner<B: ServiceBackend> {
     engine: Engine<B>,
-    /// The config's files or directories; none for the built-in example.
-    paths: Vec<PathBuf>,
+    /// Reads the config's files or directories (none for the built-in example) off the
+    /// workers.
+    reader: Reader,
     loads: Mutex<Loads>,
     tally: tokio::sync::watch::Sender<LoadTally>,
     /// Set once the stop has begun: health fails and the dashboard's event streams end.
@@ -80,7 +81,7 @@ impl<B: ServiceBackend> Service<B> {
         Service {
             inner: Arc::new(ServiceInner {
                 engine,
-                paths,
+                reader: Reader::new(paths, CONFIG_READ_TIMEOUT),
                 loads: Mutex::new(Loads::default()),
                 tally: tokio::sync::watch::Sender::new(LoadTally {
                     version: 1,
@@ -152,18 +153,25 @@ impl<B: ServiceBackend> Service<B> {
     }
 
     /// Reads the config's files again and puts them in force. An invalid config changes
-    /// nothing: it is logged, counted, and shown on the dashboard.
+    /// nothing: it is logged, counted, and shown on the dashboard. The files are read, and the
+    /// config built, on a blocking thread, never on the workers that answer checks, and within
+    /// [`CONFIG_READ_TIMEOUT`]: a read that takes longer is given up (a FIFO or a hung mount),
+    /// and while it has not returned, a reload is refused by name. The config in force answers
+    /// throughout.
     ///
     /// # Errors
     ///
     /// Why the files were not loaded; the config in force stays.
-    pub fn reload(&self) -> Result<u64, String> {
-        if self.inner.paths.is_empty() {
+    pub async fn reload(&self) -> Result<u64, String> {
+        if self.inner.reader.paths().is_empty() {
             return Err("the built-in config has no file to reload".to_owned());
         }
-        let loaded = Config::load(&self.inner.paths)
-            .map_err(|e| e.to_string())
-            .and_then(|config| self.inner.engine.reload(config));
+        let engine = self.inner.engine.clone();
+        let loaded = self
+            .inner
+            .reader
+            .load(move |config| engine.reload(config))
+            .await;
         let metrics = self.inner.engine.metrics();
         match &loaded {
             Ok(version) => {
@@ -216,7 +224,7 @@ impl<B: ServiceBackend> Service<B> {
     /// The paths the config is read from.
     #[must_use]
     pub fn paths(&self) -> &[PathBuf] {
-        &self.inner.paths
+        self.inner.reader.paths()
     }
 
     /// The HTTP API: `POST /json`, `GET /healthz`, and unless `admin` is false, `GET

@@ -411,7 +411,7 @@ async fn reload_raising_a_limit_keeps_counts_limitador_522<B: ServiceBackend>(ba
         PbCode::OverLimit as i32
     );
     write(&file, &config_with_limit(5));
-    assert_eq!(running.service.reload(), Ok(2));
+    assert_eq!(running.service.reload().await, Ok(2));
     // The three admitted still count: two more, and remaining is against the new limit.
     let answer = running.grpc_check("api", "client", "ann").await.unwrap();
     assert_eq!(
@@ -457,7 +457,7 @@ async fn an_invalid_reload_keeps_the_config_in_force_and_says_why() {
         &file,
         "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: fortnight, requests_per_unit: 9}\n",
     );
-    let err = running.service.reload().unwrap_err();
+    let err = running.service.reload().await.unwrap_err();
     assert!(
         err.contains("ratelimit.yaml:4:") && err.contains("fortnight"),
         "{err}"
@@ -484,7 +484,7 @@ async fn an_invalid_reload_keeps_the_config_in_force_and_says_why() {
     );
     // A good file again: the error is history (counted), no longer the files' state.
     write(&file, &config_with_limit(2));
-    assert_eq!(running.service.reload(), Ok(2));
+    assert_eq!(running.service.reload().await, Ok(2));
     let (_, _, stats) = running.http("GET", "/api/stats", "").await;
     let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
     assert!(stats["config"]["last_error"].is_null(), "{stats}");
@@ -504,7 +504,7 @@ async fn a_rule_removed_frees_its_state_and_comes_back_fresh() {
         &file,
         "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
     );
-    running.service.reload().unwrap();
+    running.service.reload().await.unwrap();
     let stats = running.service.engine().rule_stats();
     assert_eq!(stats.len(), 1, "the removed rule is gone: {stats:?}");
     let (_, _, metrics) = running.http("GET", "/metrics", "").await;
@@ -516,7 +516,7 @@ async fn a_rule_removed_frees_its_state_and_comes_back_fresh() {
     let answer = running.grpc_check("api", "other", "x").await.unwrap();
     assert!(answer.statuses[0].current_limit.is_none());
     write(&file, &config_with_limit(1));
-    running.service.reload().unwrap();
+    running.service.reload().await.unwrap();
     assert_eq!(running.code("other", "x").await, PbCode::Ok as i32);
     running.stop().await;
 }

@@ -1,0 +1,127 @@
+//! Each connection's bounds, and their defaults.
+
+use std::time::Duration;
+
+/// How long a connection may take to send its first bytes and an HTTP/1 request its head:
+/// 10 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an HTTP request may take, its body read and its answer, and a gRPC call: 30 s.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection may stay with no byte moving either way: 60 s.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most connections open at once on each listener: 10,000.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// The most gRPC calls in flight at once on one HTTP/2 connection: 1,024.
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 1_024;
+/// How often an HTTP/2 connection is pinged while it is quiet: every 20 s.
+pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
+/// How long a ping may go unanswered before its connection is closed: 10 s.
+pub const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first bytes a gRPC connection must send within the header read timeout: the length of
+/// HTTP/2's preface (`PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`), which every client sends first (and
+/// a TLS `ClientHello` is longer).
+pub(super) const GRPC_FIRST_BYTES: usize = 24;
+
+/// An HTTP/1 connection's first byte is due within the header read timeout (hyper bounds the
+/// whole head, and a request may be shorter than HTTP/2's preface: `GET / HTTP/1.0`).
+pub(super) const HTTP_FIRST_BYTES: usize = 1;
+
+/// How long the accept loop rests after an error that is not one connection's (the process
+/// is out of file descriptors, say), so that it does not spin.
+pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The bounds on each connection, on both listeners: what a hostile or broken client can hold.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidewin_server::{ConnectionLimits, ServeOptions};
+/// let options = ServeOptions {
+///     limits: ConnectionLimits {
+///         max_connections: 1_000,
+///         header_read_timeout: Duration::from_secs(5),
+///         ..ConnectionLimits::default()
+///     },
+///     ..ServeOptions::default()
+/// };
+/// assert!(options.limits.validate().is_ok());
+/// let zero = ConnectionLimits { max_connections: 0, ..ConnectionLimits::default() };
+/// assert!(zero.validate().unwrap_err().contains("max_connections"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// A new connection's first bytes (on gRPC, HTTP/2's 24-byte preface), a TLS handshake,
+    /// and each HTTP/1 request's head (also awaited on an idle
+    /// keep-alive connection) must arrive within it, or the connection is closed: the
+    /// slowloris bound. [`DEFAULT_HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+    /// An HTTP request's body read and answer, or a gRPC call, must finish within it: HTTP
+    /// answers `408 Request Timeout`, gRPC `CANCELLED`. [`DEFAULT_REQUEST_TIMEOUT`].
+    pub request_timeout: Duration,
+    /// A connection with no byte moving either way for this long is closed, and a gRPC
+    /// connection with no call in flight for this long gets a `GOAWAY` and closes. At least
+    /// `request_timeout`, so that a request in flight is never cut by it.
+    /// [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// The most connections open at once on each listener; past it, a new connection waits
+    /// (in the kernel's backlog) until one closes. [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// The most gRPC calls in flight on one connection. [`DEFAULT_MAX_CONCURRENT_STREAMS`].
+    pub max_concurrent_streams: u32,
+    /// gRPC's HTTP/2 pings a quiet connection this often.
+    /// [`DEFAULT_HTTP2_KEEPALIVE_INTERVAL`].
+    pub http2_keepalive_interval: Duration,
+    /// An unanswered ping closes its connection after this long.
+    /// [`DEFAULT_HTTP2_KEEPALIVE_TIMEOUT`].
+    pub http2_keepalive_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            http2_keepalive_interval: DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
+            http2_keepalive_timeout: DEFAULT_HTTP2_KEEPALIVE_TIMEOUT,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// Checks that every bound bounds something.
+    ///
+    /// # Errors
+    ///
+    /// The first bound that is zero, or an idle timeout shorter than the request timeout,
+    /// named.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("header_read_timeout", self.header_read_timeout),
+            ("request_timeout", self.request_timeout),
+            ("idle_timeout", self.idle_timeout),
+            ("http2_keepalive_interval", self.http2_keepalive_interval),
+            ("http2_keepalive_timeout", self.http2_keepalive_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(format!("{name} is zero: it must be a positive duration"));
+            }
+        }
+        if self.max_connections == 0 {
+            return Err("max_connections is 0: a listener must take at least one".to_owned());
+        }
+        if self.max_concurrent_streams == 0 {
+            return Err("max_concurrent_streams is 0: a connection must carry a call".to_owned());
+        }
+        if self.idle_timeout < self.request_timeout {
+            return Err(format!(
+                "idle_timeout ({:?}) is shorter than request_timeout ({:?}): it would cut \
+                 requests in flight",
+                self.idle_timeout, self.request_timeout
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,339 @@
+//! Listening: the gRPC and HTTP listeners, each connection's bounds, optional TLS, reloads on a
+//! file change or SIGHUP, and a graceful stop.
+//!
+//! Both listeners take connections through one accept loop of ours and serve them on hyper
+//! (HTTP/1 for the HTTP API, HTTP/2 for gRPC, with tonic's unary machinery behind it), so
+//! that each connection is bounded whatever it sends (see [`ConnectionLimits`]):
+//!
+//! - at most [`ConnectionLimits::max_connections`] are open per listener; past it, a new
+//!   connection waits in the kernel's backlog until one closes, and idle ones do close (below);
+//! - a connection must send its first bytes within [`ConnectionLimits::header_read_timeout`]
+//!   (on gRPC, the 24 of HTTP/2's preface or of a TLS `ClientHello`), a TLS handshake must
+//!   finish within it, and an HTTP/1 request must send its whole head
+//!   within it (hyper's timer, which also runs while a keep-alive connection waits for its
+//!   next request: so it closes idle HTTP/1 connections);
+//! - a connection on which no byte moves either way for [`ConnectionLimits::idle_timeout`] is
+//!   closed (a dead peer, a slow reader, a stalled TLS handshake);
+//! - an HTTP request (its body read and its answer) gets [`ConnectionLimits::request_timeout`],
+//!   then `408 Request Timeout`; a gRPC call gets the same (or its client's `grpc-timeout`,
+//!   if sooner), then `CANCELLED`;
+//! - gRPC's HTTP/2 gets keep-alive pings and a cap on concurrent streams, and a gRPC
+//!   connection with no call in flight for the idle timeout gets a graceful close: a `GOAWAY`,
+//!   then the close once the calls the client sent before it saw the `GOAWAY` are answered, so
+//!   a client such as Envoy reconnects without losing a call. A connection whose client
+//!   answers the pings but makes no call (so bytes keep moving) is thus bounded too; one with
+//!   calls in flight is never cut by it. (tonic's own server is not used: in tonic 0.14,
+//!   `max_connection_age` is the only such bound, and it cuts the calls in flight without a
+//!   `GOAWAY` when given a grace period, and closes busy connections too.)
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+
+use crate::backend::ServiceBackend;
+use crate::service::Service;
+use crate::service::grpc::Rls;
+
+mod bounded;
+mod grpc;
+mod http;
+mod limits;
+
+use bounded::accept;
+use grpc::GrpcConnections;
+use http::Http;
+pub use limits::{
+    ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
+    DEFAULT_HTTP2_KEEPALIVE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT,
+};
+use limits::{GRPC_FIRST_BYTES, HTTP_FIRST_BYTES};
+
+/// Where to listen, what to show, each connection's bounds, and TLS.
+///
+/// ```
+/// use slidewin_server::{ConnectionLimits, ServeOptions};
+/// let options = ServeOptions::default();
+/// assert!(options.grpc_addr.ip().is_loopback() && options.http_addr.ip().is_loopback());
+/// assert_eq!(options.limits, ConnectionLimits::default());
+/// assert!(options.tls.is_none());
+/// ```
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Envoy's RLS gRPC: 127.0.0.1:8081 by default, envoy ratelimit's port.
+    pub grpc_addr: SocketAddr,
+    /// The HTTP API and dashboard: 127.0.0.1:8080 by default.
+    pub http_addr: SocketAddr,
+    /// Serve the dashboard, `/api/*` and `/metrics`; `false` closes them.
+    pub admin: bool,
+    /// The bounds on each connection, on both listeners.
+    pub limits: ConnectionLimits,
+    /// TLS on both listeners; `None`, the default, speaks plain text.
+    pub tls: Option<TlsFiles>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions {
+            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin: true,
+            limits: ConnectionLimits::default(),
+            tls: None,
+        }
+    }
+}
+
+/// A certificate chain and its private key, PEM files, for TLS on both listeners.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first (PEM `CERTIFICATE` blocks).
+    pub cert: PathBuf,
+    /// The leaf's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// Bound listeners, ready to serve.
+pub struct Listeners {
+    grpc: TcpListener,
+    http: TcpListener,
+    limits: ConnectionLimits,
+    tls: Option<Tls>,
+}
+
+/// TLS, read and checked: rustls' acceptor for each listener, offering HTTP/1.1 on one and
+/// HTTP/2 on the other (ALPN).
+struct Tls {
+    http: TlsAcceptor,
+    grpc: TlsAcceptor,
+}
+
+impl Listeners {
+    /// Checks the limits, reads the TLS files if any, and binds both addresses.
+    ///
+    /// # Errors
+    ///
+    /// A bound that bounds nothing; a TLS file that cannot be read or holds no valid
+    /// certificate or key, named; an address that cannot be bound, named.
+    pub async fn bind(options: &ServeOptions) -> io::Result<Listeners> {
+        options
+            .limits
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let tls = options.tls.as_ref().map(Tls::load).transpose()?;
+        let named = |what: &'static str, addr: SocketAddr| {
+            move |e: io::Error| {
+                io::Error::new(e.kind(), format!("cannot listen on {addr} ({what}): {e}"))
+            }
+        };
+        Ok(Listeners {
+            grpc: TcpListener::bind(options.grpc_addr)
+                .await
+                .map_err(named("gRPC", options.grpc_addr))?,
+            http: TcpListener::bind(options.http_addr)
+                .await
+                .map_err(named("HTTP", options.http_addr))?,
+            limits: options.limits,
+            tls,
+        })
+    }
+
+    /// The gRPC listener's address.
+    ///
+    /// # Errors
+    ///
+    /// The socket's error.
+    pub fn grpc_addr(&self) -> io::Result<SocketAddr> {
+        self.grpc.local_addr()
+    }
+
+    /// The HTTP listener's address.
+    ///
+    /// # Errors
+    ///
+    /// The socket's error.
+    pub fn http_addr(&self) -> io::Result<SocketAddr> {
+        self.http.local_addr()
+    }
+
+    /// Whether both listeners speak TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+}
+
+impl Tls {
+    fn load(files: &TlsFiles) -> io::Result<Tls> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let bad = |path: &Path, what: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("TLS: {}: {what}", path.display()),
+            )
+        };
+        let read = |path: &Path| {
+            std::fs::read(path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("TLS: cannot read {}: {e}", path.display()),
+                )
+            })
+        };
+        let (cert_pem, key_pem) = (read(&files.cert)?, read(&files.key)?);
+        let certs = CertificateDer::pem_slice_iter(&cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(&files.cert, format!("not a PEM certificate chain: {e}")))?;
+        if certs.is_empty() {
+            return Err(bad(&files.cert, "holds no CERTIFICATE block".to_owned()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(&key_pem)
+            .map_err(|e| bad(&files.key, format!("holds no PEM private key: {e}")))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| io::Error::other(format!("TLS: {e}")))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| {
+                bad(
+                    &files.key,
+                    format!("does not fit the certificate {}: {e}", files.cert.display()),
+                )
+            })?;
+        let mut grpc = config.clone();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        grpc.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Tls {
+            http: TlsAcceptor::from(Arc::new(config)),
+            grpc: TlsAcceptor::from(Arc::new(grpc)),
+        })
+    }
+}
+
+/// Serves `service` on `listeners` until `shutdown` completes: then both listeners stop
+/// accepting, the checks in flight finish, and it returns. Each connection is bounded by the
+/// listeners' [`ConnectionLimits`].
+///
+/// # Errors
+///
+/// A listener that failed.
+pub async fn serve<B: ServiceBackend>(
+    service: Service<B>,
+    listeners: Listeners,
+    admin: bool,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let limits = listeners.limits;
+    let (http_tls, grpc_tls) = match listeners.tls {
+        Some(tls) => (Some(tls.http), Some(tls.grpc)),
+        None => (None, None),
+    };
+    let service = if http_tls.is_some() {
+        service.over_tls()
+    } else {
+        service
+    };
+    let draining = service.clone();
+    let http = listen(
+        listeners.http,
+        limits,
+        HTTP_FIRST_BYTES,
+        http_tls,
+        Http::new(service.router(admin), limits),
+        stop_rx.clone(),
+    );
+    let grpc = listen(
+        listeners.grpc,
+        limits,
+        GRPC_FIRST_BYTES,
+        grpc_tls,
+        GrpcConnections::new(Rls::new(service), limits),
+        stop_rx,
+    );
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections; finishing the checks in flight");
+        draining.drain();
+        let _ = stop_tx.send(true);
+    });
+    tokio::join!(http, grpc);
+    Ok(())
+}
+
+/// Completes when the stop is sent (or its sender is gone).
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+/// How a listener serves one connection once it is accepted (and through TLS, if any), until
+/// it closes or, after the stop, has finished what it was doing.
+trait Protocol: Clone + Send + 'static {
+    fn serve<I>(self, io: I, stop: watch::Receiver<bool>) -> impl Future<Output = ()> + Send
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+}
+
+/// A listener: our accept loop under the connection cap, the TLS handshake within the header
+/// read timeout, each connection in a task of its own; on the stop, no new connection, and
+/// it returns once the open ones have closed.
+async fn listen<P: Protocol>(
+    listener: TcpListener,
+    limits: ConnectionLimits,
+    first_bytes: usize,
+    tls: Option<TlsAcceptor>,
+    protocol: P,
+    stop: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    // Each connection holds a sender; when all are dropped, `recv` answers `None`.
+    let (open_tx, mut open_rx) = mpsc::channel::<Infallible>(1);
+    let stopping = stopped(stop.clone());
+    tokio::pin!(stopping);
+    loop {
+        let stream = tokio::select! {
+            biased;
+            () = &mut stopping => break,
+            stream = accept(&listener, &permits, limits, first_bytes) => stream,
+        };
+        let (protocol, tls, stop, open) =
+            (protocol.clone(), tls.clone(), stop.clone(), open_tx.clone());
+        tokio::spawn(async move {
+            let _open = open;
+            let Some(tls) = tls else {
+                return protocol.serve(stream, stop).await;
+            };
+            let handshake = tokio::time::timeout(limits.header_read_timeout, tls.accept(stream));
+            let stream = tokio::select! {
+                done = handshake => match done {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => {
+                        tracing::debug!("TLS handshake failed: {e}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake timed out");
+                        return;
+                    }
+                },
+                () = stopped(stop.clone()) => return,
+            };
+            protocol.serve(stream, stop).await;
+        });
+    }
+    // New connections are refused from here; the open ones finish what they are doing.
+    drop(listener);
+    drop(open_tx);
+    let _ = open_rx.recv().await;
+}
