@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use slidewin_server::{
@@ -49,6 +50,14 @@ pub(crate) struct ServeArgs {
     /// closes (an idle HTTP connection is closed after 10 s, a gRPC one with no call after 60 s).
     #[arg(long, env = "SLIDEWIN_MAX_CONNECTIONS", default_value_t = slidewin_server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// The most calls (gRPC calls and POST /json requests) in flight at once across every
+    /// connection; past it a call is refused at once (RESOURCE_EXHAUSTED, or 503).
+    #[arg(long, env = "SLIDEWIN_MAX_CALLS_IN_FLIGHT", default_value_t = slidewin_server::DEFAULT_MAX_CALLS_IN_FLIGHT)]
+    max_calls_in_flight: usize,
+    /// On SIGTERM, how long the calls in flight may take to finish before the connections
+    /// still open are closed and the process exits: seconds (5, 0.5) or milliseconds (500ms).
+    #[arg(long, env = "SLIDEWIN_DRAIN_TIMEOUT", default_value = "5", value_parser = seconds)]
+    drain_timeout: Duration,
     /// Close the dashboard, /api/* and /metrics.
     #[arg(long, env = "SLIDEWIN_NO_ADMIN")]
     no_admin: bool,
@@ -126,6 +135,8 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             admin: !args.no_admin,
             limits: ConnectionLimits {
                 max_connections: args.max_connections,
+                max_calls_in_flight: args.max_calls_in_flight,
+                drain_timeout: args.drain_timeout,
                 ..ConnectionLimits::default()
             },
             tls: match (args.tls_cert, args.tls_key) {
@@ -158,5 +169,44 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             eprintln!("slidewin serve: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A duration as `--drain-timeout` takes it: seconds (`5`, `0.5`, `5s`) or milliseconds
+/// (`500ms`), at most a day.
+fn seconds(text: &str) -> Result<Duration, String> {
+    let (number, scale) = match text.strip_suffix("ms") {
+        Some(number) => (number, 1e-3),
+        None => (text.strip_suffix('s').unwrap_or(text), 1.0),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration: give seconds (5, 0.5) or 500ms"))?;
+    let secs = value * scale;
+    if !(0.0..=86_400.0).contains(&secs) {
+        return Err(format!(
+            "`{text}` is out of range: from 0 to a day (86400 seconds)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn drain_timeouts_are_read_in_seconds_or_milliseconds() {
+        assert_eq!(seconds("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(seconds("0"), Ok(Duration::ZERO));
+        assert_eq!(seconds("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(seconds("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(seconds("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", "s", "-1", "NaN", "inf", "1e9", "5m", "ten"] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+        assert!(seconds("1e9").unwrap_err().contains("a day"));
     }
 }

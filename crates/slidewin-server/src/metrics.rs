@@ -27,6 +27,16 @@ struct StateLabels {
     state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
 /// The service's Prometheus metrics. Cloning shares them.
 ///
 /// ```
@@ -54,6 +64,9 @@ struct Inner {
     backend_errors: Counter,
     key_cap_refusals: Counter,
     decision_seconds: Histogram,
+    calls_in_flight: Gauge,
+    calls_shed: Family<ListenerLabels, Counter>,
+    connections_cut: Family<ReasonLabels, Counter>,
 }
 
 /// One rule's counters, as envoy ratelimit names them; in hits (a request's `hits_addend`).
@@ -141,6 +154,25 @@ impl Metrics {
             "Time to decide one request",
             decision_seconds.clone(),
         );
+        let calls_in_flight = Gauge::default();
+        registry.register(
+            "calls_in_flight",
+            "Calls (gRPC, and POST /json) in flight across every connection",
+            calls_in_flight.clone(),
+        );
+        let calls_shed = Family::<ListenerLabels, Counter>::default();
+        registry.register(
+            "calls_shed",
+            "Calls refused at once because max_calls_in_flight were in flight, by listener",
+            calls_shed.clone(),
+        );
+        let connections_cut = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_cut",
+            "Connections closed with calls unfinished: an answer not taken within the request \
+             timeout (unread_answer), or still open when the stop's drain was over (drain_over)",
+            connections_cut.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -155,6 +187,9 @@ impl Metrics {
                 backend_errors,
                 key_cap_refusals,
                 decision_seconds,
+                calls_in_flight,
+                calls_shed,
+                connections_cut,
             }),
         }
     }
@@ -224,6 +259,25 @@ impl Metrics {
 
     pub(crate) fn key_cap_refusal(&self) {
         self.inner.key_cap_refusals.inc();
+    }
+
+    /// The gauge of calls in flight, which the cap on them counts in.
+    pub(crate) fn calls_in_flight(&self) -> Gauge {
+        self.inner.calls_in_flight.clone()
+    }
+
+    /// The counter of calls shed on `listener` (`grpc` or `http`).
+    pub(crate) fn calls_shed(&self, listener: &'static str) -> Counter {
+        self.inner
+            .calls_shed
+            .get_or_create_owned(&ListenerLabels { listener })
+    }
+
+    /// The counter of connections cut for `reason`.
+    pub(crate) fn connections_cut(&self, reason: &'static str) -> Counter {
+        self.inner
+            .connections_cut
+            .get_or_create_owned(&ReasonLabels { reason })
     }
 
     pub(crate) fn observe_decision(&self, took: Duration) {

@@ -627,7 +627,6 @@ pub(crate) mod grpc {
     use std::sync::Arc;
     use std::task::{Context, Poll};
 
-    use hyper::body::Incoming;
     use tonic::Status;
     use tonic::codec::{DecodeBuf, EncodeBuf};
 
@@ -637,6 +636,7 @@ pub(crate) mod grpc {
     };
     use crate::backend::ServiceBackend;
     use crate::config::Unit;
+    use crate::serve::GrpcRequest;
 
     /// Envoy's `RateLimitService` on a [`Service`].
     struct Grpc<B: ServiceBackend> {
@@ -667,7 +667,7 @@ pub(crate) mod grpc {
     type Answer = http::Response<tonic::body::Body>;
     type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-    impl<B: ServiceBackend> tower::Service<http::Request<Incoming>> for Rls<B> {
+    impl<B: ServiceBackend> tower::Service<GrpcRequest> for Rls<B> {
         type Response = Answer;
         type Error = Infallible;
         type Future = Boxed<Result<Answer, Infallible>>;
@@ -676,7 +676,7 @@ pub(crate) mod grpc {
             Poll::Ready(Ok(()))
         }
 
-        fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
+        fn call(&mut self, request: GrpcRequest) -> Self::Future {
             if request.uri().path() != SHOULD_RATE_LIMIT {
                 let status = Status::unimplemented(format!(
                     "{}: this service answers only {SHOULD_RATE_LIMIT}",

@@ -1342,3 +1342,11 @@ async fn crafted_keys_redis() {
         "{listed}"
     );
 }
+
+// ---- Issue 29: its findings' regression tests, a file per group under tests/attacks/ ----
+
+mod attacks {
+    use super::*;
+
+    mod stop;
+}

@@ -1,6 +1,7 @@
 //! The gRPC listener's connections.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -11,21 +12,26 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
-use super::{ConnectionLimits, Protocol, stopped};
+use super::{CallCap, ConnectionLimits, Phase, Protocol, stopped};
 
 /// A gRPC answer, as a tower service of HTTP/2 requests gives it.
 type GrpcAnswer = http::Response<tonic::body::Body>;
 
+/// A call's request, its body due within the header read timeout.
+pub(crate) type GrpcRequest = http::Request<FirstMessage>;
+
 /// The gRPC listener's connections: hyper's HTTP/2 with keep-alive pings and a cap on
-/// concurrent streams, each call under the request timeout, and a graceful close (`GOAWAY`)
-/// once no call has been in flight for the idle timeout.
+/// concurrent streams, each call's message due within the header read timeout and its answer
+/// within the request timeout, and a graceful close (`GOAWAY`) once no call has been in flight
+/// for the idle timeout. A call past the cap on calls in flight is answered
+/// `RESOURCE_EXHAUSTED` at once.
 pub(super) struct GrpcConnections<S> {
     calls: S,
     http2: hyper::server::conn::http2::Builder<TokioExecutor>,
-    request_timeout: Duration,
-    idle_timeout: Duration,
+    limits: ConnectionLimits,
+    cap: Arc<CallCap>,
 }
 
 impl<S: Clone> Clone for GrpcConnections<S> {
@@ -33,14 +39,14 @@ impl<S: Clone> Clone for GrpcConnections<S> {
         GrpcConnections {
             calls: self.calls.clone(),
             http2: self.http2.clone(),
-            request_timeout: self.request_timeout,
-            idle_timeout: self.idle_timeout,
+            limits: self.limits,
+            cap: Arc::clone(&self.cap),
         }
     }
 }
 
 impl<S> GrpcConnections<S> {
-    pub(super) fn new(calls: S, limits: ConnectionLimits) -> GrpcConnections<S> {
+    pub(super) fn new(calls: S, limits: ConnectionLimits, cap: Arc<CallCap>) -> GrpcConnections<S> {
         let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         http2
             .timer(TokioTimer::new())
@@ -50,45 +56,39 @@ impl<S> GrpcConnections<S> {
         GrpcConnections {
             calls,
             http2,
-            request_timeout: limits.request_timeout,
-            idle_timeout: limits.idle_timeout,
+            limits,
+            cap,
         }
     }
 }
 
 impl<S> Protocol for GrpcConnections<S>
 where
-    S: tower::Service<http::Request<Incoming>, Response = GrpcAnswer, Error = Infallible>
+    S: tower::Service<GrpcRequest, Response = GrpcAnswer, Error = Infallible>
         + Clone
         + Send
         + Sync
         + 'static,
     S::Future: Send,
 {
-    async fn serve<I>(self, io: I, stop: watch::Receiver<bool>)
+    async fn serve<I>(self, io: I, stop: watch::Receiver<Phase>)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let activity = Arc::new(Activity::new());
+        let limits = self.limits;
+        let activity = Arc::new(Activity::new(limits.request_timeout / 2, self.cap));
         let calls_seen = Arc::clone(&activity);
-        let (calls, timeout) = (self.calls, self.request_timeout);
+        let calls = self.calls;
         let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-            let call = InFlight::start(&calls_seen);
-            let mut calls = calls.clone();
-            // The client's own deadline, when sooner: it will not wait longer.
-            let theirs = client_deadline(request.headers()).filter(|&t| t < timeout);
+            let mut call = InFlight::start(&calls_seen);
+            let placed = call.take_place();
+            let calls = calls.clone();
             async move {
-                // The service is always ready (`Rls`: a function of the request).
-                let within = theirs.unwrap_or(timeout);
-                let answer = match tokio::time::timeout(within, calls.call(request)).await {
-                    Ok(Ok(answer)) => answer,
-                    Err(_) => tonic::Status::cancelled(match theirs {
-                        Some(t) => format!("deadline: the client's grpc-timeout ({t:?}) passed"),
-                        None => {
-                            format!("request timeout: a call must be answered within {timeout:?}")
-                        }
-                    })
-                    .into_http(),
+                let answer = if placed {
+                    answer(calls, request, limits).await
+                } else {
+                    let cap = &call.activity.cap;
+                    tonic::Status::resource_exhausted(cap.refusal()).into_http()
                 };
                 Ok::<_, Infallible>(answer.map(|body| Counted { body, _call: call }))
             }
@@ -100,10 +100,12 @@ where
         // Until the connection ends, the stop comes, or no call has been in flight for the
         // idle timeout: then `GOAWAY`, and the calls in flight (and any the client sent
         // before it saw the `GOAWAY`) are answered before the connection closes. The calls
-        // only count themselves (two atomics); this task looks when its timer says the
-        // connection may have gone idle, and sets it again if it has not.
-        let idle = tokio::time::sleep(self.idle_timeout);
+        // only count themselves (atomics); this task looks when its timers say the connection
+        // may have gone idle, or an answer may have gone untaken, and sets them again.
+        let idle = tokio::time::sleep(limits.idle_timeout);
         tokio::pin!(idle);
+        let stalls = tokio::time::sleep_until(activity.next_epoch());
+        tokio::pin!(stalls);
         let served = loop {
             tokio::select! {
                 served = connection.as_mut() => break served,
@@ -114,21 +116,115 @@ where
                 () = &mut idle => {
                     let now = Instant::now();
                     match activity.idle_since() {
-                        Some(since) if since + self.idle_timeout <= now => {
+                        Some(since) if since + limits.idle_timeout <= now => {
                             tracing::debug!("gRPC connection idle: closing it (GOAWAY)");
                             connection.as_mut().graceful_shutdown();
                             break connection.await;
                         }
-                        Some(since) => idle.as_mut().reset(since + self.idle_timeout),
+                        Some(since) => idle.as_mut().reset(since + limits.idle_timeout),
                         // A call in flight: it cannot have ended an idle timeout ago.
-                        None => idle.as_mut().reset(now + self.idle_timeout),
+                        None => idle.as_mut().reset(now + limits.idle_timeout),
                     }
+                }
+                () = &mut stalls => {
+                    if activity.has_stalled() {
+                        // An answer its client has not taken within the request timeout (a
+                        // flow-control window kept shut): no graceful close can finish it.
+                        tracing::debug!(
+                            "gRPC connection closed: an answer was not taken within the \
+                             request timeout"
+                        );
+                        activity.cap.stalled.inc();
+                        return;
+                    }
+                    stalls.as_mut().reset(activity.next_epoch());
                 }
             }
         };
         if let Err(e) = served {
             tracing::debug!("gRPC connection closed: {e}");
         }
+    }
+}
+
+/// `request`'s answer by `calls`, its message due within the header read timeout, and the
+/// answer within the request timeout or the client's own sooner `grpc-timeout`.
+async fn answer<S>(
+    mut calls: S,
+    request: http::Request<Incoming>,
+    limits: ConnectionLimits,
+) -> GrpcAnswer
+where
+    S: tower::Service<GrpcRequest, Response = GrpcAnswer, Error = Infallible>,
+{
+    let timeout = limits.request_timeout;
+    // The client's own deadline, when sooner: it will not wait longer.
+    let theirs = client_deadline(request.headers()).filter(|&t| t < timeout);
+    let request = request.map(|body| FirstMessage::new(body, limits.header_read_timeout));
+    // The service is always ready (`Rls`: a function of the request).
+    match tokio::time::timeout(theirs.unwrap_or(timeout), calls.call(request)).await {
+        Ok(Ok(answer)) => answer,
+        Err(_) => tonic::Status::cancelled(match theirs {
+            Some(t) => format!("deadline: the client's grpc-timeout ({t:?}) passed"),
+            None => format!("request timeout: a call must be answered within {timeout:?}"),
+        })
+        .into_http(),
+    }
+}
+
+/// A call's request body, which must end (its one message sent) within the header read
+/// timeout from the call's start; past it, the body fails with `CANCELLED`, which tonic's
+/// unary machinery answers. The timer is set only if the body is not there at once.
+pub(crate) struct FirstMessage {
+    body: Incoming,
+    deadline: Instant,
+    within: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl FirstMessage {
+    fn new(body: Incoming, within: Duration) -> FirstMessage {
+        FirstMessage {
+            body,
+            deadline: Instant::now() + within,
+            within,
+            timer: None,
+        }
+    }
+}
+
+impl hyper::body::Body for FirstMessage {
+    type Data = hyper::body::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        let deadline = this.deadline;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let late = tonic::Status::cancelled(format!(
+            "the call's message did not arrive within the header read timeout ({:?})",
+            this.within
+        ));
+        Poll::Ready(Some(Err(Box::new(late))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -153,48 +249,101 @@ fn client_deadline(headers: &http::HeaderMap) -> Option<Duration> {
     })
 }
 
-/// A gRPC connection's calls: how many are in flight, and when the last one ended.
+/// Epochs a gRPC connection counts its calls in flight by: a ring of four, each half the
+/// request timeout.
+const EPOCHS: usize = 4;
+
+/// A gRPC connection's calls: how many are in flight, by the epoch (half a request timeout)
+/// they started in, and when the last one ended. A call still in flight three epochs on
+/// started at least a request timeout ago: its service answered (or was cut) by then, so its
+/// answer is waiting for a client that does not take it.
 struct Activity {
     opened: Instant,
-    in_flight: AtomicUsize,
+    epoch: Duration,
+    /// Calls in flight, in the slot of the epoch they started in (modulo [`EPOCHS`]).
+    in_flight: [AtomicUsize; EPOCHS],
     /// When the last call ended (its answer sent or the call dropped), in nanoseconds after
     /// `opened`.
     last_end: AtomicU64,
+    cap: Arc<CallCap>,
 }
 
 impl Activity {
-    fn new() -> Activity {
+    fn new(epoch: Duration, cap: Arc<CallCap>) -> Activity {
         Activity {
             opened: Instant::now(),
-            in_flight: AtomicUsize::new(0),
+            // Never zero (a request timeout of a nanosecond): it divides.
+            epoch: epoch.max(Duration::from_nanos(1)),
+            in_flight: Default::default(),
             last_end: AtomicU64::new(0),
+            cap,
         }
+    }
+
+    /// The epoch `at` is in, counted from the connection's start.
+    fn epoch_of(&self, at: Instant) -> u128 {
+        (at - self.opened).as_nanos() / self.epoch.as_nanos()
+    }
+
+    /// When the next epoch begins.
+    fn next_epoch(&self) -> Instant {
+        let next = self.epoch_of(Instant::now()) + 1;
+        let nanos = u64::try_from(next * self.epoch.as_nanos()).unwrap_or(u64::MAX);
+        self.opened + Duration::from_nanos(nanos)
+    }
+
+    /// Whether a call started three epochs ago is still in flight. Looked at as each epoch
+    /// begins, before its slot is used again.
+    fn has_stalled(&self) -> bool {
+        let slot = (self.epoch_of(Instant::now()) + 1) % EPOCHS as u128;
+        self.in_flight[slot as usize].load(Ordering::Acquire) > 0
     }
 
     /// Since when no call has been in flight; `None` while one is.
     fn idle_since(&self) -> Option<Instant> {
-        (self.in_flight.load(Ordering::Acquire) == 0)
+        self.in_flight
+            .iter()
+            .all(|slot| slot.load(Ordering::Acquire) == 0)
             .then(|| self.opened + Duration::from_nanos(self.last_end.load(Ordering::Acquire)))
     }
 }
 
-/// A call in flight on a gRPC connection, counted until it is dropped.
-struct InFlight(Arc<Activity>);
+/// A call in flight on a gRPC connection, counted until it is dropped, and its place under the
+/// cap on calls in flight if it took one.
+struct InFlight {
+    activity: Arc<Activity>,
+    slot: usize,
+    placed: bool,
+}
 
 impl InFlight {
     fn start(activity: &Arc<Activity>) -> InFlight {
-        activity.in_flight.fetch_add(1, Ordering::AcqRel);
-        InFlight(Arc::clone(activity))
+        let slot = (activity.epoch_of(Instant::now()) % EPOCHS as u128) as usize;
+        activity.in_flight[slot].fetch_add(1, Ordering::AcqRel);
+        InFlight {
+            activity: Arc::clone(activity),
+            slot,
+            placed: false,
+        }
+    }
+
+    /// Takes a place under the cap on calls in flight; `false` if none is free.
+    fn take_place(&mut self) -> bool {
+        self.placed = self.activity.cap.take(true);
+        self.placed
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let activity = &self.0;
+        let activity = &self.activity;
         let ended = u64::try_from(activity.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
         // The end is recorded before the count drops, so a count of 0 comes with it.
         activity.last_end.fetch_max(ended, Ordering::AcqRel);
-        activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+        activity.in_flight[self.slot].fetch_sub(1, Ordering::AcqRel);
+        if self.placed {
+            activity.cap.give_back();
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP listener's connections.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -8,19 +9,24 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use super::{ConnectionLimits, Protocol, stopped};
+use futures_util::future::Either;
+
+use super::{CallCap, ConnectionLimits, Phase, Protocol, stopped};
 
 /// The HTTP listener's connections: hyper's HTTP/1 with a header read timeout, each request
 /// under the request timeout.
+/// `POST /json` (the data plane) takes a place under the cap on calls in flight; the admin
+/// routes and health do not.
 #[derive(Clone)]
 pub(super) struct Http {
     router: axum::Router,
     http1: hyper::server::conn::http1::Builder,
     request_timeout: Duration,
+    cap: Arc<CallCap>,
 }
 
 impl Http {
-    pub(super) fn new(router: axum::Router, limits: ConnectionLimits) -> Http {
+    pub(super) fn new(router: axum::Router, limits: ConnectionLimits, cap: Arc<CallCap>) -> Http {
         let mut http1 = hyper::server::conn::http1::Builder::new();
         http1
             .timer(TokioTimer::new())
@@ -30,18 +36,32 @@ impl Http {
             router,
             http1,
             request_timeout: limits.request_timeout,
+            cap,
         }
     }
 }
 
 impl Protocol for Http {
-    async fn serve<I>(self, io: I, stop: watch::Receiver<bool>)
+    async fn serve<I>(self, io: I, stop: watch::Receiver<Phase>)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let (timeout, router) = (self.request_timeout, self.router);
+        let (timeout, router, cap) = (self.request_timeout, self.router, self.cap);
         let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-            within(timeout, router.clone(), request)
+            let place = if request.uri().path() == "/json" {
+                match Place::take(&cap) {
+                    Some(place) => Some(place),
+                    None => return Either::Left(std::future::ready(Ok(shed(&cap)))),
+                }
+            } else {
+                None
+            };
+            let router = router.clone();
+            Either::Right(async move {
+                let answer = within(timeout, router, request).await;
+                drop(place);
+                answer
+            })
         });
         let connection = self.http1.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
@@ -56,6 +76,35 @@ impl Protocol for Http {
             tracing::debug!("HTTP connection closed: {e}");
         }
     }
+}
+
+/// A data-plane request's place under the cap on calls in flight, given back when dropped.
+struct Place(Arc<CallCap>);
+
+impl Place {
+    fn take(cap: &Arc<CallCap>) -> Option<Place> {
+        cap.take(false).then(|| Place(Arc::clone(cap)))
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.give_back();
+    }
+}
+
+/// The answer to a data-plane request past the cap on calls in flight: `503`, at once.
+fn shed(cap: &CallCap) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        http::StatusCode::SERVICE_UNAVAILABLE,
+        [
+            (http::header::CONTENT_TYPE, "application/json"),
+            (http::header::RETRY_AFTER, "1"),
+        ],
+        serde_json::json!({ "error": cap.refusal() }).to_string(),
+    )
+        .into_response()
 }
 
 /// `request` through `router`, its body read and its answer within `timeout`, else

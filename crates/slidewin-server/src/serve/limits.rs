@@ -11,8 +11,13 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most connections open at once on each listener: 10,000.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
-/// The most gRPC calls in flight at once on one HTTP/2 connection: 1,024.
-pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 1_024;
+/// The most gRPC calls in flight at once on one HTTP/2 connection: 128, nginx's default.
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 128;
+/// The most calls (gRPC calls and `POST /json` requests) in flight at once across every
+/// connection: 4,096. A call past it is refused at once.
+pub const DEFAULT_MAX_CALLS_IN_FLIGHT: usize = 4_096;
+/// How long the stop lets calls in flight finish before it closes what is left: 5 s.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often an HTTP/2 connection is pinged while it is quiet: every 20 s.
 pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
 /// How long a ping may go unanswered before its connection is closed: 10 s.
@@ -51,12 +56,14 @@ pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// A new connection's first bytes (on gRPC, HTTP/2's 24-byte preface), a TLS handshake,
-    /// and each HTTP/1 request's head (also awaited on an idle
-    /// keep-alive connection) must arrive within it, or the connection is closed: the
-    /// slowloris bound. [`DEFAULT_HEADER_READ_TIMEOUT`].
+    /// each HTTP/1 request's head (also awaited on an idle keep-alive connection) and each
+    /// gRPC call's message must arrive within it, or the connection is closed (the call gets
+    /// `CANCELLED`): the slowloris bound. [`DEFAULT_HEADER_READ_TIMEOUT`].
     pub header_read_timeout: Duration,
     /// An HTTP request's body read and answer, or a gRPC call, must finish within it: HTTP
-    /// answers `408 Request Timeout`, gRPC `CANCELLED`. [`DEFAULT_REQUEST_TIMEOUT`].
+    /// answers `408 Request Timeout`, gRPC `CANCELLED`. A gRPC answer the client has not
+    /// taken (its flow-control window kept shut) by then gets its connection closed, within
+    /// half this again. [`DEFAULT_REQUEST_TIMEOUT`].
     pub request_timeout: Duration,
     /// A connection with no byte moving either way for this long is closed, and a gRPC
     /// connection with no call in flight for this long gets a `GOAWAY` and closes. At least
@@ -68,6 +75,14 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// The most gRPC calls in flight on one connection. [`DEFAULT_MAX_CONCURRENT_STREAMS`].
     pub max_concurrent_streams: u32,
+    /// The most calls in flight at once across every connection of both listeners: gRPC
+    /// calls, and `POST /json` requests. Past it a call is shed at once, `RESOURCE_EXHAUSTED`
+    /// on gRPC and `503` on HTTP, and counted in `slidewin_calls_shed_total`.
+    /// [`DEFAULT_MAX_CALLS_IN_FLIGHT`].
+    pub max_calls_in_flight: usize,
+    /// After the stop: how long calls in flight may take to finish before the connections
+    /// still open are closed; 0 closes them at once. [`DEFAULT_DRAIN_TIMEOUT`].
+    pub drain_timeout: Duration,
     /// gRPC's HTTP/2 pings a quiet connection this often.
     /// [`DEFAULT_HTTP2_KEEPALIVE_INTERVAL`].
     pub http2_keepalive_interval: Duration,
@@ -84,6 +99,8 @@ impl Default for ConnectionLimits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            max_calls_in_flight: DEFAULT_MAX_CALLS_IN_FLIGHT,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             http2_keepalive_interval: DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
             http2_keepalive_timeout: DEFAULT_HTTP2_KEEPALIVE_TIMEOUT,
         }
@@ -95,8 +112,8 @@ impl ConnectionLimits {
     ///
     /// # Errors
     ///
-    /// The first bound that is zero, or an idle timeout shorter than the request timeout,
-    /// named.
+    /// The first bound that is zero (but the drain timeout, where 0 means at once), or an
+    /// idle timeout shorter than the request timeout, named.
     pub fn validate(&self) -> Result<(), String> {
         for (name, value) in [
             ("header_read_timeout", self.header_read_timeout),
@@ -114,6 +131,9 @@ impl ConnectionLimits {
         }
         if self.max_concurrent_streams == 0 {
             return Err("max_concurrent_streams is 0: a connection must carry a call".to_owned());
+        }
+        if self.max_calls_in_flight == 0 {
+            return Err("max_calls_in_flight is 0: the service must take a call".to_owned());
         }
         if self.idle_timeout < self.request_timeout {
             return Err(format!(

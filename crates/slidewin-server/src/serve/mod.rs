@@ -33,6 +33,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -50,11 +52,13 @@ mod limits;
 
 use bounded::accept;
 use grpc::GrpcConnections;
+pub(crate) use grpc::GrpcRequest;
 use http::Http;
 pub use limits::{
-    ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
-    DEFAULT_HTTP2_KEEPALIVE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONCURRENT_STREAMS,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT,
+    ConnectionLimits, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_HTTP2_KEEPALIVE_INTERVAL, DEFAULT_HTTP2_KEEPALIVE_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CALLS_IN_FLIGHT, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_REQUEST_TIMEOUT,
 };
 use limits::{GRPC_FIRST_BYTES, HTTP_FIRST_BYTES};
 
@@ -221,9 +225,12 @@ impl Tls {
     }
 }
 
-/// Serves `service` on `listeners` until `shutdown` completes: then both listeners stop
-/// accepting, the checks in flight finish, and it returns. Each connection is bounded by the
-/// listeners' [`ConnectionLimits`].
+/// Serves `service` on `listeners` until `shutdown` completes. Then the stop: the service
+/// drains ([`Service::drain`]: health fails, the dashboard's event streams end), both
+/// listeners stop accepting, the calls in flight get [`ConnectionLimits::drain_timeout`] to
+/// finish, the connections still open are closed, and it returns. Each connection is bounded
+/// by the listeners' [`ConnectionLimits`], and the calls of all of them by
+/// [`ConnectionLimits::max_calls_in_flight`].
 ///
 /// # Errors
 ///
@@ -234,7 +241,7 @@ pub async fn serve<B: ServiceBackend>(
     admin: bool,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
     let limits = listeners.limits;
     let (http_tls, grpc_tls) = match listeners.tls {
         Some(tls) => (Some(tls.http), Some(tls.grpc)),
@@ -246,60 +253,139 @@ pub async fn serve<B: ServiceBackend>(
         service
     };
     let draining = service.clone();
+    let cap = Arc::new(CallCap::new(
+        limits.max_calls_in_flight,
+        service.engine().metrics(),
+    ));
     let http = listen(
         listeners.http,
-        limits,
-        HTTP_FIRST_BYTES,
+        (limits, HTTP_FIRST_BYTES, Arc::clone(&cap)),
         http_tls,
-        Http::new(service.router(admin), limits),
-        stop_rx.clone(),
+        Http::new(service.router(admin), limits, Arc::clone(&cap)),
+        phase_rx.clone(),
     );
     let grpc = listen(
         listeners.grpc,
-        limits,
-        GRPC_FIRST_BYTES,
+        (limits, GRPC_FIRST_BYTES, Arc::clone(&cap)),
         grpc_tls,
-        GrpcConnections::new(Rls::new(service), limits),
-        stop_rx,
+        GrpcConnections::new(Rls::new(service), limits, Arc::clone(&cap)),
+        phase_rx,
     );
     tokio::spawn(async move {
         shutdown.await;
-        tracing::info!("shutting down: no new connections; finishing the checks in flight");
+        tracing::info!(
+            drain = ?limits.drain_timeout,
+            "shutting down: health fails, no new connections; the calls in flight may finish \
+             within the drain"
+        );
         draining.drain();
-        let _ = stop_tx.send(true);
+        let _ = phase_tx.send(Phase::Draining);
+        tokio::time::sleep(limits.drain_timeout).await;
+        let _ = phase_tx.send(Phase::Cut);
     });
     tokio::join!(http, grpc);
     Ok(())
 }
 
-/// Completes when the stop is sent (or its sender is gone).
-async fn stopped(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|stop| *stop).await;
+/// Where the service is in its stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    Serving,
+    /// No new connection; those open finish what they are doing.
+    Draining,
+    /// The drain is over: the connections still open are closed.
+    Cut,
+}
+
+/// Completes when the stop has begun (or its sender is gone).
+async fn stopped(mut rx: watch::Receiver<Phase>) {
+    let _ = rx.wait_for(|phase| *phase >= Phase::Draining).await;
+}
+
+/// Completes when the drain is over; never while its sender serves.
+async fn cut(mut rx: watch::Receiver<Phase>) {
+    if rx.wait_for(|phase| *phase == Phase::Cut).await.is_err() {
+        // The sender is gone with `serve`: nothing will cut.
+        std::future::pending::<()>().await;
+    }
 }
 
 /// How a listener serves one connection once it is accepted (and through TLS, if any), until
 /// it closes or, after the stop, has finished what it was doing.
 trait Protocol: Clone + Send + 'static {
-    fn serve<I>(self, io: I, stop: watch::Receiver<bool>) -> impl Future<Output = ()> + Send
+    fn serve<I>(self, io: I, stop: watch::Receiver<Phase>) -> impl Future<Output = ()> + Send
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static;
 }
 
+/// The cap on calls in flight across every connection of both listeners: a place is taken
+/// when a call starts and given back when its answer is sent (or the call is dropped). Its
+/// count is the `slidewin_calls_in_flight` gauge itself: one atomic add a call, and one back.
+/// It also holds the counters of the connections closed before their calls were done.
+pub(super) struct CallCap {
+    max: i64,
+    in_flight: Gauge,
+    shed_grpc: Counter,
+    shed_http: Counter,
+    /// gRPC connections closed because an answer was not taken within the request timeout.
+    stalled: Counter,
+    /// Connections still open when the drain was over, closed.
+    drained: Counter,
+}
+
+impl CallCap {
+    fn new(max: usize, metrics: &crate::Metrics) -> CallCap {
+        CallCap {
+            max: i64::try_from(max).unwrap_or(i64::MAX),
+            in_flight: metrics.calls_in_flight(),
+            shed_grpc: metrics.calls_shed("grpc"),
+            shed_http: metrics.calls_shed("http"),
+            stalled: metrics.connections_cut("unread_answer"),
+            drained: metrics.connections_cut("drain_over"),
+        }
+    }
+
+    /// Takes a place for a call, if one is free; a call refused is counted as shed.
+    fn take(&self, grpc: bool) -> bool {
+        if self.in_flight.inc() < self.max {
+            return true;
+        }
+        self.in_flight.dec();
+        if grpc {
+            self.shed_grpc.inc();
+        } else {
+            self.shed_http.inc();
+        }
+        false
+    }
+
+    fn give_back(&self) {
+        self.in_flight.dec();
+    }
+
+    /// Why a call was shed, in words.
+    fn refusal(&self) -> String {
+        format!(
+            "overloaded: {} calls are in flight, at most {} (max_calls_in_flight); try again",
+            self.max, self.max
+        )
+    }
+}
+
 /// A listener: our accept loop under the connection cap, the TLS handshake within the header
 /// read timeout, each connection in a task of its own; on the stop, no new connection, and
-/// it returns once the open ones have closed.
+/// it returns once the open ones have closed, or been closed at the end of the drain.
 async fn listen<P: Protocol>(
     listener: TcpListener,
-    limits: ConnectionLimits,
-    first_bytes: usize,
+    (limits, first_bytes, cap): (ConnectionLimits, usize, Arc<CallCap>),
     tls: Option<TlsAcceptor>,
     protocol: P,
-    stop: watch::Receiver<bool>,
+    phase: watch::Receiver<Phase>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     // Each connection holds a sender; when all are dropped, `recv` answers `None`.
     let (open_tx, mut open_rx) = mpsc::channel::<Infallible>(1);
-    let stopping = stopped(stop.clone());
+    let stopping = stopped(phase.clone());
     tokio::pin!(stopping);
     loop {
         let stream = tokio::select! {
@@ -307,33 +393,57 @@ async fn listen<P: Protocol>(
             () = &mut stopping => break,
             stream = accept(&listener, &permits, limits, first_bytes) => stream,
         };
-        let (protocol, tls, stop, open) =
-            (protocol.clone(), tls.clone(), stop.clone(), open_tx.clone());
+        let (protocol, tls, phase, open) = (
+            protocol.clone(),
+            tls.clone(),
+            phase.clone(),
+            open_tx.clone(),
+        );
+        let cap = Arc::clone(&cap);
         tokio::spawn(async move {
             let _open = open;
-            let Some(tls) = tls else {
-                return protocol.serve(stream, stop).await;
-            };
-            let handshake = tokio::time::timeout(limits.header_read_timeout, tls.accept(stream));
-            let stream = tokio::select! {
-                done = handshake => match done {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(e)) => {
-                        tracing::debug!("TLS handshake failed: {e}");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!("TLS handshake timed out");
-                        return;
-                    }
-                },
-                () = stopped(stop.clone()) => return,
-            };
-            protocol.serve(stream, stop).await;
+            let connection = serve_connection(protocol, stream, tls, limits, phase.clone());
+            tokio::select! {
+                () = connection => {}
+                () = cut(phase) => {
+                    tracing::debug!("the drain is over: closing a connection still open");
+                    cap.drained.inc();
+                }
+            }
         });
     }
-    // New connections are refused from here; the open ones finish what they are doing.
+    // New connections are refused from here; the open ones finish what they are doing, or
+    // are closed when the drain is over.
     drop(listener);
     drop(open_tx);
     let _ = open_rx.recv().await;
+}
+
+/// One connection: its TLS handshake if any, within the header read timeout, then `protocol`.
+async fn serve_connection<P: Protocol>(
+    protocol: P,
+    stream: bounded::Bounded<tokio::net::TcpStream>,
+    tls: Option<TlsAcceptor>,
+    limits: ConnectionLimits,
+    phase: watch::Receiver<Phase>,
+) {
+    let Some(tls) = tls else {
+        return protocol.serve(stream, phase).await;
+    };
+    let handshake = tokio::time::timeout(limits.header_read_timeout, tls.accept(stream));
+    let stream = tokio::select! {
+        done = handshake => match done {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                tracing::debug!("TLS handshake failed: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("TLS handshake timed out");
+                return;
+            }
+        },
+        () = stopped(phase.clone()) => return,
+    };
+    protocol.serve(stream, phase).await;
 }

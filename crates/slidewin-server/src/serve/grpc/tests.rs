@@ -6,7 +6,8 @@ use std::future::Future;
 use std::io;
 use std::sync::Mutex;
 
-use http_body_util::Empty;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Bytes;
 use hyper::client::conn::http2::SendRequest;
 use tokio::io::ReadBuf;
@@ -14,9 +15,13 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::*;
-use crate::serve::ConnectionLimits;
+use crate::Metrics;
+use crate::serve::{ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT};
 
 const IDLE: Duration = Duration::from_secs(60);
+
+/// A request's body, as the tests' client sends it.
+type Body = BoxBody<Bytes, Infallible>;
 
 fn limits() -> ConnectionLimits {
     ConnectionLimits {
@@ -26,11 +31,16 @@ fn limits() -> ConnectionLimits {
     }
 }
 
-/// A gRPC service whose every call waits for a permit of its gate, then answers `OK`.
+/// A gRPC service whose every call reads its request's body (as tonic's unary machinery
+/// does), waits for a permit of its gate, then answers `OK` (with a message of five bytes when
+/// `message`).
 #[derive(Clone)]
-struct Gated(Arc<Semaphore>);
+struct Gated {
+    gate: Arc<Semaphore>,
+    message: bool,
+}
 
-impl tower::Service<http::Request<Incoming>> for Gated {
+impl tower::Service<GrpcRequest> for Gated {
     type Response = GrpcAnswer;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<GrpcAnswer, Infallible>> + Send>>;
@@ -39,11 +49,19 @@ impl tower::Service<http::Request<Incoming>> for Gated {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _: http::Request<Incoming>) -> Self::Future {
-        let gate = Arc::clone(&self.0);
+    fn call(&mut self, request: GrpcRequest) -> Self::Future {
+        let (gate, message) = (Arc::clone(&self.gate), self.message);
         Box::pin(async move {
+            if let Err(e) = request.into_body().collect().await {
+                return Ok(tonic::Status::from_error(e).into_http());
+            }
             gate.acquire().await.expect("the gate stays open").forget();
-            Ok(tonic::Status::ok("").into_http())
+            let mut answer = tonic::Status::ok("").into_http();
+            if message {
+                let bytes = Bytes::from_static(b"\0\0\0\0\x05hello");
+                *answer.body_mut() = tonic::body::Body::new(http_body_util::Full::new(bytes));
+            }
+            Ok(answer)
         })
     }
 }
@@ -89,26 +107,47 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Tap<I> {
 
 /// One connection: the client's handle, the server's task, and what the server wrote.
 struct Connection {
-    client: SendRequest<Empty<Bytes>>,
+    client: SendRequest<Body>,
     client_task: JoinHandle<Result<(), hyper::Error>>,
     server: JoinHandle<()>,
     written: Arc<Mutex<Vec<u8>>>,
-    stop: watch::Sender<bool>,
+    stop: watch::Sender<Phase>,
+    cap: Arc<CallCap>,
 }
 
 impl Connection {
     async fn open(gate: &Arc<Semaphore>, limits: ConnectionLimits) -> Connection {
+        Connection::open_with(gate, limits, false, None).await
+    }
+
+    /// A connection to a service answering a message when `message`, from a client whose
+    /// streams' flow-control window is `window` (hyper's default if `None`).
+    async fn open_with(
+        gate: &Arc<Semaphore>,
+        limits: ConnectionLimits,
+        message: bool,
+        window: Option<u32>,
+    ) -> Connection {
         let (ours, theirs) = tokio::io::duplex(64 * 1024);
         let written = Arc::new(Mutex::new(Vec::new()));
-        let (stop, stop_rx) = watch::channel(false);
+        let (stop, stop_rx) = watch::channel(Phase::Serving);
         let tap = Tap {
             io: ours,
             written: Arc::clone(&written),
         };
-        let protocol = GrpcConnections::new(Gated(Arc::clone(gate)), limits);
+        let cap = Arc::new(CallCap::new(limits.max_calls_in_flight, &Metrics::new()));
+        let gated = Gated {
+            gate: Arc::clone(gate),
+            message,
+        };
+        let protocol = GrpcConnections::new(gated, limits, Arc::clone(&cap));
         let server = tokio::spawn(protocol.serve(tap, stop_rx));
-        let (client, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
+        let mut client = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
+        client.timer(TokioTimer::new());
+        if let Some(window) = window {
+            client.initial_stream_window_size(window);
+        }
+        let (client, connection) = client
             .handshake(TokioIo::new(theirs))
             .await
             .expect("the HTTP/2 handshake");
@@ -118,6 +157,7 @@ impl Connection {
             server,
             written,
             stop,
+            cap,
         }
     }
 
@@ -128,6 +168,18 @@ impl Connection {
 
     /// Starts a call with a deadline of its own (`grpc-timeout`), if any.
     fn call_within(&mut self, deadline: Option<&'static str>) -> JoinHandle<String> {
+        self.send(deadline, Empty::new().boxed())
+    }
+
+    /// Starts a call whose message never comes: its headers, and a body that never ends.
+    fn call_without_message(&mut self) -> JoinHandle<String> {
+        let never = StreamBody::new(futures_util::stream::pending::<
+            Result<hyper::body::Frame<Bytes>, Infallible>,
+        >());
+        self.send(None, never.boxed())
+    }
+
+    fn send(&mut self, deadline: Option<&'static str>, body: Body) -> JoinHandle<String> {
         let mut client = self.client.clone();
         tokio::spawn(async move {
             client.ready().await.expect("the connection takes a call");
@@ -136,7 +188,7 @@ impl Connection {
             if let Some(deadline) = deadline {
                 request = request.header("grpc-timeout", deadline);
             }
-            let request = request.body(Empty::new()).unwrap();
+            let request = request.body(body).unwrap();
             let answer = client.send_request(request).await.expect("an answer");
             let status = answer.headers().get("grpc-status").expect("grpc-status");
             status.to_str().unwrap().to_owned()
@@ -300,10 +352,110 @@ async fn the_stop_lets_the_call_in_flight_finish() {
     let mut connection = Connection::open(&gate, limits()).await;
     let call = connection.call();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    connection.stop.send(true).unwrap();
+    connection.stop.send(Phase::Draining).unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!connection.server.is_finished(), "the call holds it open");
     gate.add_permits(1);
     assert_eq!(call.await.unwrap(), "0");
     connection.closed().await;
+}
+
+/// Issue 29: a call whose headers came but whose message never did held its memory until the
+/// request timeout (30 s); 20 connections held 20,480 such calls.
+#[tokio::test(start_paused = true)]
+async fn hostile_29_a_call_without_its_message_is_cancelled_at_the_header_timeout() {
+    let gate = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+    let mut connection = Connection::open(&gate, limits()).await;
+    let started = Instant::now();
+    assert_eq!(connection.call_without_message().await.unwrap(), "1");
+    assert_eq!(started.elapsed(), DEFAULT_HEADER_READ_TIMEOUT);
+    // Its place is given back, and the connection serves on.
+    assert_eq!(connection.cap.in_flight.get(), 0);
+    assert_eq!(connection.call().await.unwrap(), "0");
+}
+
+/// Issue 29: a client that keeps its flow-control window at 0 while answering pings kept its
+/// calls past every timeout. Its connection is closed once an answer has waited three epochs
+/// (half a request timeout each) for it: here the call starts as the first epoch does, so at
+/// exactly one and a half request timeouts.
+#[tokio::test(start_paused = true)]
+async fn hostile_29_an_answer_not_taken_closes_its_connection() {
+    let gate = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+    let opened = Instant::now();
+    let connection = Connection::open_with(&gate, limits(), true, Some(0)).await;
+    // The answer's headers come (HTTP/2 does not count them against the window); its message
+    // cannot, and the client keeps the answer open without reading it.
+    let (headers_tx, headers) = tokio::sync::oneshot::channel();
+    let mut client = connection.client.clone();
+    let _reader = tokio::spawn(async move {
+        client.ready().await.expect("the connection takes a call");
+        let request = http::Request::post("http://test/p")
+            .header(http::header::CONTENT_TYPE, "application/grpc")
+            .body(Empty::new().boxed())
+            .unwrap();
+        let answer = client.send_request(request).await.expect("an answer");
+        let _ = headers_tx.send(answer.headers()["grpc-status"].clone());
+        std::future::pending::<()>().await;
+        drop(answer);
+    });
+    let mut connection = connection;
+    assert_eq!(headers.await.unwrap(), "0");
+    assert_eq!(
+        connection.cap.in_flight.get(),
+        1,
+        "the call holds its place"
+    );
+    tokio::time::timeout(IDLE * 10, &mut connection.server)
+        .await
+        .expect("the server closes the connection")
+        .expect("the server's task");
+    assert_eq!(opened.elapsed(), IDLE * 3 / 2);
+    assert_eq!(connection.cap.in_flight.get(), 0, "its place is given back");
+    assert_eq!(connection.cap.stalled.get(), 1);
+}
+
+/// An answer taken a little late is never cut: only one not taken for a request timeout is.
+#[tokio::test(start_paused = true)]
+async fn an_answer_taken_within_the_request_timeout_keeps_its_connection() {
+    let gate = Arc::new(Semaphore::new(0));
+    let mut connection = Connection::open_with(&gate, limits(), true, None).await;
+    // In flight for most of a request timeout, over two epochs' looks: then answered.
+    let call = connection.call();
+    tokio::time::sleep(IDLE * 9 / 10).await;
+    gate.add_permits(1);
+    assert_eq!(call.await.unwrap(), "0");
+    // Two more epochs' looks, within the idle timeout.
+    tokio::time::sleep(IDLE * 9 / 10).await;
+    assert_eq!(connection.cap.stalled.get(), 0);
+    gate.add_permits(1);
+    assert_eq!(connection.call().await.unwrap(), "0");
+}
+
+/// Issue 29: past the cap on calls in flight, a call is shed at once, `RESOURCE_EXHAUSTED`
+/// naming the bound, and counted; a place given back is taken again.
+#[tokio::test(start_paused = true)]
+async fn hostile_29_calls_past_the_cap_are_shed_at_once() {
+    let gate = Arc::new(Semaphore::new(0));
+    let limits = ConnectionLimits {
+        max_calls_in_flight: 2,
+        ..limits()
+    };
+    let mut connection = Connection::open(&gate, limits).await;
+    let (first, second) = (connection.call(), connection.call());
+    while connection.cap.in_flight.get() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let started = Instant::now();
+    assert_eq!(connection.call().await.unwrap(), "8");
+    assert_eq!(started.elapsed(), Duration::ZERO, "at once");
+    assert_eq!(connection.cap.shed_grpc.get(), 1);
+    gate.add_permits(2);
+    assert_eq!(
+        (first.await.unwrap(), second.await.unwrap()),
+        ("0".into(), "0".into())
+    );
+    assert_eq!(connection.cap.in_flight.get(), 0);
+    gate.add_permits(1);
+    assert_eq!(connection.call().await.unwrap(), "0");
+    assert_eq!(connection.cap.shed_grpc.get(), 1);
 }
