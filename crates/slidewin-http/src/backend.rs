@@ -440,6 +440,30 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// Drops every key back at its full quota at `now` ([`Keyed::sweep`]); returns how many.
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Backend, Memory};
+    ///
+    /// let memory = Memory::new();
+    /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "1/s".parse()?)?))?;
+    /// memory.check_at_once(&store, "ann".into(), Moment::ZERO, 1);
+    /// assert_eq!(store.sweep(Moment::from_secs(1)), 1);
+    /// assert!(store.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sweep(&self, now: Moment) -> usize {
+        match &self.0 {
+            Store::Gcra(keyed) => keyed.sweep(now),
+            Store::Log(keyed) => keyed.sweep(now),
+            Store::Counter(keyed) => keyed.sweep(now),
+            Store::Fixed(keyed) => keyed.sweep(now),
+            Store::Set(keyed) => keyed.sweep(now),
+        }
+    }
+
     /// Moves every key of `old`, a store being retired, into this one, its counts converted
     /// to this store's quotas at `now` ([`Keyed::carry_from`] says how, algorithm by
     /// algorithm); returns how many keys were carried, and leaves `old` empty.

@@ -18,6 +18,14 @@ pub trait ServiceBackend: Backend {
     /// Keys held in `store` (memory), or 0 where the store keeps them (Redis).
     fn keys(&self, store: &Self::Store) -> u64;
 
+    /// Whether `store` holds a key still live at `now` (those gone idle are dropped first):
+    /// a store that holds none may be dropped and made again without losing a count. Redis
+    /// keeps its counts in Redis, so its stores never do. The default, `true`, never drops one.
+    fn holds_keys(&self, store: &Self::Store, now: Moment) -> bool {
+        let _ = (store, now);
+        true
+    }
+
     /// Moves what `from` counted into `to`, which replaces it after a reload changed its
     /// quotas; the keys carried.
     fn carry_counts(&self, to: &Self::Store, from: &Self::Store, now: Moment) -> usize;
@@ -42,6 +50,11 @@ impl ServiceBackend for Memory {
 
     fn carry_counts(&self, to: &Self::Store, from: &Self::Store, now: Moment) -> usize {
         self.carry(to, from, now)
+    }
+
+    fn holds_keys(&self, store: &Self::Store, now: Moment) -> bool {
+        store.sweep(now);
+        !store.is_empty()
     }
 }
 
@@ -114,6 +127,10 @@ impl ServiceBackend for RedisService {
 
     fn keys(&self, _store: &Self::Store) -> u64 {
         0
+    }
+
+    fn holds_keys(&self, _store: &Self::Store, _now: Moment) -> bool {
+        false
     }
 
     /// Redis keys a rule's counts by its name and kind, not its quota: they carry themselves.

@@ -33,8 +33,54 @@ use crate::config_nesting::{MAX_FLOW_NESTING, too_deep};
 /// cost is memory: one 16-byte stamp per admission still in the window, so at most 16 bytes
 /// times the limit for a key at its limit (16 KB for `1000/hour`), and nothing for keys gone
 /// idle. For very large limits per key, `sliding_counter` (24 bytes a key, approximate) or
-/// `gcra` (8 bytes, smooth) hold less.
+/// `gcra` (8 bytes, smooth) hold less: a limit over [`MAX_LOG_LIMIT`] with no algorithm named
+/// gets `sliding_counter`.
 pub const DEFAULT_ALGORITHM: Kind = Kind::SlidingLog;
+
+/// The largest limit an exact sliding log counts: 10,000, so that one key holds at most
+/// 160 KB of stamps (16 bytes each), whatever its clients send. A limit over it with no
+/// `algorithm` named is counted by `sliding_counter` (24 bytes a key, approximate: it assumes
+/// the previous window's requests were spread evenly), and `/api/config` and the dashboard say
+/// so; one that names `sliding_log` is refused, by name. A request's limit override follows the
+/// same rule.
+///
+/// ```
+/// use slidewin::limit::Kind;
+/// use slidewin_server::{Config, Enforce, MAX_LOG_LIMIT};
+/// let kind = |rpu: u64| {
+///     let yaml = format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: {rpu}}}\n");
+///     let config = Config::parse(&yaml, "d.yaml").unwrap();
+///     match config.domains()[0].descriptors()[0].limit().unwrap().enforce() {
+///         Enforce::Rules { rules, .. } => rules.rules()[0].kind(),
+///         _ => unreachable!(),
+///     }
+/// };
+/// assert_eq!(kind(MAX_LOG_LIMIT), Kind::SlidingLog);
+/// assert_eq!(kind(MAX_LOG_LIMIT + 1), Kind::SlidingCounter);
+/// let named = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {quota: 20000/hour, algorithm: sliding_log}\n";
+/// assert!(Config::parse(named, "d.yaml").unwrap_err().to_string().contains("MAX_LOG_LIMIT"));
+/// ```
+pub const MAX_LOG_LIMIT: u64 = 10_000;
+
+/// The algorithm of a limit of `limit` whose config names `named`, if any: see
+/// [`MAX_LOG_LIMIT`].
+///
+/// # Errors
+///
+/// `sliding_log` named for a limit over [`MAX_LOG_LIMIT`], in words.
+pub(crate) fn algorithm_for(named: Option<Kind>, quota: Quota) -> Result<Kind, String> {
+    let limit = quota.limit();
+    match named {
+        Some(Kind::SlidingLog) if limit > MAX_LOG_LIMIT => Err(format!(
+            "`sliding_log` for a limit of {limit} ({quota}) would keep up to {limit} stamps of 16 \
+             bytes a key: an exact log counts at most {MAX_LOG_LIMIT} (MAX_LOG_LIMIT); use \
+             `sliding_counter` or `gcra`, which hold a key in a fixed size"
+        )),
+        Some(kind) => Ok(kind),
+        None if limit > MAX_LOG_LIMIT => Ok(Kind::SlidingCounter),
+        None => Ok(DEFAULT_ALGORITHM),
+    }
+}
 
 /// The longest config file read, in bytes: a config is small, and a huge file is a mistake.
 pub const MAX_FILE_BYTES: u64 = 4 << 20;
@@ -804,7 +850,6 @@ impl RateLimitYaml {
                 enforce: Enforce::Unlimited,
             });
         }
-        let kind = self.algorithm.map_or(DEFAULT_ALGORITHM, |a| a.0);
         let (quota, unit) = match (self.quota, self.unit, self.requests_per_unit) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
                 return Err(
@@ -840,6 +885,7 @@ impl RateLimitYaml {
             None => path.to_owned(),
         };
         let name = rule_name(self.name.as_deref().unwrap_or(&default_name));
+        let kind = algorithm_for(self.algorithm.map(|a| a.0), quota)?;
         let rule = Rule::new(&name, kind, quota).map_err(|e| e.to_string())?;
         let rules = RuleSet::new([rule]).map_err(|e| e.to_string())?;
         Ok(Limit {

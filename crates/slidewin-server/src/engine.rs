@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
@@ -15,14 +15,19 @@ use crate::backend::ServiceBackend as Backend;
 
 use crate::config::{Config, Descriptor, Enforce, Unit};
 use crate::metrics::{Metrics, RuleMetrics};
+use crate::overrides::{Overrides, Refused};
 use crate::snapshot::{PerSecond, RuleStats, Totals};
 use crate::top::TopKeys;
 
-/// The bounds on one request; each one exceeded is refused with an error naming it.
+/// The bounds on one request; each one exceeded is refused with an error naming it. And what a
+/// request may ask for itself: a limit override of its own, and for how long.
 ///
 /// ```
-/// use slidewin_server::Bounds;
-/// assert_eq!(Bounds::default().max_descriptors, 64);
+/// use slidewin_server::{Bounds, Unit};
+/// let bounds = Bounds::default();
+/// assert_eq!(bounds.max_descriptors, 64);
+/// assert!(bounds.request_overrides);
+/// assert_eq!(bounds.max_override_unit, Unit::Day);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bounds {
@@ -32,6 +37,15 @@ pub struct Bounds {
     pub max_entries: usize,
     /// Bytes in one entry's key or value.
     pub max_text_len: usize,
+    /// Whether a descriptor's own `limit` (a request limit override, envoy's
+    /// `RateLimitDescriptor.limit`) applies: `true` by default, as in envoy ratelimit, which
+    /// always honours them. When `false`, an override is ignored (and counted): the config
+    /// decides the descriptor as if it had none.
+    pub request_overrides: bool,
+    /// The longest unit a request limit override may have: [`Unit::Day`] by default. A longer
+    /// one is refused for its descriptor (`OVER_LIMIT`, the reason as its `current_limit`'s
+    /// name), since its counts would live as long as the unit.
+    pub max_override_unit: Unit,
 }
 
 impl Default for Bounds {
@@ -40,6 +54,8 @@ impl Default for Bounds {
             max_descriptors: 64,
             max_entries: 16,
             max_text_len: 1024,
+            request_overrides: true,
+            max_override_unit: Unit::Day,
         }
     }
 }
@@ -86,7 +102,9 @@ pub struct RequestDescriptor {
 }
 
 /// A limit a request sets for one descriptor: `requests_per_unit` per `unit`, counted by a
-/// sliding log (0 denies every request, as in envoy ratelimit).
+/// sliding log up to [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT) and `sliding_counter` past it (0
+/// denies every request, as in envoy ratelimit). Its unit is bounded by
+/// [`Bounds::max_override_unit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LimitOverride {
     /// The limit.
@@ -211,11 +229,6 @@ pub enum RequestError {
         /// The bound.
         max: usize,
     },
-    /// More distinct limit overrides than [`MAX_OVERRIDES`] have been asked for.
-    TooManyOverrides {
-        /// The bound.
-        max: usize,
-    },
     /// A domain longer than [`Bounds::max_text_len`].
     DomainTooLong {
         /// Its length in bytes.
@@ -260,10 +273,6 @@ impl fmt::Display for RequestError {
             } => write!(
                 f,
                 "descriptor {descriptor} has a {what} of {len} bytes: at most {max} (max_text_len)"
-            ),
-            RequestError::TooManyOverrides { max } => write!(
-                f,
-                "more than {max} distinct descriptor limit overrides (requests_per_unit and unit) in use"
             ),
             RequestError::DomainTooLong { len, max } => {
                 write!(f, "the domain is {len} bytes: at most {max} (max_text_len)")
@@ -321,7 +330,7 @@ pub(crate) struct RuleWindow {
 }
 
 impl RuleWindow {
-    fn new(now: Moment) -> RuleWindow {
+    pub(crate) fn new(now: Moment) -> RuleWindow {
         let make = || {
             WindowMetrics::new(Duration::from_secs(60), 60, now)
                 .unwrap_or_else(|_| unreachable!("a minute of 60 buckets is valid"))
@@ -399,17 +408,9 @@ struct Inner<B: Backend> {
     loaded: RwLock<Arc<Loaded<B>>>,
     metrics: Metrics,
     top: TopKeys,
-    /// The limits requests set, one per domain, limit and unit: their counts live as long as
-    /// the engine.
-    overrides: Mutex<Overrides<B>>,
+    /// The limits requests set, one store per domain, limit and unit, bounded.
+    overrides: Overrides<B>,
 }
-
-/// The limits requests set, by domain and limit.
-type Overrides<B> = HashMap<(String, LimitOverride), Arc<RuleRt<B>>>;
-
-/// The most distinct limit overrides an engine holds: each is a store of its own, and
-/// requests choose them, so their number is bounded.
-pub const MAX_OVERRIDES: usize = 256;
 
 impl<B: Backend> Engine<B> {
     /// An engine deciding by `config` in `backend`, on `clock`.
@@ -434,7 +435,7 @@ impl<B: Backend> Engine<B> {
                 loaded: RwLock::new(Arc::new(loaded)),
                 metrics,
                 top: TopKeys::new(),
-                overrides: Mutex::new(HashMap::new()),
+                overrides: Overrides::new(),
             }),
         })
     }
@@ -569,31 +570,28 @@ impl<B: Backend> Engine<B> {
             });
         };
         let mut matched: Vec<Option<Matched<B>>> = Vec::with_capacity(request.descriptors.len());
-        for descriptor in &request.descriptors {
-            matched.push(match descriptor.limit {
-                Some(limit) => Some((self.override_rule(&request.domain, limit, now)?, Vec::new())),
-                None => find(root, &descriptor.entries),
-            });
-        }
-        // `replaces`: a named limit is dropped when another matched limit replaces it.
-        let replaced: Vec<String> = matched
-            .iter()
-            .flatten()
-            .flat_map(|(rule, _)| rule.replaces.iter().cloned())
-            .collect();
-        if !replaced.is_empty() {
-            for slot in &mut matched {
-                // An unlimited limit is never replaced: envoy ratelimit sets it aside first.
-                if slot
-                    .as_ref()
-                    .filter(|(rule, _)| !matches!(rule.enforce, EnforceRt::Unlimited))
-                    .and_then(|(rule, _)| rule.name.as_ref())
-                    .is_some_and(|name| replaced.contains(name))
-                {
-                    *slot = None;
+        // Descriptors whose own limit was refused: by index, why, and what they asked.
+        let mut refused: Vec<(usize, Refused, LimitOverride)> = Vec::new();
+        for (i, descriptor) in request.descriptors.iter().enumerate() {
+            let found = match descriptor.limit {
+                Some(limit) if self.inner.bounds.request_overrides => {
+                    match self.override_rule(&request.domain, limit, now) {
+                        Ok(rule) => Some((rule, Vec::new())),
+                        Err(why) => {
+                            refused.push((i, why, limit));
+                            None
+                        }
+                    }
                 }
-            }
+                Some(_) => {
+                    self.inner.metrics.request_override("ignored");
+                    find(root, &descriptor.entries)
+                }
+                None => find(root, &descriptor.entries),
+            };
+            matched.push(found);
         }
+        replace(&mut matched);
 
         let mut statuses = Vec::with_capacity(request.descriptors.len());
         // The descriptor whose limit binds the `RateLimit` field: its index, its binding rule's
@@ -604,6 +602,11 @@ impl<B: Backend> Engine<B> {
         let mut failed_rate = 0;
         let (mut quota_total, mut quota_failed) = (0, 0);
         for (i, (descriptor, slot)) in request.descriptors.iter().zip(&matched).enumerate() {
+            if let Some((_, why, limit)) = refused.iter().find(|(at, _, _)| *at == i) {
+                failed_rate += 1;
+                statuses.push(refused_status(why, *limit));
+                continue;
+            }
             let Some((rule, shared)) = slot else {
                 statuses.push(no_limit());
                 continue;
@@ -682,77 +685,29 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    /// The store for a limit a request set, made on first use.
+    /// The store for a limit a request set, made on first use, or why it is refused.
     fn override_rule(
         &self,
         domain: &str,
         limit: LimitOverride,
         now: Moment,
-    ) -> Result<Arc<RuleRt<B>>, RequestError> {
-        let mut overrides = self
-            .inner
-            .overrides
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let key = (domain.to_owned(), limit);
-        if let Some(rule) = overrides.get(&key) {
-            return Ok(Arc::clone(rule));
-        }
-        if overrides.len() >= MAX_OVERRIDES {
-            return Err(RequestError::TooManyOverrides { max: MAX_OVERRIDES });
-        }
-        // Its rule's name, `override.5_per_second`, is a valid rule name; its path, which its
-        // counter keys hold, is `override:5_per_second`. A config's paths in a domain are all
-        // `domain.…`, so none can be this path, which holds no `.`. With the name as the path,
-        // domain `override`'s descriptor `5` = `per_second` had the same counter keys, and on
-        // Redis (whose keys are `{prefix:counter_key}:name:kind`) the same counts.
-        let name = format!(
-            "override.{}_per_{}",
-            limit.requests_per_unit,
-            limit.unit.name()
+    ) -> Result<Arc<RuleRt<B>>, Refused> {
+        let inner = &self.inner;
+        let found = inner.overrides.rule(
+            &inner.backend,
+            &inner.metrics,
+            &inner.bounds,
+            (domain, limit),
+            now,
         );
-        let path = format!(
-            "override:{}_per_{}",
-            limit.requests_per_unit,
-            limit.unit.name()
-        );
-        let enforce = if limit.requests_per_unit == 0 {
-            EnforceRt::Blocked { unit: limit.unit }
-        } else {
-            let unavailable = |e: String| RequestError::Unavailable { detail: e };
-            let quota =
-                slidewin::limit::Quota::new(u64::from(limit.requests_per_unit), limit.unit.span())
-                    .map_err(|e| unavailable(e.to_string()))?;
-            let rule = slidewin::limit::Rule::new(&name, crate::config::DEFAULT_ALGORITHM, quota)
-                .map_err(|e| unavailable(e.to_string()))?;
-            let spec = slidewin::limit::RuleSet::from(rule);
-            let store = self
-                .inner
-                .backend
-                .store(spec.clone())
-                .map_err(|e| unavailable(e.to_string()))?;
-            let fields = RateLimitFields::new(&spec).map_err(|e| unavailable(e.to_string()))?;
-            EnforceRt::Rules {
-                spec,
-                units: vec![Some(limit.unit)],
-                store: Arc::new(store),
-                fields,
-            }
-        };
-        let rule = Arc::new(RuleRt {
-            domain: domain.to_owned(),
-            metrics: self.inner.metrics.rule(domain, &path),
-            shown: shown_name(domain, &path, None),
-            path,
-            name: None,
-            replaces: Vec::new(),
-            shadow: false,
-            quota_mode: false,
-            enforce,
-            stats: Arc::new(RuleWindow::new(now)),
+        inner.metrics.request_override(match &found {
+            Ok(_) => "applied",
+            Err(_) => "refused",
         });
-        overrides.insert(key, Arc::clone(&rule));
-        Ok(rule)
+        if let Err(why) = &found {
+            tracing::debug!(domain, %why, "a request's limit override was refused");
+        }
+        found
     }
 
     fn validate(&self, request: &RateLimitRequest) -> Result<(), RequestError> {
@@ -949,7 +904,7 @@ impl<B: Backend> RuleRt<B> {
 }
 
 /// The name a limit is shown by: its config `name`, or its path without its domain.
-fn shown_name(domain: &str, path: &str, name: Option<&str>) -> String {
+pub(crate) fn shown_name(domain: &str, path: &str, name: Option<&str>) -> String {
     name.unwrap_or_else(|| {
         path.strip_prefix(domain)
             .and_then(|p| p.strip_prefix('.'))
@@ -967,6 +922,45 @@ fn no_limit() -> DescriptorStatus {
     DescriptorStatus {
         code: Code::Ok,
         current_limit: None,
+        limit_remaining: 0,
+        duration_until_reset: None,
+    }
+}
+
+/// `replaces`: a named limit is dropped when another matched limit replaces it.
+fn replace<B: Backend>(matched: &mut [Option<Matched<B>>]) {
+    let replaced: Vec<String> = matched
+        .iter()
+        .flatten()
+        .flat_map(|(rule, _)| rule.replaces.iter().cloned())
+        .collect();
+    if replaced.is_empty() {
+        return;
+    }
+    for slot in matched {
+        // An unlimited limit is never replaced: envoy ratelimit sets it aside first.
+        if slot
+            .as_ref()
+            .filter(|(rule, _)| !matches!(rule.enforce, EnforceRt::Unlimited))
+            .and_then(|(rule, _)| rule.name.as_ref())
+            .is_some_and(|name| replaced.contains(name))
+        {
+            *slot = None;
+        }
+    }
+}
+
+/// A descriptor whose own limit was refused: over the limit (a limit is never switched off by
+/// asking for one that cannot be had), the reason as its limit's name (envoy's
+/// `RateLimit.name`: "a name or description of this limit").
+fn refused_status(why: &Refused, limit: LimitOverride) -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::OverLimit,
+        current_limit: Some(CurrentLimit {
+            name: why.to_string(),
+            requests_per_unit: limit.requests_per_unit,
+            unit: Some(limit.unit),
+        }),
         limit_remaining: 0,
         duration_until_reset: None,
     }
@@ -1016,20 +1010,22 @@ fn join_fields(values: &[HeaderValue]) -> Option<HeaderValue> {
     HeaderValue::from_bytes(&joined).ok()
 }
 
-/// The key a descriptor counts under: the domain, the limit's path and each entry, each
-/// prefixed by its length, so that no crafted value can spell another limit's or entry's key.
-fn counter_key(domain: &str, path: &str, entries: &[Entry], shared: &[(usize, String)]) -> String {
-    use std::fmt::Write;
-    let mut key = String::with_capacity(
-        16 + domain.len()
-            + path.len()
-            + entries
-                .iter()
-                .map(|e| e.key.len() + e.value.len() + 8)
-                .sum::<usize>(),
-    );
+/// The key a descriptor counts under: the SHA-256 of the domain, the limit's path and each
+/// entry, each prefixed by its length (so that no crafted value can spell another limit's or
+/// entry's key), in hex. So a key is 64 bytes in memory and in Redis whatever the descriptor
+/// (16 entries of 1 KB made a 35 KB Redis key), and two descriptors share a count only if they
+/// are the same: finding two that are not takes a SHA-256 collision. The readable form is in
+/// the dashboard's top keys and the logs, never in the store.
+pub(crate) fn counter_key(
+    domain: &str,
+    path: &str,
+    entries: &[Entry],
+    shared: &[(usize, String)],
+) -> String {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
     let mut push = |text: &str| {
-        let _ = write!(key, "{}:{text}", text.len());
+        digest.update(&(text.len() as u64).to_be_bytes());
+        digest.update(text.as_bytes());
     };
     push(domain);
     push(path);
@@ -1039,6 +1035,11 @@ fn counter_key(domain: &str, path: &str, entries: &[Entry], shared: &[(usize, St
             Some((_, pattern)) => push(pattern),
             None => push(&entry.value),
         }
+    }
+    let mut key = String::with_capacity(64);
+    for byte in digest.finish().as_ref() {
+        use std::fmt::Write;
+        let _ = write!(key, "{byte:02x}");
     }
     key
 }
@@ -1255,6 +1256,7 @@ fn same_rules(a: &slidewin::limit::RuleSet, b: &slidewin::limit::RuleSet) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MAX_OVERRIDES;
 
     fn parts(pattern: &str) -> Vec<String> {
         pattern.split('*').map(str::to_owned).collect()
@@ -1302,9 +1304,15 @@ mod tests {
         assert_eq!(field("retry-after"), None);
     }
 
+    /// Issue 29: after 256 distinct overrides, a request carrying a new one was refused whole,
+    /// its other descriptors included. Now its descriptor alone is over the limit, saying why.
     #[tokio::test]
-    async fn limit_overrides_are_bounded() {
-        let config = Config::parse("domain: d\n", "t.yaml").unwrap();
+    async fn hostile_29_an_override_past_the_table_is_refused_for_its_descriptor_only() {
+        let config = Config::parse(
+            "domain: d\ndescriptors:\n  - key: plain\n    rate_limit: {quota: 5/minute}\n",
+            "t.yaml",
+        )
+        .unwrap();
         let engine = Engine::new(
             slidewin_http::Memory::new(),
             config,
@@ -1313,29 +1321,72 @@ mod tests {
             Metrics::new(),
         )
         .unwrap();
-        let ask = |rpu: u32| {
+        let with_override = |rpu: u32| {
             let mut descriptor = RequestDescriptor::new(vec![Entry::new("k", "v")]);
             descriptor.limit = Some(LimitOverride {
                 requests_per_unit: rpu,
-                unit: Unit::Second,
+                unit: Unit::Minute,
             });
-            RateLimitRequest::new("d", vec![descriptor])
+            descriptor
         };
-        for rpu in 0..u32::try_from(MAX_OVERRIDES).unwrap() {
-            engine.should_rate_limit(&ask(rpu)).await.unwrap();
+        for rpu in 1..=u32::try_from(MAX_OVERRIDES).unwrap() {
+            let request = RateLimitRequest::new("d", vec![with_override(rpu)]);
+            engine.should_rate_limit(&request).await.unwrap();
         }
-        // Those held are still answered; one more distinct is refused, by name.
-        assert_eq!(
-            engine
-                .should_rate_limit(&ask(0))
-                .await
-                .unwrap()
-                .overall_code,
-            Code::OverLimit
+        // Every store holds a live key: one more is refused, for its descriptor alone.
+        let plain = RequestDescriptor::new(vec![Entry::new("plain", "ann")]);
+        let request = RateLimitRequest::new("d", vec![plain, with_override(100_000)]);
+        let answer = engine.should_rate_limit(&request).await.unwrap();
+        assert_eq!(answer.overall_code, Code::OverLimit);
+        assert_eq!(answer.statuses[0].code, Code::Ok);
+        assert_eq!(answer.statuses[0].limit_remaining, 4, "the other one counted");
+        let refused = &answer.statuses[1];
+        assert_eq!(refused.code, Code::OverLimit);
+        let name = &refused.current_limit.as_ref().unwrap().name;
+        assert!(name.contains("MAX_OVERRIDES"), "{name}");
+        let metrics = engine.metrics().encode();
+        assert!(
+            metrics.contains("slidewin_request_overrides_total{result=\"refused\"} 1"),
+            "{metrics}"
         );
-        let err = engine.should_rate_limit(&ask(100_000)).await.unwrap_err();
-        assert_eq!(err, RequestError::TooManyOverrides { max: MAX_OVERRIDES });
-        assert!(err.to_string().contains("256"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn overrides_turned_off_are_ignored_and_counted() {
+        let config = Config::parse(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {quota: 1/minute}\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let bounds = Bounds {
+            request_overrides: false,
+            ..Bounds::default()
+        };
+        let clock = Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(1)));
+        let engine = Engine::new(
+            slidewin_http::Memory::new(),
+            config,
+            clock,
+            bounds,
+            Metrics::new(),
+        )
+        .unwrap();
+        let mut descriptor = RequestDescriptor::new(vec![Entry::new("k", "v")]);
+        descriptor.limit = Some(LimitOverride {
+            requests_per_unit: 1_000,
+            unit: Unit::Second,
+        });
+        let request = RateLimitRequest::new("d", vec![descriptor]);
+        // The config's 1 per minute decides, not the 1,000 per second asked for.
+        let first = engine.should_rate_limit(&request).await.unwrap();
+        assert_eq!(first.overall_code, Code::Ok);
+        let second = engine.should_rate_limit(&request).await.unwrap();
+        assert_eq!(second.overall_code, Code::OverLimit);
+        let metrics = engine.metrics().encode();
+        assert!(
+            metrics.contains("slidewin_request_overrides_total{result=\"ignored\"} 2"),
+            "{metrics}"
+        );
     }
 
     #[test]
@@ -1347,6 +1398,18 @@ mod tests {
         assert!(!wildcard_match(&parts("path_a*b*c"), "path_acb"));
         assert!(!wildcard_match(&parts("path_ab*ba"), "path_aba"));
         assert!(wildcard_match(&parts("path_x"), "path_x"));
+    }
+
+    /// Issue 29: 16 entries of 1 KB each made a 35 KB counter key (a Redis key that filled a
+    /// 16 MB Redis in 474 requests).
+    #[test]
+    fn hostile_29_counter_keys_have_a_bounded_length() {
+        let huge = "x".repeat(1024);
+        let entries: Vec<Entry> = (0..16).map(|_| Entry::new(&huge, &huge)).collect();
+        let key = counter_key(&huge, &huge, &entries, &[]);
+        assert_eq!(key.len(), 64);
+        assert!(key.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
+        assert_eq!(counter_key("", "", &[], &[]).len(), 64);
     }
 
     #[test]

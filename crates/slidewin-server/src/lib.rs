@@ -14,6 +14,7 @@ mod config_view;
 mod dashboard;
 mod engine;
 mod metrics;
+mod overrides;
 mod run;
 mod serve;
 mod service;
@@ -25,15 +26,16 @@ pub use access::{ADMIN_COOKIE, AdminToken, AdminTokenError};
 pub use backend::{RedisService, ServiceBackend};
 pub use config::{
     Config, ConfigFileError, DEFAULT_ALGORITHM, Descriptor, Domain, Enforce, Limit, MAX_FILE_BYTES,
-    Unit,
+    MAX_LOG_LIMIT, Unit,
 };
 pub use config_nesting::MAX_FLOW_NESTING;
 pub use config_read::CONFIG_READ_TIMEOUT;
 pub use dashboard::dashboard_router;
 pub use engine::{
-    Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, MAX_OVERRIDES,
-    RateLimitRequest, RateLimitResponse, RequestDescriptor, RequestError,
+    Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, RateLimitRequest,
+    RateLimitResponse, RequestDescriptor, RequestError,
 };
+pub use overrides::MAX_OVERRIDES;
 pub use metrics::Metrics;
 pub use run::{BackendChoice, EXAMPLE_CONFIG, RunOptions, run};
 pub use serve::{

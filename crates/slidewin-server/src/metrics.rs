@@ -66,6 +66,7 @@ struct Inner {
     decision_seconds: Histogram,
     calls_in_flight: Gauge,
     calls_shed: Family<ListenerLabels, Counter>,
+    request_overrides: Family<ResultLabels, Counter>,
     connections_cut: Family<ReasonLabels, Counter>,
 }
 
@@ -166,6 +167,13 @@ impl Metrics {
             "Calls refused at once because max_calls_in_flight were in flight, by listener",
             calls_shed.clone(),
         );
+        let request_overrides = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "request_overrides",
+            "Descriptors that set their own limit, by result: applied, refused (out of the \
+             operator's bounds: OVER_LIMIT) or ignored (--request-overrides off)",
+            request_overrides.clone(),
+        );
         let connections_cut = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "connections_cut",
@@ -189,6 +197,7 @@ impl Metrics {
                 decision_seconds,
                 calls_in_flight,
                 calls_shed,
+                request_overrides,
                 connections_cut,
             }),
         }
@@ -271,6 +280,14 @@ impl Metrics {
         self.inner
             .calls_shed
             .get_or_create_owned(&ListenerLabels { listener })
+    }
+
+    /// Counts a descriptor's limit override by its `result`.
+    pub(crate) fn request_override(&self, result: &'static str) {
+        self.inner
+            .request_overrides
+            .get_or_create(&ResultLabels { result })
+            .inc();
     }
 
     /// The counter of connections cut for `reason`.

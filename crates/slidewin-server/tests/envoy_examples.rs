@@ -1077,6 +1077,7 @@ async fn request_bounds<S: Setup>(s: S) {
         max_descriptors: 2,
         max_entries: 2,
         max_text_len: 8,
+        ..Bounds::default()
     };
     let e = env_with(&s, BOUNDED, bounds).await;
     let at_bounds = request(
