@@ -865,6 +865,23 @@ fn millis(nanos: u64) -> String {
     )
 }
 
+/// Whether a check's error says the check never reached the service, however close to the
+/// SIGTERM it was sent (on two loaded cores the client's runtime may write a check's bytes
+/// several milliseconds after taking its send time):
+/// - refused at connect: HTTP/1's keep-alive race (the service closed the idle connection at
+///   the SIGTERM, and hyper's pool connected anew);
+/// - refused by the service's `GOAWAY` with no error (h2's "connection error received: not a
+///   result of an error"): a stream above the `GOAWAY`'s last stream id, or one the client
+///   would have opened after it, which the service did not process (RFC 9113, 6.8);
+/// - cancelled with "connection closed": hyper's for a request still queued for its connection
+///   when the connection ended, never written to it.
+fn never_reached(said: &str) -> bool {
+    said.contains("Connection refused")
+        || said.contains("tcp connect error")
+        || said.contains("connection error received: not a result of an error")
+        || said.contains("operation was canceled: connection closed")
+}
+
 /// Prints the table; true when every promise held.
 #[allow(clippy::too_many_lines)]
 fn report(r: &Report<'_>) -> bool {
@@ -1050,10 +1067,10 @@ fn report(r: &Report<'_>) -> bool {
         .iter()
         .filter(|rec| rec.send < r.sigterm_at && rec.answer >= r.sigterm_at)
         .collect();
-    // A check refused at connect never reached the service: HTTP/1's keep-alive race (the
-    // service closed the idle connection at the SIGTERM, and hyper's pool connected anew). It
-    // got an error saying so; it was not in the service's hands, so not in flight there.
-    let refused = |rec: &&&Record| matches!(&rec.decision, Decision::Error(_, said) if said.contains("Connection refused") || said.contains("tcp connect error"));
+    // A check whose error says it never reached the service was not in its hands, so not in
+    // flight there (see `never_reached`).
+    let refused =
+        |rec: &&&Record| matches!(&rec.decision, Decision::Error(_, said) if never_reached(said));
     let never_reached = in_flight.iter().filter(refused).count();
     // The client's send time is before its bytes reach the service: on two loaded cores, its
     // runtime may write them a few milliseconds later, after the signal (kill(1) itself takes
@@ -1093,7 +1110,7 @@ fn report(r: &Report<'_>) -> bool {
         "SIGTERM let in-flight checks finish, exit 0",
         r.exit_ok && undecided == 0,
         format!(
-            "{}, {} after SIGTERM; {} checks sent before it and answered after, {undecided} undecided, {raced} refused within {} ms of it (raced the signal; earliest {:.2} ms before it: {said:?}), {never_reached} refused at connect (never reached it); {after} sent after it",
+            "{}, {} after SIGTERM; {} checks sent before it and answered after, {undecided} undecided, {raced} refused within {} ms of it (raced the signal; earliest {:.2} ms before it: {said:?}), {never_reached} never reached it (refused at connect, past its GOAWAY, or never written); {after} sent after it",
             r.exit,
             millis(r.exited_at - r.sigterm_at),
             in_flight.len(),
@@ -1203,4 +1220,33 @@ fn report(r: &Report<'_>) -> bool {
         }
     );
     ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::never_reached;
+
+    #[test]
+    fn errors_that_say_the_service_never_took_the_check_are_not_in_flight() {
+        // As the soak's clients wrote them (tonic and hyper's texts, their causes joined).
+        for said in [
+            "tcp connect error: transport error: tcp connect error: tcp connect error: Connection refused (os error 111)",
+            "client error (Connect): tcp connect error: Connection refused (os error 111)",
+            "h2 protocol error: http2 error: transport error: http2 error: connection error received: not a result of an error",
+            "operation was canceled: transport error: operation was canceled: connection closed",
+        ] {
+            assert!(never_reached(said), "{said}");
+        }
+        // A check cut after it was sent, or whose fate the error does not say, may have been
+        // in the service's hands.
+        for said in [
+            "client error (SendRequest): connection closed before message completed",
+            "h2 protocol error: http2 error: stream error received: unexpected internal error encountered",
+            "h2 protocol error: http2 error: connection error received: protocol error",
+            "error reading a body from connection: Connection reset by peer (os error 104)",
+            "timeout",
+        ] {
+            assert!(!never_reached(said), "{said}");
+        }
+    }
 }
