@@ -7,6 +7,11 @@
 //! The workload is `limit.rs`'s: quota `1000/s`, both libraries reading a per-thread clock
 //! that moves one emission interval (1 ms) per reading, so every request is admitted. The
 //! second pair also reads the units left, as a caller sending `RateLimit` headers does.
+//!
+//! `LIMIT_AB_COUNTED=N` runs only N keyed checks of keys held, in one function for callgrind
+//! to count, since instructions do not drift as time does:
+//! `LIMIT_AB_COUNTED=200000 valgrind --tool=callgrind --toggle-collect='*counted_keyed_checks*'
+//! target/release/deps/limit_ab-<hash>`.
 
 #[path = "support/ticker.rs"]
 mod ticker;
@@ -65,8 +70,34 @@ fn row(name: &str, threads: usize, ours: &(dyn Fn() + Sync), theirs: &(dyn Fn() 
     );
 }
 
+/// `checks` keyed checks of keys held (each admitted, none swept): the function callgrind
+/// counts. Returns how many were admitted.
+#[inline(never)]
+fn counted_keyed_checks(keyed: &Keyed<u64, Gcra>, checks: u64) -> usize {
+    (0..checks)
+        .filter(|_| {
+            keyed
+                .check_now(&next_key(), &KEYED_TICKER, 1)
+                .unwrap()
+                .allowed()
+        })
+        .count()
+}
+
 fn main() {
     let quota = Quota::new(u64::from(LIMIT), Duration::from_secs(1)).unwrap();
+    if let Some(checks) = std::env::var("LIMIT_AB_COUNTED")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        let keyed = Keyed::<u64, _>::new(Gcra::new(quota).unwrap());
+        for _ in 0..KEYS {
+            let _ = keyed.check_now(&next_key(), &KEYED_TICKER, 1);
+        }
+        let admitted = counted_keyed_checks(&keyed, checks);
+        println!("{admitted} of {checks} keyed checks admitted");
+        return;
+    }
     let governor_quota = governor::Quota::per_second(NonZeroU32::new(LIMIT).unwrap());
     println!(
         "| workload | slidewin (`SharedLimiter<Gcra>`, `Keyed<u64, Gcra>`) | governor | ratio (governor / ours) |"

@@ -1,5 +1,5 @@
 //! `Keyed` under a flood of distinct keys: memory follows the live keys, the cap holds, and
-//! a key being limited is never evicted.
+//! a key being limited is never evicted. And with no key: a limiter holds no shard.
 
 #![allow(
     clippy::cast_possible_truncation,
@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use slidewin::limit::{Gcra, LimitError, SlidingLog};
+use slidewin::limit::{
+    Algorithm, FixedWindow, Gcra, Kind, LimitError, Rule, RuleSet, SlidingCounter, SlidingLog,
+};
 use slidewin::{Keyed, Moment};
 use slidewin_test_support::counting_alloc::{CountingAllocator, held_after};
 
@@ -246,8 +248,12 @@ fn check_equivalent_decides_as_check_does() {
     by_check.sweep(end);
     by_equivalent.sweep(end);
     assert_eq!(by_check.len(), by_equivalent.len());
-    // A cost of 0 on a new key is a question: nothing is kept.
+    // A cost of 0 on a new key is a question: nothing is kept. Both maps are swept at its time
+    // first: its shard, due for its own sweep, would drop keys gone idle since `end` in one map
+    // and not in the other, whose seed puts them in other shards.
     let later = Moment::from_secs(3_600);
+    by_check.sweep(later);
+    by_equivalent.sweep(later);
     assert!(
         by_equivalent
             .check_equivalent("new", later, 0)
@@ -259,4 +265,127 @@ fn check_equivalent_decides_as_check_does() {
         by_equivalent.check_equivalent("new", later, 4),
         Err(LimitError::CostTooHigh { cost: 4, max: 3 })
     );
+}
+
+/// What a keyed limiter holds on the heap, in bytes, boxed as a service keeps one per rule.
+#[derive(Debug)]
+struct Held {
+    /// The rules alone.
+    rules: isize,
+    /// Built: its own size and its rules.
+    built: isize,
+    /// Added by checks that leave a new key idle, peeks, resets, sweeps, a carry from an empty
+    /// limiter: none of them puts a key in.
+    idle_calls: isize,
+    /// Added by its first key.
+    first_key: isize,
+    /// Added by its first key, once that key has gone idle and been swept.
+    after_sweep: isize,
+}
+
+/// The bytes a limiter of `make()`'s rules holds as it goes from built to one key to none.
+fn held_through_first_key<A: Algorithm>(make: impl Fn() -> A, max_keys: Option<usize>) -> Held {
+    let (rules, rules_bytes) = held_after(&make);
+    drop(rules);
+    let (limiter, built) = held_after(|| {
+        let limiter = Keyed::<u64, _>::new(make());
+        Box::new(match max_keys {
+            Some(cap) => limiter.with_max_keys(cap).unwrap(),
+            None => limiter,
+        })
+    });
+    let start = Moment::from_secs(1);
+    let ((), idle_calls) = held_after(|| {
+        assert!(limiter.check(&1, start, 0).unwrap().as_ref().allowed());
+        assert!(limiter.peek(&1, start, 1).unwrap().as_ref().allowed());
+        assert!(!limiter.reset(&1));
+        limiter.reset_all();
+        assert_eq!(limiter.sweep(start), 0);
+        assert_eq!(limiter.carry_from(&Keyed::new(make()), start), 0);
+        assert!(limiter.is_empty());
+    });
+    let ((), first_key) = held_after(|| {
+        assert!(limiter.check(&7, start, 1).unwrap().as_ref().allowed());
+        assert_eq!(limiter.len(), 1);
+    });
+    // Two hours on, every rule below is back at its full quota.
+    let ((), swept) = held_after(|| {
+        assert_eq!(limiter.sweep(Moment::from_secs(7_200)), 1);
+    });
+    Held {
+        rules: rules_bytes,
+        built,
+        idle_calls,
+        first_key,
+        after_sweep: first_key + swept,
+    }
+}
+
+/// Each algorithm and a rule set of two, without a cap and with the service's, each with what
+/// it holds (printed for BENCHMARKS.md: `cargo test -p slidewin --test keyed an_idle -- --nocapture`).
+fn held_by_every_algorithm() -> Vec<(String, usize, Held)> {
+    let quota = || "10/s".parse().unwrap();
+    let mut rows = Vec::new();
+    for cap in [None, Some(1_000_000)] {
+        let capped = if cap.is_some() { ", capped" } else { "" };
+        let mut row = |name: &str, size: usize, held: Held| {
+            println!("{name}{capped}: {size} bytes inline, {held:?}");
+            rows.push((format!("{name}{capped}"), size, held));
+        };
+        let gcra = || Gcra::new(quota()).unwrap();
+        row(
+            "Gcra",
+            size_of::<Keyed<u64, Gcra>>(),
+            held_through_first_key(gcra, cap),
+        );
+        let log = || SlidingLog::new(quota()).unwrap();
+        let size = size_of::<Keyed<u64, SlidingLog>>();
+        row("SlidingLog", size, held_through_first_key(log, cap));
+        let counter = || SlidingCounter::new(quota()).unwrap();
+        let size = size_of::<Keyed<u64, SlidingCounter>>();
+        row("SlidingCounter", size, held_through_first_key(counter, cap));
+        let fixed = || FixedWindow::new(quota()).unwrap();
+        let size = size_of::<Keyed<u64, FixedWindow>>();
+        row("FixedWindow", size, held_through_first_key(fixed, cap));
+        let set = || {
+            RuleSet::new([
+                Rule::new("minute", Kind::SlidingLog, "5/minute".parse().unwrap()).unwrap(),
+                Rule::new("hour", Kind::Gcra, "20/hour".parse().unwrap()).unwrap(),
+            ])
+            .unwrap()
+        };
+        let size = size_of::<Keyed<u64, RuleSet>>();
+        row("RuleSet of two", size, held_through_first_key(set, cap));
+    }
+    rows
+}
+
+/// Issue 29, finding 8: a limiter allocated its 64 shards when it was built, 8 KB before any
+/// key (with the service's other per-rule costs, 28 KB a rule: 2 GiB for a 4 MiB config). A
+/// limiter that has held no key now holds only itself (768 bytes: 64 shard pointers, and the
+/// cap's count on a cache line of its own) and its rules: under 1 KB with a rule set of two.
+#[test]
+fn an_idle_keyed_limiter_holds_no_shards() {
+    for (name, size, held) in held_by_every_algorithm() {
+        assert_eq!(
+            held.built,
+            (size as isize) + held.rules,
+            "{name}: built, nothing but itself and its rules: {held:?}"
+        );
+        assert!(held.built < 1_024, "{name}: {held:?}");
+        assert_eq!(
+            held.idle_calls, 0,
+            "{name}: calls that put no key in: {held:?}"
+        );
+    }
+}
+
+/// A key brings its own shard (128 bytes) and no other; once it is swept, its table goes too,
+/// and only the shard stays: a rule that sees a few keys holds a few shards, not all 64.
+#[test]
+fn a_first_key_brings_one_shard_and_its_sweep_leaves_only_that_shard() {
+    for (name, _, held) in held_by_every_algorithm() {
+        assert!(held.first_key < 512, "{name}: {held:?}");
+        assert!(held.after_sweep <= 128, "{name}: {held:?}");
+    }
 }

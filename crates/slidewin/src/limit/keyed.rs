@@ -11,6 +11,7 @@ use hashbrown::{Equivalent, HashTable};
 
 use crate::error::ConfigError;
 use crate::limit::algorithm::Algorithm;
+use crate::limit::once_box::OnceBox;
 use crate::limit::{CachePadded, LimitError};
 use crate::time::{Clock, Moment};
 
@@ -25,10 +26,15 @@ const MIN_KEYS_PER_SHARD: usize = 16;
 /// * **Sharded.** Keys are spread over up to 64 independently locked maps, so threads working
 ///   on different keys rarely wait for each other. Only the algorithm's small state is stored
 ///   per key (8 bytes for [`Gcra`](crate::limit::Gcra)); the rules are shared.
+/// * **Shards come with keys.** A shard is allocated when the first key to be held in it
+///   comes, not when the limiter is built: one that has held no key is its own size (under
+///   1 KB) and its rules, and one that has held a few keys has a few shards (128 bytes each).
+///   A check that leaves a new key idle (a cost of 0) holds nothing, and allocates nothing.
 /// * **Idle keys go.** A key back at its full quota is the same as a key never seen, so it is
 ///   dropped. No background thread: each shard sweeps itself on its first use one span after
 ///   its last sweep (so a key lives at most about two spans past its last request, if its
-///   shard sees traffic), and [`sweep`](Keyed::sweep) sweeps every shard, for a timer.
+///   shard sees traffic), and [`sweep`](Keyed::sweep) sweeps every shard, for a timer. A shard
+///   left with no key gives its table back.
 /// * **A cap on live keys** ([`with_max_keys`](Keyed::with_max_keys)) holds under a flood of
 ///   distinct keys (governor issue #171: a limiter keyed by IP driven out of memory). The cap
 ///   is exact, across shards. At the cap, a key that has gone idle gives way to the new one;
@@ -58,7 +64,11 @@ const MIN_KEYS_PER_SHARD: usize = 16;
 #[derive(Debug)]
 pub struct Keyed<K, A: Algorithm> {
     rules: A,
-    shards: Box<[ShardLock<K, A::State>]>,
+    /// The shards, each allocated with its first key (most rules see few keys, or none); the
+    /// first `1 << shard_bits` are used. Inline, so that reaching a shard is one load.
+    shards: [OnceBox<ShardLock<K, A::State>>; MAX_SHARDS],
+    /// The number of shards used, as a power of two.
+    shard_bits: u32,
     /// One hash per key, with a per-map random seed (keys may be chosen by an attacker): its
     /// middle bits pick the shard, and the shard's table probes with the same hash.
     hasher: RandomState,
@@ -144,21 +154,10 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     }
 
     fn build(rules: A, shards: usize, max_keys: usize) -> Keyed<K, A> {
-        let shards = (0..shards)
-            .map(|_| {
-                CachePadded(ShardCell {
-                    shard: Mutex::new(Shard {
-                        states: HashTable::new(),
-                        swept: 0,
-                        deadlines: BinaryHeap::new(),
-                    }),
-                    soonest: AtomicU64::new(u64::MAX),
-                })
-            })
-            .collect();
         Keyed {
             rules,
-            shards,
+            shards: std::array::from_fn(|_| OnceBox::new()),
+            shard_bits: shards.ilog2(),
             hasher: RandomState::new(),
             max_keys,
             held: CachePadded(AtomicUsize::new(0)),
@@ -168,6 +167,35 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     #[inline]
     fn capped(&self) -> bool {
         self.max_keys != usize::MAX
+    }
+
+    /// Shard `index`, if a key has been put in it.
+    #[inline]
+    fn cell(&self, index: usize) -> Option<&ShardLock<K, A::State>> {
+        // `index` is below the number of shards, at most `MAX_SHARDS`, a power of two: the
+        // remainder changes nothing, and spares a bounds check.
+        self.shards[index % MAX_SHARDS].get()
+    }
+
+    /// Shard `index`, allocated now if no key has been put in it yet.
+    fn cell_or_make(&self, index: usize) -> &ShardLock<K, A::State> {
+        self.shards[index % MAX_SHARDS].get_or_init(|| {
+            CachePadded(ShardCell {
+                shard: Mutex::new(Shard {
+                    states: HashTable::new(),
+                    swept: 0,
+                    deadlines: BinaryHeap::new(),
+                }),
+                soonest: AtomicU64::new(u64::MAX),
+            })
+        })
+    }
+
+    /// The shards allocated so far, in order.
+    fn cells(&self) -> impl Iterator<Item = &ShardLock<K, A::State>> {
+        self.shards[..1 << self.shard_bits]
+            .iter()
+            .filter_map(OnceBox::get)
     }
 
     /// The algorithm every key gets, with its quota.
@@ -379,7 +407,12 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         // there leaves that shard's soonest deadline past `now`, so a few rounds suffice.
         let mut rounds = 0;
         loop {
-            let cell = &self.shards[index];
+            let Some(cell) = self.cell(index) else {
+                if let Some(answer) = self.check_before_shard(index, &now, cost) {
+                    return answer;
+                }
+                continue; // in the shard just allocated
+            };
             let mut shard = lock(cell);
             let now = now();
             self.sweep_if_due(cell, &mut shard, now);
@@ -397,9 +430,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             {
                 drop(shard);
                 match self.shard_with_idle(now) {
-                    Some(other) if rounds <= self.shards.len() => {
+                    Some(other) if rounds <= 1 << self.shard_bits => {
                         rounds += 1;
-                        let other = &self.shards[other];
                         self.evict_idle(other, &mut lock(other), now);
                         continue;
                     }
@@ -409,6 +441,29 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             self.insert(cell, &mut shard, hash, owned(), state, deadline);
             return Ok(decision);
         }
+    }
+
+    /// A check of a new key in shard `index`, which holds none yet: the key's fresh state
+    /// checked at `now()`. An answer that leaves the key idle, or an error, is the answer, with
+    /// nothing allocated (a key idle is the same as a key never seen). Otherwise the shard is
+    /// allocated, and `None` says to check there, from the start (at the cap the key may still
+    /// be refused there, its shard kept: at worst every shard, as a limiter used to start with).
+    #[cold]
+    #[inline(never)]
+    fn check_before_shard(
+        &self,
+        index: usize,
+        now: &impl Fn() -> Moment,
+        cost: u64,
+    ) -> Option<Result<A::Output, LimitError>> {
+        let now = now();
+        let mut state = self.rules.fresh();
+        let answer = self.rules.check(&mut state, now, cost);
+        if answer.is_err() || self.deadline_of(&state, now).is_none() {
+            return Some(answer);
+        }
+        self.cell_or_make(index);
+        None
     }
 
     /// Puts a new key in `shard` (its place under the cap already taken), with its deadline.
@@ -468,10 +523,9 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     }
 
     /// A shard whose soonest deadline has passed at `now`: it may hold a key gone idle.
-    fn shard_with_idle(&self, now: Moment) -> Option<usize> {
-        self.shards
-            .iter()
-            .position(|cell| cell.0.soonest.load(Ordering::Relaxed) <= now.as_nanos())
+    fn shard_with_idle(&self, now: Moment) -> Option<&ShardLock<K, A::State>> {
+        self.cells()
+            .find(|cell| cell.0.soonest.load(Ordering::Relaxed) <= now.as_nanos())
     }
 
     /// Removes keys of `shard` gone idle at `now`, going through its deadlines that have
@@ -529,8 +583,9 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             let deadline = self.rules.idle_at(state).map_or(u64::MAX, Moment::as_nanos);
             Reverse((deadline, self.hasher.hash_one(k)))
         }));
-        if deadlines.capacity() > 64 && deadlines.len() <= deadlines.capacity() / 4 {
-            deadlines.shrink_to(2 * deadlines.len());
+        let (len, capacity) = (deadlines.len(), deadlines.capacity());
+        if (capacity > 64 && len <= capacity / 4) || (len == 0 && capacity > 0) {
+            deadlines.shrink_to(2 * len);
         }
         shard.deadlines = BinaryHeap::from(deadlines);
         let soonest = shard.deadlines.peek().map_or(u64::MAX, |r| r.0.0);
@@ -562,8 +617,10 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         shard
             .states
             .retain(|(_, state)| !self.rules.is_idle(state, now));
-        // The memory follows the keys down; a shrink leaves the table half full.
-        if shard.states.capacity() > 64 && shard.states.len() <= shard.states.capacity() / 4 {
+        // The memory follows the keys down; a shrink leaves the table half full, and a shard
+        // left with no key gives its table back.
+        let (len, capacity) = (shard.states.len(), shard.states.capacity());
+        if (capacity > 64 && len <= capacity / 4) || (len == 0 && capacity > 0) {
             let hasher = &self.hasher;
             shard
                 .states
@@ -602,7 +659,10 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         Q: Hash + Eq + ?Sized,
     {
         let (hash, index) = self.shard(key);
-        let shard = lock(&self.shards[index]);
+        let Some(cell) = self.cell(index) else {
+            return self.rules.peek(&self.rules.fresh(), now, cost);
+        };
+        let shard = lock(cell);
         match shard.states.find(hash, |(k, _)| k.borrow() == key) {
             Some((_, state)) => self.rules.peek(state, now, cost),
             None => self.rules.peek(&self.rules.fresh(), now, cost),
@@ -637,7 +697,10 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         Q: Hash + Eq + ?Sized,
     {
         let (hash, index) = self.shard(key);
-        let shard = lock(&self.shards[index]);
+        let Some(cell) = self.cell(index) else {
+            return self.rules.peek(&self.rules.fresh(), clock.now(), cost);
+        };
+        let shard = lock(cell);
         let now = clock.now();
         match shard.states.find(hash, |(k, _)| k.borrow() == key) {
             Some((_, state)) => self.rules.peek(state, now, cost),
@@ -663,7 +726,10 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         Q: Hash + Eq + ?Sized,
     {
         let (hash, index) = self.shard(key);
-        let mut shard = lock(&self.shards[index]);
+        let Some(cell) = self.cell(index) else {
+            return false;
+        };
+        let mut shard = lock(cell);
         match shard.states.find_entry(hash, |(k, _)| k.borrow() == key) {
             Ok(entry) => {
                 entry.remove();
@@ -687,7 +753,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset_all(&self) {
-        for cell in &self.shards {
+        for cell in self.cells() {
             let mut shard = lock(cell);
             let held = shard.states.len();
             shard.states = HashTable::new();
@@ -755,7 +821,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     pub fn carry_from(&self, old: &Keyed<K, A>, now: Moment) -> usize {
         let mut carried = 0;
         let mut full = false;
-        for old_cell in &old.shards {
+        for old_cell in old.cells() {
             let states = {
                 let mut shard = lock(old_cell);
                 let states = std::mem::take(&mut shard.states);
@@ -775,7 +841,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
                     continue; // idle: the same as a key never seen
                 };
                 let (hash, index) = self.shard(&key);
-                let cell = &self.shards[index];
+                let cell = self.cell_or_make(index);
                 let mut shard = lock(cell);
                 if shard.states.find(hash, |(k, _)| *k == key).is_some() {
                     continue; // its own state, newer
@@ -806,8 +872,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn sweep(&self, now: Moment) -> usize {
-        self.shards
-            .iter()
+        self.cells()
             .map(|cell| self.sweep_shard(cell, &mut lock(cell), now))
             .sum()
     }
@@ -846,10 +911,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         if self.capped() {
             return self.held.0.load(Ordering::Relaxed);
         }
-        self.shards
-            .iter()
-            .map(|shard| lock(shard).states.len())
-            .sum()
+        self.cells().map(|cell| lock(cell).states.len()).sum()
     }
 
     /// Whether no key holds state.
@@ -872,7 +934,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         let hash = self.hasher.hash_one(key);
         // Bits below the top seven, which the table keeps as its probe tags: a shard's keys
         // share their shard bits, so those must not be the tags.
-        let bits = self.shards.len().ilog2();
+        let bits = self.shard_bits;
         let index = (hash << 7).checked_shr(u64::BITS - bits).unwrap_or(0);
         let index = usize::try_from(index).unwrap_or(0); // below the number of shards
         (hash, index)

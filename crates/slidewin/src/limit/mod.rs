@@ -65,6 +65,7 @@ mod fixed_window;
 mod gcra;
 mod keyed;
 mod limiter;
+mod once_box;
 mod quota;
 mod rule;
 mod sliding_counter;
