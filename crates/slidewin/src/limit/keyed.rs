@@ -5,13 +5,12 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use hashbrown::{Equivalent, HashTable};
 
 use crate::error::ConfigError;
 use crate::limit::algorithm::Algorithm;
-use crate::limit::once_box::OnceBox;
 use crate::limit::{CachePadded, LimitError};
 use crate::time::{Clock, Moment};
 
@@ -27,9 +26,10 @@ const MIN_KEYS_PER_SHARD: usize = 16;
 ///   on different keys rarely wait for each other. Only the algorithm's small state is stored
 ///   per key (8 bytes for [`Gcra`](crate::limit::Gcra)); the rules are shared.
 /// * **Shards come with keys.** A shard is allocated when the first key to be held in it
-///   comes, not when the limiter is built: one that has held no key is its own size (under
-///   1 KB) and its rules, and one that has held a few keys has a few shards (128 bytes each).
-///   A check that leaves a new key idle (a cost of 0) holds nothing, and allocates nothing.
+///   comes, not when the limiter is built: one that has held no key is its own size (256
+///   bytes) and its rules, and one that has held a few keys has its shards' slots (16 bytes a
+///   shard) and a few shards (128 bytes each). A check that leaves a new key idle (a cost of
+///   0) holds nothing, and allocates nothing.
 /// * **Idle keys go.** A key back at its full quota is the same as a key never seen, so it is
 ///   dropped. No background thread: each shard sweeps itself on its first use one span after
 ///   its last sweep (so a key lives at most about two spans past its last request, if its
@@ -64,9 +64,11 @@ const MIN_KEYS_PER_SHARD: usize = 16;
 #[derive(Debug)]
 pub struct Keyed<K, A: Algorithm> {
     rules: A,
-    /// The shards, each allocated with its first key (most rules see few keys, or none); the
-    /// first `1 << shard_bits` are used. Inline, so that reaching a shard is one load.
-    shards: [OnceBox<ShardLock<K, A::State>>; MAX_SHARDS],
+    /// The shards' slots, allocated with the first key (most rules see few keys, or none),
+    /// `1 << shard_bits` of them; each shard allocated with the first key it holds. Two
+    /// levels, so that a limiter that has held no key is small, and one that has held one key
+    /// holds one shard, not all of them.
+    shards: OnceLock<Box<[OnceLock<Box<ShardLock<K, A::State>>>]>>,
     /// The number of shards used, as a power of two.
     shard_bits: u32,
     /// One hash per key, with a per-map random seed (keys may be chosen by an attacker): its
@@ -156,7 +158,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     fn build(rules: A, shards: usize, max_keys: usize) -> Keyed<K, A> {
         Keyed {
             rules,
-            shards: std::array::from_fn(|_| OnceBox::new()),
+            shards: OnceLock::new(),
             shard_bits: shards.ilog2(),
             hasher: RandomState::new(),
             max_keys,
@@ -172,30 +174,34 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// Shard `index`, if a key has been put in it.
     #[inline]
     fn cell(&self, index: usize) -> Option<&ShardLock<K, A::State>> {
-        // `index` is below the number of shards, at most `MAX_SHARDS`, a power of two: the
-        // remainder changes nothing, and spares a bounds check.
-        self.shards[index % MAX_SHARDS].get()
+        self.shards.get()?.get(index)?.get().map(|cell| &**cell)
     }
 
     /// Shard `index`, allocated now if no key has been put in it yet.
     fn cell_or_make(&self, index: usize) -> &ShardLock<K, A::State> {
-        self.shards[index % MAX_SHARDS].get_or_init(|| {
-            CachePadded(ShardCell {
+        let slots = self
+            .shards
+            .get_or_init(|| (0..1 << self.shard_bits).map(|_| OnceLock::new()).collect());
+        // `index` is below the number of shards: `shard` makes it so.
+        slots[index].get_or_init(|| {
+            Box::new(CachePadded(ShardCell {
                 shard: Mutex::new(Shard {
                     states: HashTable::new(),
                     swept: 0,
                     deadlines: BinaryHeap::new(),
                 }),
                 soonest: AtomicU64::new(u64::MAX),
-            })
+            }))
         })
     }
 
     /// The shards allocated so far, in order.
     fn cells(&self) -> impl Iterator<Item = &ShardLock<K, A::State>> {
-        self.shards[..1 << self.shard_bits]
-            .iter()
-            .filter_map(OnceBox::get)
+        self.shards
+            .get()
+            .into_iter()
+            .flat_map(|slots| slots.iter())
+            .filter_map(|slot| slot.get().map(|cell| &**cell))
     }
 
     /// The algorithm every key gets, with its quota.

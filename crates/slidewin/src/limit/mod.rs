@@ -65,7 +65,6 @@ mod fixed_window;
 mod gcra;
 mod keyed;
 mod limiter;
-mod once_box;
 mod quota;
 mod rule;
 mod sliding_counter;
