@@ -26,10 +26,12 @@ pub(crate) struct ServeArgs {
     /// Where the HTTP API (/json, /healthz, /api/*, /metrics) and the dashboard listen.
     #[arg(long, env = "SLIDEWIN_HTTP_ADDR", default_value = "127.0.0.1:8080")]
     http_addr: SocketAddr,
-    /// Keep the counts in a Redis server (redis://host:port) instead of in memory.
+    /// Keep the counts in a Redis server (redis://host:port) instead of in memory. A Redis
+    /// down at start does not stop the service: it answers by --failure-policy until Redis does.
     #[arg(long, env = "SLIDEWIN_REDIS", conflicts_with = "redis_cluster")]
     redis: Option<String>,
-    /// Keep the counts in a Redis Cluster: its seed nodes, host:port,host:port.
+    /// Keep the counts in a Redis Cluster: its seed nodes, host:port,host:port. As with
+    /// --redis, a cluster down at start does not stop the service.
     #[arg(long, env = "SLIDEWIN_REDIS_CLUSTER", value_delimiter = ',')]
     redis_cluster: Vec<String>,
     /// What to answer while Redis is down: open admits, closed denies.

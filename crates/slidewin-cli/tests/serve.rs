@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 
 struct Serving {
     child: Child,
+    /// The first line it prints: the backend and the config.
+    banner: String,
     http: String,
     curl: String,
 }
@@ -16,6 +18,11 @@ struct Serving {
 /// Starts `slidewin serve` on free ports with `args`, and reads what it prints up to its curl
 /// line.
 fn serve(args: &[&str]) -> Serving {
+    serve_logging(args, Stdio::null())
+}
+
+/// As [`serve`], its logs going to `logs`.
+fn serve_logging(args: &[&str], logs: Stdio) -> Serving {
     let mut child = Command::new(env!("CARGO_BIN_EXE_slidewin"))
         .args([
             "serve",
@@ -26,14 +33,16 @@ fn serve(args: &[&str]) -> Serving {
         ])
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(logs)
         .spawn()
         .expect("slidewin runs");
     let stdout = BufReader::new(child.stdout.take().expect("its stdout"));
+    let mut banner = None;
     let mut http = None;
     let mut curl = None;
     for line in stdout.lines() {
         let line = line.expect("a line");
+        banner.get_or_insert_with(|| line.clone());
         if let Some(url) = line.trim().strip_prefix("dashboard") {
             http = Some(
                 url.trim()
@@ -49,6 +58,7 @@ fn serve(args: &[&str]) -> Serving {
     }
     Serving {
         child,
+        banner: banner.expect("it prints a banner"),
         http: http.expect("it prints the dashboard's URL"),
         curl: curl.expect("it prints a curl line"),
     }
@@ -183,4 +193,81 @@ fn logs_are_json_lines_when_asked() {
     assert!(line.contains(r#""level":"INFO""#), "{line}");
     signal(&child, "TERM");
     assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+/// A port of 127.0.0.1 where nothing listens, below the kernel's ephemeral ports (from 32768 on
+/// Linux): a client reconnecting to it is never handed it as its own port (and so never
+/// connects to itself).
+fn quiet_port() -> u16 {
+    let start = 20_000 + u16::try_from(std::process::id() % 10_000).expect("below 10,000");
+    (start..32_000)
+        .chain(10_000..start)
+        .find(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port")
+}
+
+/// Issue 29, finding 9: `serve --redis URL` exited 1 when nothing answered there. A service
+/// restarted during a Redis outage comes up, says it is down (in its log, the URL's password
+/// hidden, and its first line) and answers by its policy.
+#[test]
+fn serve_starts_while_redis_is_down() {
+    let port = quiet_port();
+    let url = format!("redis://:hunter2@127.0.0.1:{port}");
+    let mut serving = serve_logging(
+        &["--redis", &url, "--failure-policy", "closed"],
+        Stdio::piped(),
+    );
+    assert_eq!(
+        serving.banner,
+        "slidewin serve: redis backend (down: answering by --failure-policy closed until it \
+         answers), config built-in example"
+    );
+    // Logged before the first line was printed: the first log line is the warning.
+    let mut logs = BufReader::new(serving.child.stderr.take().expect("its logs"));
+    let mut warning = String::new();
+    logs.read_line(&mut warning).unwrap();
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(
+        warning.contains(&format!(
+            "starting without Redis (Redis at redis://:***@127.0.0.1:{port} is unavailable"
+        )),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("answering by the failure policy (closed)"),
+        "{warning}"
+    );
+    assert!(!warning.contains("hunter2"), "{warning}");
+    let stats = get(&serving.http, "/api/stats");
+    assert!(stats.contains(r#""kind":"redis""#), "{stats}");
+    assert!(
+        stats.contains(r#""state":"down""#) || stats.contains(r#""state":"probing""#),
+        "{stats}"
+    );
+    let out = Command::new("sh")
+        .args(["-c", &serving.curl])
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 429"), "{text}");
+    assert!(text.contains("slidewin-degraded: closed"), "{text}");
+    signal(&serving.child, "TERM");
+    assert_eq!(serving.child.wait().unwrap().code(), Some(0));
+}
+
+/// A Redis address without its scheme is refused at once, told the URL it may mean.
+#[test]
+fn a_redis_address_without_a_scheme_is_told_the_url() {
+    let out = Command::new(env!("CARGO_BIN_EXE_slidewin"))
+        .args(["serve", "--redis", "127.0.0.1:6379"])
+        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("did you mean redis://127.0.0.1:6379?"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "it never started serving");
 }

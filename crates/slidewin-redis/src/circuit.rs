@@ -79,6 +79,8 @@ pub(crate) struct Circuits {
 struct Open {
     /// The latest failure: the one that opened it, or the latest probe's.
     cause: RedisError,
+    /// The Redis key the probe asks about.
+    key: String,
     next_try: Instant,
     probing: bool,
 }
@@ -157,28 +159,55 @@ impl Circuits {
         else {
             return;
         };
+        self.open(at, err, key, timeout);
+    }
+
+    /// Opens the circuit of `place` because of `cause`, unless open already, and starts its
+    /// probe of `key` with `timeout`; without a runtime to probe from, it stays closed.
+    fn open(
+        self: &Arc<Self>,
+        place: &str,
+        cause: &RedisError,
+        key: impl FnOnce() -> String,
+        timeout: Duration,
+    ) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let place: Arc<str> = {
+        let (place, key): (Arc<str>, String) = {
             let mut places = self.lock();
-            if places.contains_key(at.as_str()) {
+            if places.contains_key(place) {
                 // The calls that were on their way when it opened: the next try stays.
                 return;
             }
-            let place = Arc::from(at.as_str());
+            let place = Arc::from(place);
+            let key = key();
             places.insert(
                 Arc::clone(&place),
                 Open {
-                    cause: err.clone(),
+                    cause: cause.clone(),
+                    key: key.clone(),
                     next_try: Instant::now() + self.first,
                     probing: false,
                 },
             );
             self.published(&places);
-            place
+            (place, key)
         };
-        runtime.spawn(probing(Arc::downgrade(self), place, key(), timeout));
+        runtime.spawn(probing(Arc::downgrade(self), place, key, timeout));
+    }
+
+    /// Opens here every circuit open in `from`, with its cause and its probe's key: circuits
+    /// made with other waits take over from `from` without closing what it knows is down.
+    pub(crate) fn open_as(self: &Arc<Self>, from: &Circuits, timeout: Duration) {
+        let open: Vec<(Arc<str>, RedisError, String)> = from
+            .lock()
+            .iter()
+            .map(|(place, open)| (Arc::clone(place), open.cause.clone(), open.key.clone()))
+            .collect();
+        for (place, cause, key) in open {
+            self.open(&place, &cause, || key, timeout);
+        }
     }
 
     /// Tells the open count and the state to those who read them.
@@ -196,6 +225,17 @@ impl Circuits {
             *now = state;
             changed
         });
+    }
+
+    /// What an open circuit is open for: its latest failure (of the first place by name, when
+    /// several are open); `None` while all are closed.
+    pub(crate) fn cause(&self) -> Option<RedisError> {
+        if self.open.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let places = self.lock();
+        let first = places.iter().min_by(|a, b| a.0.cmp(b.0));
+        first.map(|(_, open)| open.cause.clone())
     }
 
     /// The state now.
@@ -541,6 +581,33 @@ mod tests {
             .map(|port| circuits.gate(|| node(port)).is_err())
             .to_vec();
         assert_eq!(open.iter().filter(|o| **o).count(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn circuits_made_anew_keep_what_the_old_knew_was_down() {
+        let (old, _old_fake) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        fail(&old, &refused());
+        let (new, fake) = circuits(Duration::from_millis(10), Duration::from_millis(20));
+        new.open_as(&old, Duration::from_secs(1));
+        assert_eq!(new.state(), CircuitState::Open);
+        assert_eq!(new.cause(), Some(refused()));
+        assert_eq!(
+            gate(&new).unwrap_err().to_string(),
+            "Redis at redis://127.0.0.1:6379/ is unavailable: not asked: the circuit is open \
+             since Connection refused (os error 111); next try in 10ms"
+        );
+        // Its own probe, after its own first wait, of the key the old one probed.
+        next_probe(&new, &fake, Ok(())).await;
+        assert_eq!(
+            new.changed(CircuitState::HalfOpen).await,
+            CircuitState::Closed
+        );
+        assert_eq!(fake.times().len(), 1);
+        assert_eq!(new.cause(), None);
+        // Nothing open: nothing to take over.
+        let (closed, _) = circuits(FIRST_WAIT, LONGEST_WAIT);
+        closed.open_as(&new, Duration::from_secs(1));
+        assert_eq!(closed.state(), CircuitState::Closed);
     }
 
     #[tokio::test(start_paused = true)]

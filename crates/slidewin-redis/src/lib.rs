@@ -41,6 +41,7 @@
 mod batch;
 mod circuit;
 mod cluster;
+mod connect;
 mod connection;
 mod error;
 mod limiter;

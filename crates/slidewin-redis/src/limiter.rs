@@ -4,17 +4,14 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
 use redis::{Cmd, Value};
 use slidewin::Moment;
 use slidewin::limit::{Decision, Decisions, Kind, Rule};
 
 use crate::batch::{Batcher, IN_FLIGHT, alone, answer_all};
 use crate::circuit::{CircuitState, Circuits, FIRST_WAIT, LONGEST_WAIT, ProbeFn};
-use crate::cluster::Nodes;
 use crate::connection::{Connection, query};
-use crate::error::{RedisError, quote, redact};
+use crate::error::RedisError;
 use crate::rules::{Call, Rules, suffix, tag_of};
 
 /// The shortest sleep of [`RedisLimiter::until_ready`] between tries: a denial's wait rounds
@@ -22,15 +19,7 @@ use crate::rules::{Call, Rules, suffix, tag_of};
 const MIN_RETRY: Duration = Duration::from_micros(1);
 
 /// How long a call waits for Redis by default.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// How long the cluster client waits before it sends a command again after a refused
-/// connection, `CLUSTERDOWN` or `TRYAGAIN`, in milliseconds: at least the first, at most the
-/// second (from 10 ms, twice as long each retry). redis-rs's default waits at least 1.28 s,
-/// longer than a call's timeout: a probe of a node that was still down or rejoining then
-/// timed out after 1 s, and the next came half a second later, so checks were back on Redis
-/// up to 1.5 s after it served again.
-const CLUSTER_RETRY_WAIT: (u64, u64) = (10, 100);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The most checks in one script call by default: enough to spread a call's fixed cost thin,
 /// few enough that one call holds Redis (which runs one script at a time) for well under a
@@ -216,6 +205,12 @@ impl<'a> Check<'a> {
 /// the probe finds its keys served there and they go to it. A closed circuit costs a check one
 /// atomic load.
 ///
+/// A limiter made while Redis cannot be reached
+/// ([`connect_lazily`](RedisLimiter::connect_lazily),
+/// [`connect_cluster_lazily`](RedisLimiter::connect_cluster_lazily)) starts with its circuit
+/// open, as if its first call had failed: a service restarted during an outage answers by its
+/// policy from the start, and goes to Redis from its first answer.
+///
 /// Errors that are Redis's answers ([`RedisError::Reply`], such as a script error) are not
 /// outages and leave the circuit closed.
 ///
@@ -280,94 +275,8 @@ impl RedisLimiter {
     /// ```
     pub const MAX_TIME: Moment = Moment::from_nanos((1 << 52) * 1_000);
 
-    /// Connects to one Redis server, such as `redis://127.0.0.1:6379/`.
-    ///
-    /// # Errors
-    ///
-    /// [`RedisError::Config`] for a URL that is not one; [`RedisError::Unavailable`] or
-    /// [`RedisError::Timeout`] if Redis cannot be reached now (later calls recover by
-    /// themselves once it can). Messages show the URL with its password hidden.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
-    /// let redis = slidewin_redis::RedisLimiter::connect("redis://127.0.0.1/").await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn connect(url: &str) -> Result<RedisLimiter, RedisError> {
-        let shown = redact(url);
-        let client = redis::Client::open(url).map_err(|e| RedisError::Config {
-            detail: format!("`{shown}`: {e}"),
-        })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(DEFAULT_TIMEOUT))
-            .set_response_timeout(Some(DEFAULT_TIMEOUT))
-            .set_max_delay(Duration::from_millis(500));
-        let manager = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(|e| RedisError::from_redis(&e, shown.clone()))?;
-        Ok(RedisLimiter::with(Connection::Single(
-            manager,
-            Arc::from(shown),
-        )))
-    }
-
-    /// Connects to a Redis Cluster through any of its nodes, such as
-    /// `["redis://127.0.0.1:7000/"]`.
-    ///
-    /// # Errors
-    ///
-    /// As [`connect`](RedisLimiter::connect); [`RedisError::Config`] for no nodes.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
-    /// let nodes = ["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"];
-    /// let redis = slidewin_redis::RedisLimiter::connect_cluster(&nodes).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn connect_cluster(nodes: &[&str]) -> Result<RedisLimiter, RedisError> {
-        if nodes.is_empty() {
-            return Err(RedisError::Config {
-                detail: "a cluster needs at least one node, got none".to_string(),
-            });
-        }
-        let seeds = nodes
-            .iter()
-            .map(|url| redact(url))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let seeds = quote(&seeds);
-        let client = ClusterClient::builder(nodes.iter().copied())
-            .connection_timeout(DEFAULT_TIMEOUT)
-            .response_timeout(DEFAULT_TIMEOUT)
-            .retries(2)
-            .min_retry_wait(CLUSTER_RETRY_WAIT.0)
-            .max_retry_wait(CLUSTER_RETRY_WAIT.1)
-            .retry_wait_formula(CLUSTER_RETRY_WAIT.0, 2)
-            .build()
-            .map_err(|e| RedisError::Config {
-                detail: format!("[{seeds}]: {e}"),
-            })?;
-        let mut connection = client
-            .get_async_connection()
-            .await
-            .map_err(|e| RedisError::from_redis(&e, seeds.clone()))?;
-        // Where the slots are, to send each node its checks together. Without it (the cluster
-        // answered something else), checks are grouped by slot until the map is read again.
-        let nodes = Nodes::unknown(&seeds);
-        let _ = nodes.refresh(&mut connection).await;
-        Ok(RedisLimiter::with(Connection::Cluster(
-            connection,
-            Arc::new(nodes),
-        )))
-    }
-
-    fn with(connection: Connection) -> RedisLimiter {
+    /// A limiter on `connection`, with every setting its default.
+    pub(crate) fn with(connection: Connection) -> RedisLimiter {
         RedisLimiter {
             batcher: batcher_for(&connection, DEFAULT_BATCH_LIMIT, IN_FLIGHT),
             circuits: Circuits::new(FIRST_WAIT, LONGEST_WAIT, prober(connection.clone())),
@@ -531,7 +440,8 @@ impl RedisLimiter {
     /// that waits `first` after a failure before it tries Redis again, then twice the wait
     /// before after each failed try, up to `longest`: 50 ms and 2 s by default. A shorter
     /// longest wait finds Redis sooner once it is back, for a probe every so often while it
-    /// is not. The circuit is shared by the clones made after this call.
+    /// is not. The circuit is shared by the clones made after this call; what is open now
+    /// stays open (as for a limiter made while Redis was away), probed with the new waits.
     ///
     /// # Errors
     ///
@@ -552,10 +462,10 @@ impl RedisLimiter {
         longest: Duration,
     ) -> Result<RedisLimiter, RedisError> {
         Circuits::check_waits(first, longest)?;
-        Ok(RedisLimiter {
-            circuits: Circuits::new(first, longest, prober(self.connection.clone())),
-            ..self
-        })
+        let circuits = Circuits::new(first, longest, prober(self.connection.clone()));
+        // What the old circuits know is down stays so (a limiter that started without Redis).
+        circuits.open_as(&self.circuits, self.timeout);
+        Ok(RedisLimiter { circuits, ..self })
     }
 
     /// Whether checks go to Redis: false while the circuit is open (on a cluster, any
@@ -588,6 +498,24 @@ impl RedisLimiter {
     #[must_use]
     pub fn circuit_state(&self) -> CircuitState {
         self.circuits.state()
+    }
+
+    /// Why checks answer without Redis now: while the circuit is open (on a cluster, a
+    /// node's), the failure that opened it or the latest probe's, naming where (the URL, its
+    /// password hidden); `None` while it is closed. For a log line or a status page.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), slidewin_redis::RedisError> {
+    /// let redis = slidewin_redis::RedisLimiter::connect_lazily("redis://:pw@127.0.0.1:1/").await?;
+    /// let why = redis.why_unavailable().expect("nothing listens on port 1");
+    /// assert!(why.to_string().starts_with("Redis at redis://:***@127.0.0.1:1/ is unavailable"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn why_unavailable(&self) -> Option<RedisError> {
+        self.circuits.cause()
     }
 
     /// Waits until the circuit's state is other than `from`, and returns it (at once if it
@@ -948,6 +876,17 @@ impl RedisLimiter {
             .into_iter()
             .map(|(_, micros)| Moment::from_nanos(micros.saturating_mul(1_000)))
             .collect())
+    }
+
+    /// This limiter, not connected because of `err`: with its circuit open when `err` says
+    /// Redis may be down (its probe asking about a key of the limiter's own), else the error.
+    pub(crate) fn started_down(self, err: RedisError) -> Result<RedisLimiter, RedisError> {
+        if !err.is_transient() {
+            return Err(err);
+        }
+        let key = tag_of(&self.prefix, "probe");
+        self.circuits.failed(&err, || key, self.timeout);
+        Ok(self)
     }
 
     async fn eval(

@@ -1,7 +1,8 @@
 //! Redis down: checks answer at once (by the failure policy, or with an error saying why and
 //! naming the URL) instead of each waiting for it, and nothing is sent while the circuit is
-//! open. The probe and its backoff are tested on a fake Redis in `src/circuit.rs`; a server
-//! killed and restarted in `single.rs` and `cluster.rs`.
+//! open; a limiter made while Redis is down starts so, and goes to Redis once it comes up. The
+//! probe and its backoff are tested on a fake Redis in `src/circuit.rs`; a server killed and
+//! restarted in `single.rs` and `cluster.rs`.
 
 mod support;
 
@@ -10,7 +11,8 @@ use std::time::Duration;
 use slidewin::Moment;
 use slidewin::limit::{Kind, Rule};
 use slidewin_redis::{Check, CircuitState, FailurePolicy, RedisError, RedisLimiter, Rules};
-use support::{RedisServer, at_once};
+use slidewin_test_support::redis::free_port;
+use support::{RedisCluster, RedisServer, at_once, until_available};
 
 /// The rule `name`: `quota` under `kind`.
 fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
@@ -157,4 +159,151 @@ async fn a_reply_error_leaves_the_circuit_closed() {
     );
     assert!(redis.is_available());
     assert!(redis.check_now(&rule, "fine", 1).await.unwrap().allowed());
+}
+
+/// Issue 29, finding 9: a service restarted during a Redis outage could not start, since its
+/// limiter could not be made without Redis answering. Made lazily, it starts with its circuit
+/// open: every check answers at once by the policy, saying why and where (the password
+/// hidden); and once a Redis comes up at the URL, the probe finds it and the decisions are
+/// Redis's again, exact.
+#[tokio::test]
+async fn a_limiter_made_while_redis_is_down_answers_by_policy_then_exactly_once_it_is_up() {
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let redis = RedisLimiter::connect_lazily(&url)
+        .await
+        .expect("made without Redis")
+        .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(20))
+        .unwrap();
+    assert_eq!(redis.circuit_state(), CircuitState::Open);
+    assert!(!redis.is_available());
+    let why = redis.why_unavailable().expect("why it is down");
+    assert!(
+        matches!(&why, RedisError::Unavailable { at, .. } if *at == url),
+        "{why}"
+    );
+    let login = rules("login", Kind::SlidingLog, "2/minute");
+    // Without a policy: the error that kept Redis away, at once.
+    let err = at_once(redis.check_now(&login, "alice", 1))
+        .expect("an answer at once")
+        .unwrap_err();
+    let said = format!("Redis at {url} is unavailable: not asked: the circuit is open since ");
+    assert!(err.to_string().starts_with(&said), "{err}");
+    for (policy, admitted) in [(FailurePolicy::Open, true), (FailurePolicy::Closed, false)] {
+        let by_policy = redis.clone().with_failure_policy(policy);
+        for _ in 0..10 {
+            let decision = at_once(by_policy.check_now(&login, "alice", 1))
+                .expect("an answer at once")
+                .unwrap();
+            assert_eq!(decision.allowed(), admitted, "{policy:?}");
+            assert_eq!(decision.made_without_redis(), Some(&err), "{policy:?}");
+        }
+    }
+    // A password is never shown.
+    let secret = format!("redis://:hunter2@127.0.0.1:{}/", free_port());
+    let hidden = RedisLimiter::connect_lazily(&secret).await.unwrap();
+    let err = at_once(hidden.check_now(&login, "alice", 1))
+        .expect("an answer at once")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("redis://:***@127.0.0.1:") && !err.contains("hunter2"),
+        "{err}"
+    );
+
+    let server = RedisServer::start_on(port);
+    until_available(&redis).await;
+    assert_eq!(redis.why_unavailable(), None);
+    let at = Moment::from_secs(100);
+    let first = redis.check(&login, "alice", at, 2).await.unwrap();
+    assert!(first.allowed() && first.made_without_redis().is_none());
+    assert_eq!(first.remaining(), 0);
+    assert!(!redis.check(&login, "alice", at, 1).await.unwrap().allowed());
+    assert!(server.script_calls() >= 2);
+}
+
+/// A limiter made lazily while Redis answers is connected as `connect`'s is; Redis's own
+/// refusal (a password it does not take) and a URL that is not one are still errors, the
+/// latter saying which URL it may mean.
+#[tokio::test]
+async fn made_lazily_with_redis_up_it_is_up_and_a_bad_setup_is_still_an_error() {
+    let server = RedisServer::start();
+    let redis = RedisLimiter::connect_lazily(&server.url()).await.unwrap();
+    assert_eq!(redis.circuit_state(), CircuitState::Closed);
+    let api = rules("api", Kind::Gcra, "10/s");
+    let decision = redis.check_now(&api, "k", 1).await.unwrap();
+    assert!(decision.allowed() && decision.made_without_redis().is_none());
+
+    let wrong = format!("redis://:hunter2@127.0.0.1:{}/", server.port);
+    let err = RedisLimiter::connect_lazily(&wrong).await.unwrap_err();
+    assert!(!err.is_transient(), "{err}");
+    let said = err.to_string();
+    assert!(
+        said.contains(":***@") && !said.contains("hunter2"),
+        "{said}"
+    );
+
+    for bare in ["127.0.0.1:6379", "cache:6379", "user:hunter2@cache:6379"] {
+        let err = RedisLimiter::connect_lazily(bare).await.unwrap_err();
+        assert!(matches!(err, RedisError::Config { .. }), "{err}");
+        let shown = bare.replace("hunter2", "***");
+        assert!(
+            err.to_string()
+                .contains(&format!("did you mean redis://{shown}?")),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        let err = RedisLimiter::connect(bare).await.unwrap_err();
+        assert!(err.to_string().contains("did you mean redis://"), "{err}");
+        let err = RedisLimiter::connect_cluster_lazily(&[bare])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("did you mean redis://"), "{err}");
+    }
+    let err = RedisLimiter::connect_lazily("redis://127.0.0.1:99999/")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RedisError::Config { .. }), "{err}");
+}
+
+/// Issue 29, finding 9, on a cluster: made while no node it is given answers, the limiter
+/// starts with its circuit open and answers by its policy at once; once the cluster is up
+/// (its first node where the limiter looks), the probe finds it, the slots are read, and the
+/// decisions are the cluster's, exact, on every node.
+#[tokio::test]
+async fn a_cluster_limiter_made_while_the_cluster_is_down_is_exact_once_it_is_up() {
+    let seed = free_port();
+    let url = format!("redis://127.0.0.1:{seed}/");
+    let redis = RedisLimiter::connect_cluster_lazily(&[url.as_str()])
+        .await
+        .expect("made without the cluster")
+        .with_failure_policy(FailurePolicy::Closed)
+        .with_circuit_backoff(Duration::from_millis(1), Duration::from_millis(20))
+        .unwrap();
+    assert_eq!(redis.circuit_state(), CircuitState::Open);
+    let api = rules("api", Kind::FixedWindow, "3/minute");
+    let decision = at_once(redis.check_now(&api, "k", 1))
+        .expect("an answer at once")
+        .unwrap();
+    assert!(!decision.allowed());
+    let why = decision
+        .made_without_redis()
+        .expect("decided without Redis");
+    assert!(why.to_string().contains(&url), "{why}");
+
+    let cluster = RedisCluster::start_at(seed);
+    until_available(&redis).await;
+    let mut nodes_used = [false; 3];
+    let at = Moment::from_secs(100);
+    for user in 0..12 {
+        let key = format!("user-{user}");
+        nodes_used[cluster.node_of(&format!("{{slidewin:{key}}}"))] = true;
+        for left in [2, 1, 0] {
+            let decision = redis.check(&api, &key, at, 1).await.unwrap();
+            assert_eq!(decision.made_without_redis(), None, "{key}");
+            assert_eq!(decision.remaining(), left, "{key}");
+        }
+        assert!(!redis.check(&api, &key, at, 1).await.unwrap().allowed());
+    }
+    assert_eq!(nodes_used, [true; 3]);
 }

@@ -4,23 +4,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use slidewin::time::MonotonicClock;
-use slidewin_http::{Memory, Redis};
-use slidewin_redis::{FailurePolicy, RedisLimiter};
+use slidewin_http::Memory;
+use slidewin_redis::FailurePolicy;
 
 use crate::access::AdminToken;
-use crate::backend::ServiceBackend;
+use crate::backend::{RedisService, ServiceBackend};
 use crate::config::Config;
 use crate::engine::{Bounds, Engine};
 use crate::metrics::Metrics;
 use crate::serve::{Listeners, ServeOptions, serve};
 use crate::service::Service;
 use crate::watch::watch_config;
-
-/// While Redis is down, the service probes it after 50 ms, then after twice the wait before, up
-/// to every 500 ms (the limiter's own default goes to 2 s): a rate-limit service is back on
-/// exact decisions within about half a second of Redis, for a probe every half second.
-const PROBE_FIRST: std::time::Duration = std::time::Duration::from_millis(50);
-const PROBE_LONGEST: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The built-in config `slidewin serve` runs with when given none.
 pub const EXAMPLE_CONFIG: &str = include_str!("../config/example.yaml");
@@ -98,27 +92,17 @@ pub async fn run(options: RunOptions) -> Result<(), String> {
             start(backend, config, options).await
         }
         BackendChoice::Redis(url) => {
-            let limiter = RedisLimiter::connect(url)
+            // The error names the URL, its password hidden: the flag's value is not repeated.
+            let backend = RedisService::connect(url, options.failure_policy)
                 .await
-                .map_err(|e| format!("--redis {url}: {e}"))?
-                .with_failure_policy(options.failure_policy)
-                .with_circuit_backoff(PROBE_FIRST, PROBE_LONGEST)
-                .map_err(|e| e.to_string())?;
-            let backend =
-                crate::RedisService::new(Redis::new(limiter), false, options.failure_policy);
+                .map_err(|e| format!("--redis: {e}"))?;
             start(backend, config, options).await
         }
         BackendChoice::RedisCluster(nodes) => {
             let urls: Vec<String> = nodes.iter().map(|n| cluster_seed(n)).collect();
-            let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
-            let limiter = RedisLimiter::connect_cluster(&seeds)
+            let backend = RedisService::connect_cluster(&urls, options.failure_policy)
                 .await
-                .map_err(|e| format!("--redis-cluster {}: {e}", nodes.join(",")))?
-                .with_failure_policy(options.failure_policy)
-                .with_circuit_backoff(PROBE_FIRST, PROBE_LONGEST)
-                .map_err(|e| e.to_string())?;
-            let backend =
-                crate::RedisService::new(Redis::new(limiter), true, options.failure_policy);
+                .map_err(|e| format!("--redis-cluster: {e}"))?;
             start(backend, config, options).await
         }
     }
@@ -156,10 +140,21 @@ async fn start<B: ServiceBackend>(
     };
     let backend = service.engine().backend();
     let shutdown = shutdown_signal();
-    tracing::info!(%grpc, %http, backend = backend.kind(), "slidewin serve is listening");
+    tracing::info!(
+        %grpc,
+        %http,
+        backend = backend.kind(),
+        state = backend.state(),
+        "slidewin serve is listening"
+    );
     println!(
-        "slidewin serve: {} backend, config {}",
+        "slidewin serve: {} backend{}, config {}",
         backend.kind(),
+        match (backend.state(), backend.failure_policy()) {
+            ("up", _) | (_, None) => String::new(),
+            (state, Some(policy)) =>
+                format!(" ({state}: answering by --failure-policy {policy} until it answers)"),
+        },
         if options.config.is_empty() {
             "built-in example".to_owned()
         } else {

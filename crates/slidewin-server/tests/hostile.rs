@@ -4,6 +4,9 @@
 //! keys that must not reach another rule's, domain's or descriptor's counts, on memory and on
 //! Redis.
 
+// rustfmt looks for the module's files in tests/hostile/ (which exists, for issue 29's
+// tests) unless told where they are; rustc needs no telling.
+#[path = "support"]
 mod support {
     pub(crate) mod server;
 }
@@ -1353,3 +1356,6 @@ mod attacks {
 
     mod stop;
 }
+
+#[path = "hostile/redis_down.rs"]
+mod redis_down;

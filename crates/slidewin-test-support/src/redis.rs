@@ -12,7 +12,10 @@ use std::process::{Child, Command, Stdio};
 /// the server is down: a client reconnecting to it may be given the very port as its own and
 /// connect to itself (TCP's simultaneous open), and the restart then fails to bind (seen once
 /// in `redis_down_then_back_errors_then_recovers`).
-fn free_port() -> u16 {
+///
+/// A test that needs a Redis that is down, then comes up, takes one and later starts a server
+/// there ([`RedisServer::start_on`], [`RedisCluster::start_at`]).
+pub fn free_port() -> u16 {
     use std::hash::BuildHasher;
     use std::sync::atomic::{AtomicU16, Ordering};
     // Below the kernel's first ephemeral port (Linux: /proc/sys/net/ipv4/ip_local_port_range).
@@ -51,6 +54,12 @@ impl RedisServer {
     /// A server on a free port.
     pub fn start() -> RedisServer {
         RedisServer::launch(free_port(), None)
+    }
+
+    /// A server on `port`, one from [`free_port`]: a Redis that was down coming up where its
+    /// clients look for it.
+    pub fn start_on(port: u16) -> RedisServer {
+        RedisServer::launch(port, None)
     }
 
     fn launch(port: u16, cluster: Option<u64>) -> RedisServer {
@@ -194,7 +203,13 @@ impl RedisCluster {
     /// Three masters on free ports, their slots assigned, up on every node; no replicas, and
     /// a node timeout of 2 s.
     pub fn start() -> RedisCluster {
-        RedisCluster::create(3, 0, 2_000)
+        RedisCluster::create(&[free_port(), free_port(), free_port()], 0, 2_000)
+    }
+
+    /// Three masters as [`RedisCluster::start`] makes, the first on `first`, one from
+    /// [`free_port`]: a cluster that was down coming up where its clients look for it.
+    pub fn start_at(first: u16) -> RedisCluster {
+        RedisCluster::create(&[first, free_port(), free_port()], 0, 2_000)
     }
 
     /// Three masters and a replica of each, on free ports, their slots assigned, up on every
@@ -203,12 +218,14 @@ impl RedisCluster {
     /// of half a second to a second more).
     pub fn start_replicated(node_timeout: std::time::Duration) -> RedisCluster {
         let millis = u64::try_from(node_timeout.as_millis()).unwrap_or(u64::MAX);
-        RedisCluster::create(6, 1, millis)
+        let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
+        RedisCluster::create(&ports, 1, millis)
     }
 
-    fn create(count: usize, replicas: u32, node_timeout: u64) -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..count)
-            .map(|_| RedisServer::launch(free_port(), Some(node_timeout)))
+    fn create(ports: &[u16], replicas: u32, node_timeout: u64) -> RedisCluster {
+        let nodes: Vec<RedisServer> = ports
+            .iter()
+            .map(|&port| RedisServer::launch(port, Some(node_timeout)))
             .collect();
         let addresses: Vec<String> = nodes
             .iter()
