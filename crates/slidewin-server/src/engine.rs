@@ -1339,7 +1339,10 @@ mod tests {
         let answer = engine.should_rate_limit(&request).await.unwrap();
         assert_eq!(answer.overall_code, Code::OverLimit);
         assert_eq!(answer.statuses[0].code, Code::Ok);
-        assert_eq!(answer.statuses[0].limit_remaining, 4, "the other one counted");
+        assert_eq!(
+            answer.statuses[0].limit_remaining, 4,
+            "the other one counted"
+        );
         let refused = &answer.statuses[1];
         assert_eq!(refused.code, Code::OverLimit);
         let name = &refused.current_limit.as_ref().unwrap().name;

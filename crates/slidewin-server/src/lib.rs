@@ -35,8 +35,8 @@ pub use engine::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, RateLimitRequest,
     RateLimitResponse, RequestDescriptor, RequestError,
 };
-pub use overrides::MAX_OVERRIDES;
 pub use metrics::Metrics;
+pub use overrides::MAX_OVERRIDES;
 pub use run::{BackendChoice, EXAMPLE_CONFIG, RunOptions, run};
 pub use serve::{
     ConnectionLimits, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,

@@ -218,7 +218,13 @@ mod tests {
         let now = Moment::from_secs(1);
         let rule = |rpu| {
             overrides
-                .rule(&memory, &metrics, &bounds, ("d", asked(rpu, Unit::Hour)), now)
+                .rule(
+                    &memory,
+                    &metrics,
+                    &bounds,
+                    ("d", asked(rpu, Unit::Hour)),
+                    now,
+                )
                 .unwrap()
         };
         assert_eq!(kind_of(&rule(first_counted - 1)), Kind::SlidingLog);

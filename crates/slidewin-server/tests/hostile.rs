@@ -4,9 +4,6 @@
 //! keys that must not reach another rule's, domain's or descriptor's counts, on memory and on
 //! Redis.
 
-// rustfmt looks for the module's files in tests/hostile/ (which exists, for issue 29's
-// tests) unless told where they are; rustc needs no telling.
-#[path = "support"]
 mod support {
     pub(crate) mod server;
 }
@@ -1354,8 +1351,6 @@ async fn crafted_keys_redis() {
 mod attacks {
     use super::*;
 
+    mod redis_down;
     mod stop;
 }
-
-#[path = "hostile/redis_down.rs"]
-mod redis_down;
