@@ -1,5 +1,7 @@
 //! Access to the admin surfaces: the dashboard (`/`, `/assets/*`), `/api/*` and `/metrics` may
 //! require a bearer token. `POST /json`, `/healthz` and gRPC never do: they are the data plane.
+//! Without a token, the admin surfaces answer only requests for a loopback host or a listed
+//! one ([`AdminHost`]), against DNS rebinding; see the `browsers` module.
 //!
 //! A request gets in with the token in one of three places:
 //!
@@ -18,8 +20,9 @@
 //! length, and nothing else. Tokens are at least [`AdminToken::MIN_LEN`] bytes, so knowing the
 //! length does not help to guess one.
 
+mod browsers;
+
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -30,6 +33,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use ring::hmac;
 use subtle::ConstantTimeEq;
+
+pub use browsers::{AdminHost, AdminHostError};
+pub(crate) use browsers::{AdminHosts, json_content_type, startup_lines};
 
 /// The cookie a browser keeps the token in.
 pub const ADMIN_COOKIE: &str = "slidewin_admin";
@@ -457,41 +463,6 @@ async fn guard(State(token): State<AdminToken>, request: Request, next: Next) ->
         next.run(request).await
     } else {
         refused()
-    }
-}
-
-/// What `slidewin serve` prints about the admin surfaces served at `http`.
-pub(crate) fn startup_lines(
-    scheme: &str,
-    http: SocketAddr,
-    token: Option<&AdminToken>,
-) -> Vec<String> {
-    match token {
-        Some(_) => vec![
-            format!(
-                "  dashboard       {scheme}://{http}/?token=<admin token>  (once; then a cookie)"
-            ),
-            format!(
-                "  admin surfaces  /api/*, /metrics and the dashboard need the admin token \
-                 (Authorization: Bearer)"
-            ),
-        ],
-        None => {
-            if !http.ip().is_loopback() {
-                tracing::warn!(
-                    %http,
-                    "the admin surfaces are open on a non-loopback address: set \
-                     --admin-token-file or --no-admin"
-                );
-            }
-            vec![
-                format!("  dashboard       {scheme}://{http}/"),
-                format!(
-                    "  admin surfaces  OPEN: the dashboard, /api/* and /metrics on {http} need \
-                     no token (set --admin-token-file to require one)"
-                ),
-            ]
-        }
     }
 }
 

@@ -5,6 +5,9 @@
 //! Redis.
 
 mod support {
+    // A path that rustc (from tests/support/) and rustfmt (which, with tests/hostile/ beside
+    // this file, starts from there) both resolve to tests/support/server.rs.
+    #[path = "../support/server.rs"]
     pub(crate) mod server;
 }
 
@@ -1342,3 +1345,6 @@ async fn crafted_keys_redis() {
         "{listed}"
     );
 }
+
+#[path = "hostile/browsers.rs"]
+mod browsers;
