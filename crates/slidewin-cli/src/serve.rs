@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use slidewin_server::{
-    AdminToken, BackendChoice, Bounds, ConnectionLimits, FailurePolicy, RunOptions, ServeOptions,
-    TlsFiles,
+    AdminHost, AdminToken, BackendChoice, Bounds, ConnectionLimits, FailurePolicy, RunOptions,
+    ServeOptions, TlsFiles,
 };
 
 // The doc comments are the --help text, read in a terminal, not rendered as Markdown.
@@ -77,6 +77,17 @@ pub(crate) struct ServeArgs {
     /// Read the admin token from this file (whitespace around it ignored; keep it chmod 600).
     #[arg(long, env = "SLIDEWIN_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Without an admin token, the dashboard, /api/* and /metrics answer only requests for a
+    /// loopback host (localhost, 127.0.0.1, [::1]), against DNS rebinding: also answer this
+    /// name or address (no port), as in --admin-host slidewin.internal. Repeat, or separate
+    /// with commas. A token makes the check unnecessary.
+    #[arg(
+        long = "admin-host",
+        value_name = "NAME",
+        env = "SLIDEWIN_ADMIN_HOSTS",
+        value_delimiter = ','
+    )]
+    admin_hosts: Vec<AdminHost>,
     /// Log lines as JSON instead of text.
     #[arg(long, env = "SLIDEWIN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -154,6 +165,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         max_keys: args.max_keys,
         bounds: Bounds::default(),
         admin_token,
+        admin_hosts: args.admin_hosts,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

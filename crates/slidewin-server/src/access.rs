@@ -1,5 +1,7 @@
 //! Access to the admin surfaces: the dashboard (`/`, `/assets/*`), `/api/*` and `/metrics` may
 //! require a bearer token. `POST /json`, `/healthz` and gRPC never do: they are the data plane.
+//! Without a token, the admin surfaces answer only requests for a loopback host or a listed
+//! one ([`AdminHost`]), against DNS rebinding; see the `browsers` module.
 //!
 //! A request gets in with the token in one of three places:
 //!
@@ -7,7 +9,9 @@
 //! - the `slidewin_admin` cookie, which a browser gets by opening any admin page once with
 //!   `?token=TOKEN`: the answer is `303 See Other` to the same page without the token, setting
 //!   the cookie `HttpOnly; SameSite=Strict`, so the token leaves the address bar at once and
-//!   the page's own requests (its assets, `api/events`) carry the cookie;
+//!   the page's own requests (its assets, `api/events`) carry the cookie. The cookie holds
+//!   not the token but its HMAC-SHA256 under a key drawn at random once per process: a cookie
+//!   read off a browser does not give the token away (nor work after a restart);
 //! - nowhere else: any other request gets `401 Unauthorized` with `WWW-Authenticate: Bearer
 //!   realm="slidewin"` and the same short body whatever was presented.
 //!
@@ -16,17 +20,22 @@
 //! length, and nothing else. Tokens are at least [`AdminToken::MIN_LEN`] bytes, so knowing the
 //! length does not help to guess one.
 
+mod browsers;
+
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use ring::hmac;
 use subtle::ConstantTimeEq;
+
+pub use browsers::{AdminHost, AdminHostError};
+pub(crate) use browsers::{AdminHosts, json_content_type, startup_lines};
 
 /// The cookie a browser keeps the token in.
 pub const ADMIN_COOKIE: &str = "slidewin_admin";
@@ -59,6 +68,9 @@ const MAX_FILE_BYTES: u64 = 64 * 1024;
 #[derive(Clone)]
 pub struct AdminToken {
     secret: Arc<[u8]>,
+    /// The sign-in cookie's value: the token's HMAC under [`cookie_key`], in hex. Computed
+    /// once: a presented cookie is compared with it in constant time.
+    cookie: Arc<[u8]>,
     /// The sign-in cookie is `Secure`: the HTTP listener speaks TLS.
     secure: bool,
 }
@@ -96,6 +108,8 @@ pub enum AdminTokenError {
         /// Why.
         reason: String,
     },
+    /// The system's random source failed to give the key of the sign-in cookie.
+    Random,
 }
 
 impl fmt::Display for AdminTokenError {
@@ -115,11 +129,33 @@ impl fmt::Display for AdminTokenError {
             AdminTokenError::File { path, reason } => {
                 write!(f, "admin token file {}: {reason}", path.display())
             }
+            AdminTokenError::Random => {
+                f.write_str("the system's random source gave no key for the admin sign-in cookie")
+            }
         }
     }
 }
 
 impl std::error::Error for AdminTokenError {}
+
+/// The key of the sign-in cookie's HMAC: drawn once per process, so a cookie is good until
+/// the process ends and never after.
+fn cookie_key() -> Result<&'static hmac::Key, AdminTokenError> {
+    static KEY: OnceLock<hmac::Key> = OnceLock::new();
+    if let Some(key) = KEY.get() {
+        return Ok(key);
+    }
+    let rng = ring::rand::SystemRandom::new();
+    let key = hmac::Key::generate(hmac::HMAC_SHA256, &rng).map_err(|_| AdminTokenError::Random)?;
+    Ok(KEY.get_or_init(|| key))
+}
+
+/// The sign-in cookie's value for `token`: its HMAC-SHA256 under `key`, in lower-case hex.
+fn cookie_value(key: &hmac::Key, token: &[u8]) -> Arc<[u8]> {
+    let tag = hmac::sign(key, token);
+    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    Arc::from(hex.as_bytes())
+}
 
 /// Whether a header and a cookie carry `byte` unchanged: RFC 6265's cookie-octet.
 fn cookie_octet(byte: u8) -> bool {
@@ -156,7 +192,7 @@ impl AdminToken {
     /// # Errors
     ///
     /// A token shorter than [`AdminToken::MIN_LEN`] bytes or with a byte a header or a cookie
-    /// cannot carry.
+    /// cannot carry; or a system whose random source fails to give the cookie's key.
     pub fn new(token: &str) -> Result<AdminToken, AdminTokenError> {
         if let Some(position) = token.bytes().position(|b| !cookie_octet(b)) {
             return Err(AdminTokenError::Character { position });
@@ -166,6 +202,7 @@ impl AdminToken {
         }
         Ok(AdminToken {
             secret: Arc::from(token.as_bytes()),
+            cookie: cookie_value(cookie_key()?, token.as_bytes()),
             secure: false,
         })
     }
@@ -259,20 +296,21 @@ impl AdminToken {
         router.route_layer(middleware::from_fn_with_state(self.clone(), guard))
     }
 
-    /// Whether `headers` carry the token in `Authorization: Bearer` or in the cookie.
+    /// Whether `headers` carry the token in `Authorization: Bearer`, or its sign-in value in
+    /// the cookie (never the token itself).
     fn admits(&self, headers: &HeaderMap) -> bool {
         let bearer = headers
             .get_all(header::AUTHORIZATION)
             .iter()
-            .filter_map(|value| bearer_token(value.as_bytes()));
+            .filter_map(|value| bearer_token(value.as_bytes()))
+            .map(|presented| self.matches(presented));
         let cookies = headers
             .get_all(header::COOKIE)
             .iter()
-            .flat_map(|value| cookie_values(value.as_bytes()));
+            .flat_map(|value| cookie_values(value.as_bytes()))
+            .map(|presented| bool::from(self.cookie.as_ref().ct_eq(presented)));
         // Every candidate is compared: which one matched is not told by the time taken.
-        bearer
-            .chain(cookies)
-            .fold(false, |found, presented| self.matches(presented) | found)
+        bearer.chain(cookies).fold(false, |found, one| one | found)
     }
 }
 
@@ -381,12 +419,11 @@ fn signed_in(token: &AdminToken, uri: &Uri, rest_query: &str) -> Response {
         location.push('?');
         location.push_str(rest_query);
     }
-    // The token passed `AdminToken::new`, so it is a valid header value; the path and query
-    // came in a valid URI.
+    // The cookie's value is hex, a valid header value; the path and query came in a valid URI.
     // `Secure` only over TLS: a browser drops a `Secure` cookie sent over plain http.
     let cookie = format!(
         "{ADMIN_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{}",
-        String::from_utf8_lossy(&token.secret),
+        String::from_utf8_lossy(&token.cookie),
         if token.secure { "; Secure" } else { "" }
     );
     match (
@@ -426,41 +463,6 @@ async fn guard(State(token): State<AdminToken>, request: Request, next: Next) ->
         next.run(request).await
     } else {
         refused()
-    }
-}
-
-/// What `slidewin serve` prints about the admin surfaces served at `http`.
-pub(crate) fn startup_lines(
-    scheme: &str,
-    http: SocketAddr,
-    token: Option<&AdminToken>,
-) -> Vec<String> {
-    match token {
-        Some(_) => vec![
-            format!(
-                "  dashboard       {scheme}://{http}/?token=<admin token>  (once; then a cookie)"
-            ),
-            format!(
-                "  admin surfaces  /api/*, /metrics and the dashboard need the admin token \
-                 (Authorization: Bearer)"
-            ),
-        ],
-        None => {
-            if !http.ip().is_loopback() {
-                tracing::warn!(
-                    %http,
-                    "the admin surfaces are open on a non-loopback address: set \
-                     --admin-token-file or --no-admin"
-                );
-            }
-            vec![
-                format!("  dashboard       {scheme}://{http}/"),
-                format!(
-                    "  admin surfaces  OPEN: the dashboard, /api/* and /metrics on {http} need \
-                     no token (set --admin-token-file to require one)"
-                ),
-            ]
-        }
     }
 }
 
@@ -538,13 +540,14 @@ mod tests {
     }
 
     #[test]
-    fn admits_header_or_cookie() {
+    fn admits_the_token_in_the_header_and_its_hmac_in_the_cookie() {
         let token = token();
         let mut headers = HeaderMap::new();
         assert!(!token.admits(&headers));
+        // The raw token is no cookie.
         headers.insert(
             header::COOKIE,
-            HeaderValue::from_static("slidewin_admin=0123456789abcdef0124"),
+            HeaderValue::from_static("slidewin_admin=0123456789abcdef0123"),
         );
         assert!(!token.admits(&headers));
         headers.append(
@@ -552,12 +555,19 @@ mod tests {
             HeaderValue::from_static("Bearer 0123456789abcdef0123"),
         );
         assert!(token.admits(&headers));
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::COOKIE,
-            HeaderValue::from_static("theme=dark; slidewin_admin=0123456789abcdef0123"),
-        );
+        let cookie = String::from_utf8(token.cookie.to_vec()).unwrap();
+        assert!(cookie.len() == 64 && !cookie.contains(TOKEN), "{cookie}");
+        let pair = format!("theme=dark; slidewin_admin={cookie}");
+        let headers =
+            HeaderMap::from_iter([(header::COOKIE, HeaderValue::from_str(&pair).unwrap())]);
         assert!(token.admits(&headers));
+        // Another token of this process has another cookie; the same token, the same one.
+        assert_eq!(AdminToken::new(TOKEN).unwrap().cookie, token.cookie);
+        let other = AdminToken::new("0123456789abcdef0124").unwrap();
+        assert!(!other.admits(&headers));
+        // Under another key (another process), the same token has another cookie.
+        let key = hmac::Key::new(hmac::HMAC_SHA256, b"another process's key");
+        assert_ne!(cookie_value(&key, TOKEN.as_bytes()), token.cookie);
     }
 
     #[test]

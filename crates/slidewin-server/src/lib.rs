@@ -22,7 +22,7 @@ mod snapshot;
 mod top;
 mod watch;
 
-pub use access::{ADMIN_COOKIE, AdminToken, AdminTokenError};
+pub use access::{ADMIN_COOKIE, AdminHost, AdminHostError, AdminToken, AdminTokenError};
 pub use backend::{RedisService, ServiceBackend};
 pub use config::{
     Config, ConfigFileError, DEFAULT_ALGORITHM, Descriptor, Domain, Enforce, Limit, MAX_FILE_BYTES,

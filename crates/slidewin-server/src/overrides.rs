@@ -60,9 +60,12 @@ impl std::fmt::Display for Refused {
     }
 }
 
+/// The stores, by domain and limit.
+type Table<B> = HashMap<(String, LimitOverride), Arc<RuleRt<B>>>;
+
 /// The stores of the limits requests set, by domain and limit.
 pub(crate) struct Overrides<B: ServiceBackend> {
-    table: Mutex<HashMap<(String, LimitOverride), Arc<RuleRt<B>>>>,
+    table: Mutex<Table<B>>,
 }
 
 impl<B: ServiceBackend> Overrides<B> {
@@ -120,7 +123,7 @@ impl<B: ServiceBackend> Overrides<B> {
 /// series. (A request clones a store's `Arc` under the table's lock, so one held by nobody
 /// else here stays so while it is looked at.)
 fn drop_idle<B: ServiceBackend>(
-    table: &mut HashMap<(String, LimitOverride), Arc<RuleRt<B>>>,
+    table: &mut Table<B>,
     backend: &B,
     metrics: &Metrics,
     now: Moment,

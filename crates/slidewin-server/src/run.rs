@@ -7,7 +7,7 @@ use slidewin::time::MonotonicClock;
 use slidewin_http::Memory;
 use slidewin_redis::FailurePolicy;
 
-use crate::access::AdminToken;
+use crate::access::{AdminHost, AdminToken};
 use crate::backend::{RedisService, ServiceBackend};
 use crate::config::Config;
 use crate::engine::{Bounds, Engine};
@@ -35,8 +35,13 @@ pub enum BackendChoice {
 ///
 /// ```
 /// use slidewin_server::RunOptions;
-/// let options = RunOptions::default();
+/// let options = RunOptions {
+///     // `--admin-host slidewin.internal`: the open dashboard answers that name too.
+///     admin_hosts: vec!["slidewin.internal".parse()?],
+///     ..RunOptions::default()
+/// };
 /// assert!(options.config.is_empty() && options.serve.admin);
+/// # Ok::<(), slidewin_server::AdminHostError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -53,8 +58,11 @@ pub struct RunOptions {
     /// The bounds on a request.
     pub bounds: Bounds,
     /// What the admin surfaces (the dashboard, `/api/*`, `/metrics`) require; none: they
-    /// are open.
+    /// are open, to requests for a loopback host or one of `admin_hosts`.
     pub admin_token: Option<AdminToken>,
+    /// The hosts besides the loopback ones that the admin surfaces answer without a token
+    /// ([`Service::with_admin_hosts`]).
+    pub admin_hosts: Vec<AdminHost>,
 }
 
 impl Default for RunOptions {
@@ -67,6 +75,7 @@ impl Default for RunOptions {
             max_keys: Memory::DEFAULT_MAX_KEYS,
             bounds: Bounds::default(),
             admin_token: None,
+            admin_hosts: Vec::new(),
         }
     }
 }
@@ -120,7 +129,8 @@ async fn start<B: ServiceBackend>(
         options.bounds,
         Metrics::new(),
     )?;
-    let mut service = Service::new(engine, options.config.clone());
+    let mut service =
+        Service::new(engine, options.config.clone()).with_admin_hosts(options.admin_hosts.clone());
     if let Some(token) = &options.admin_token {
         service = service.with_admin_token(token.clone());
     }
@@ -173,13 +183,14 @@ async fn start<B: ServiceBackend>(
     };
     println!("  Envoy RLS gRPC  {grpc}{tls}");
     if options.serve.admin {
-        for line in crate::access::startup_lines(scheme, http, options.admin_token.as_ref()) {
+        let token = options.admin_token.as_ref();
+        for line in crate::access::startup_lines(scheme, http, token, &options.admin_hosts) {
             println!("{line}");
         }
     }
     println!("  try it:");
     println!(
-        "    curl -i {scheme}://{http}/json -d '{{\"domain\":\"example\",\"descriptors\":[{{\"entries\":[{{\"key\":\"client\",\"value\":\"ann\"}}]}}]}}'"
+        "    curl -i {scheme}://{http}/json -H 'content-type: application/json' -d '{{\"domain\":\"example\",\"descriptors\":[{{\"entries\":[{{\"key\":\"client\",\"value\":\"ann\"}}]}}]}}'"
     );
     serve(service, listeners, options.serve.admin, shutdown)
         .await

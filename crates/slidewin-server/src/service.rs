@@ -12,7 +12,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use crate::access::AdminToken;
+use crate::access::{AdminHost, AdminHosts, AdminToken};
 use crate::backend::ServiceBackend;
 use crate::config::Unit;
 use crate::config_read::{CONFIG_READ_TIMEOUT, Reader};
@@ -28,8 +28,10 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// The engine, the files its config comes from, and how its loads went. Cloning shares it.
 pub struct Service<B: ServiceBackend> {
     inner: Arc<ServiceInner<B>>,
-    /// What the admin routes require; none: they are open.
+    /// What the admin routes require; none: they are open to [`Service::admin_hosts`].
     admin_token: Option<AdminToken>,
+    /// The hosts besides the loopback ones that the open admin routes answer.
+    admin_hosts: AdminHosts,
 }
 
 impl<B: ServiceBackend> Clone for Service<B> {
@@ -37,6 +39,7 @@ impl<B: ServiceBackend> Clone for Service<B> {
         Service {
             inner: Arc::clone(&self.inner),
             admin_token: self.admin_token.clone(),
+            admin_hosts: self.admin_hosts.clone(),
         }
     }
 }
@@ -90,6 +93,7 @@ impl<B: ServiceBackend> Service<B> {
                 draining: tokio::sync::watch::Sender::new(false),
             }),
             admin_token: None,
+            admin_hosts: AdminHosts::default(),
         }
     }
 
@@ -110,6 +114,36 @@ impl<B: ServiceBackend> Service<B> {
         self.admin_token = Some(token);
         self
     }
+
+    /// This service's admin routes, while it has no admin token, answering requests for
+    /// `hosts` as well as for the loopback ones (`localhost`, `*.localhost`, 127.0.0.0/8,
+    /// `[::1]`); any other host gets `403`, against DNS rebinding. With a token, the token
+    /// decides whatever the host: a rebinding page has neither the token nor the cookie.
+    /// Replaces the hosts given before.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{AdminHost, Bounds, Config, Engine, Metrics, Service};
+    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let host: AdminHost = "slidewin.internal".parse()?;
+    /// let service = Service::new(engine, vec![]).with_admin_hosts([host]);
+    /// assert_eq!(service.admin_hosts()[0].to_string(), "slidewin.internal");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_admin_hosts(mut self, hosts: impl IntoIterator<Item = AdminHost>) -> Service<B> {
+        self.admin_hosts = AdminHosts::new(hosts);
+        self
+    }
+
+    /// The hosts besides the loopback ones that the admin routes answer without a token
+    /// ([`Service::with_admin_hosts`]).
+    #[must_use]
+    pub fn admin_hosts(&self) -> &[AdminHost] {
+        self.admin_hosts.as_slice()
+    }
+
     /// Marks the admin sign-in cookie `Secure`: the HTTP listener speaks TLS.
     pub(crate) fn over_tls(mut self) -> Service<B> {
         self.admin_token = self.admin_token.map(|t| t.with_secure_cookie(true));
@@ -229,7 +263,10 @@ impl<B: ServiceBackend> Service<B> {
 
     /// The HTTP API: `POST /json`, `GET /healthz`, and unless `admin` is false, `GET
     /// /api/config`, `GET /api/stats`, `GET /metrics` and the dashboard, which require the
-    /// admin token if the service has one ([`Service::with_admin_token`]).
+    /// admin token if the service has one ([`Service::with_admin_token`]), and otherwise
+    /// answer only loopback hosts and [`Service::with_admin_hosts`]'s. `POST /json` takes
+    /// `content-type: application/json` only (else `415`): no web page can send that without
+    /// the browser asking first (a CORS preflight, which is not answered).
     pub fn router(&self, admin: bool) -> Router {
         let api = Router::new()
             .route("/json", post(json::<B>))
@@ -248,7 +285,7 @@ impl<B: ServiceBackend> Service<B> {
             .merge(crate::dashboard::dashboard_router(source, self.draining()));
         match &self.admin_token {
             Some(token) => api.merge(token.protect(admin)),
-            None => api.merge(admin),
+            None => api.merge(self.admin_hosts.protect(admin)),
         }
     }
 }
@@ -477,6 +514,10 @@ async fn json<B: ServiceBackend>(
     request: axum::extract::Request,
 ) -> Response {
     use axum::extract::FromRequest;
+    // Before anything is read or counted: a web page's form or `text/plain` post counts nothing.
+    if let Err(why) = crate::access::json_content_type(request.headers()) {
+        return problem(StatusCode::UNSUPPORTED_MEDIA_TYPE, &why);
+    }
     // A declared length over the bound is refused on the headers alone: reading the body
     // first (as the `Bytes` extractor does, up to the bound) would wait for a client that
     // may never send it, and read a megabyte to refuse it anyway.

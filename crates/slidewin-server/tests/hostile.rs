@@ -1351,6 +1351,7 @@ async fn crafted_keys_redis() {
 mod attacks {
     use super::*;
 
+    mod browsers;
     mod redis_down;
     mod stop;
 }

@@ -68,7 +68,7 @@ pub struct Keyed<K, A: Algorithm> {
     /// `1 << shard_bits` of them; each shard allocated with the first key it holds. Two
     /// levels, so that a limiter that has held no key is small, and one that has held one key
     /// holds one shard, not all of them.
-    shards: OnceLock<Box<[OnceLock<Box<ShardLock<K, A::State>>>]>>,
+    shards: Slots<K, A::State>,
     /// The number of shards used, as a power of two.
     shard_bits: u32,
     /// One hash per key, with a per-map random seed (keys may be chosen by an attacker): its
@@ -83,6 +83,9 @@ pub struct Keyed<K, A: Algorithm> {
 
 /// A shard behind its lock, on cache lines of its own.
 type ShardLock<K, S> = CachePadded<ShardCell<K, S>>;
+
+/// The shards' slots, allocated with the first key; each shard, with the first key it holds.
+type Slots<K, S> = OnceLock<Box<[OnceLock<Box<ShardLock<K, S>>>]>>;
 
 #[derive(Debug)]
 struct ShardCell<K, S> {
