@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use slidewin_server::{
     AdminHost, AdminToken, BackendChoice, Bounds, ConnectionLimits, FailurePolicy, RunOptions,
-    ServeOptions, TlsFiles,
+    ServeOptions, TlsFiles, Unit,
 };
 
 // The doc comments are the --help text, read in a terminal, not rendered as Markdown.
@@ -41,6 +41,20 @@ pub(crate) struct ServeArgs {
     /// until keys go idle.
     #[arg(long, env = "SLIDEWIN_MAX_KEYS", default_value_t = 1_000_000)]
     max_keys: usize,
+    /// The memory every rule's keys may hold together (in memory): bytes, or with KiB, MiB
+    /// or GiB. Past it a new key, or an admission that would grow a sliding log, is over the
+    /// limit (and counted) until keys go idle. Leave room for the rest of the process.
+    #[arg(long, env = "SLIDEWIN_MAX_MEMORY", default_value = "1GiB", value_parser = bytes)]
+    max_memory: usize,
+    /// Whether a descriptor's own limit (envoy's RateLimitDescriptor.limit) applies: on, as in
+    /// envoy ratelimit; off ignores it (counted) and the config decides. Turn it off unless
+    /// your Envoy routes set limits: any client of the ports may send one.
+    #[arg(long, env = "SLIDEWIN_REQUEST_OVERRIDES", value_enum, default_value_t = OnOff::On)]
+    request_overrides: OnOff,
+    /// The longest unit a descriptor's own limit may have (second, minute, hour, day, week,
+    /// month, year); a longer one is over the limit, saying why.
+    #[arg(long, env = "SLIDEWIN_MAX_OVERRIDE_UNIT", default_value = "day", value_parser = unit)]
+    max_override_unit: Unit,
     /// Speak TLS on both listeners with this PEM certificate chain (leaf first); needs
     /// --tls-key.
     #[arg(long, env = "SLIDEWIN_TLS_CERT", requires = "tls_key")]
@@ -94,6 +108,12 @@ pub(crate) struct ServeArgs {
     /// What to log: a tracing filter, as `info` or `slidewin_server=debug`.
     #[arg(long, env = "SLIDEWIN_LOG", default_value = "info")]
     log: String,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OnOff {
+    On,
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -163,7 +183,12 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             Policy::Closed => FailurePolicy::Closed,
         },
         max_keys: args.max_keys,
-        bounds: Bounds::default(),
+        max_memory: args.max_memory,
+        bounds: Bounds {
+            request_overrides: matches!(args.request_overrides, OnOff::On),
+            max_override_unit: args.max_override_unit,
+            ..Bounds::default()
+        },
         admin_token,
         admin_hosts: args.admin_hosts,
     };
@@ -206,10 +231,45 @@ fn seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A unit as `--max-override-unit` takes it: envoy's, in any case.
+fn unit(text: &str) -> Result<Unit, String> {
+    Unit::from_name(&text.to_ascii_lowercase()).ok_or_else(|| {
+        format!("`{text}` is no unit: second, minute, hour, day, week, month or year")
+    })
+}
+
+/// A size as `--max-memory` takes it: bytes, or a whole number of KiB, MiB or GiB.
+fn bytes(text: &str) -> Result<usize, String> {
+    let (number, scale) = [("GiB", 1usize << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
+        .into_iter()
+        .find_map(|(suffix, scale)| text.strip_suffix(suffix).map(|n| (n, scale)))
+        .unwrap_or((text, 1));
+    number
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{text}` is not a size: give bytes, or KiB, MiB or GiB (512MiB)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::seconds;
     use std::time::Duration;
+
+    #[test]
+    fn sizes_and_units_are_read_as_the_help_says() {
+        use super::{bytes, unit};
+        assert_eq!(bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(bytes("64KiB"), Ok(64 << 10));
+        assert_eq!(bytes("1000"), Ok(1000));
+        for bad in ["", "GiB", "1.5GiB", "-1", "1GB", "99999999999999999999GiB"] {
+            assert!(bytes(bad).is_err(), "{bad}");
+        }
+        assert_eq!(unit("DAY"), Ok(slidewin_server::Unit::Day));
+        assert!(unit("fortnight").unwrap_err().contains("fortnight"));
+    }
 
     #[test]
     fn drain_timeouts_are_read_in_seconds_or_milliseconds() {

@@ -4,9 +4,11 @@ use std::fmt;
 use std::future::{Future, ready};
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use slidewin::limit::{
-    Decisions, Equivalent, FixedWindow, Gcra, Kind, LimitError, RuleSet, SlidingCounter, SlidingLog,
+    Algorithm, Decisions, Equivalent, FixedWindow, Gcra, Kind, LimitError, MemoryBudget, RuleSet,
+    SlidingCounter, SlidingLog,
 };
 use slidewin::{Decision, Keyed, Moment};
 
@@ -251,6 +253,12 @@ pub enum BackendError {
         /// The cap.
         cap: usize,
     },
+    /// The stores' memory budget ([`Memory::with_max_memory`]) is spent: a new key, or a key's
+    /// growth, must wait.
+    MemoryFull {
+        /// The budget, in bytes.
+        max_bytes: usize,
+    },
     /// The store could not answer, and no failure policy answers for it.
     Unavailable {
         /// What failed (for logs: it may name internal addresses).
@@ -267,6 +275,10 @@ impl fmt::Display for BackendError {
             }
             .fmt(f),
             BackendError::KeysFull { cap } => LimitError::KeysFull { cap: *cap }.fmt(f),
+            BackendError::MemoryFull { max_bytes } => LimitError::MemoryFull {
+                max_bytes: *max_bytes,
+            }
+            .fmt(f),
             BackendError::Unavailable { detail } => {
                 write!(f, "the rate limit store could not answer: {detail}")
             }
@@ -281,6 +293,7 @@ impl From<LimitError> for BackendError {
         match err {
             LimitError::CostTooHigh { cost, max } => BackendError::CostTooHigh { cost, max },
             LimitError::KeysFull { cap } => BackendError::KeysFull { cap },
+            LimitError::MemoryFull { max_bytes } => BackendError::MemoryFull { max_bytes },
             // A variant the core adds later: still an error, named.
             other => BackendError::Unavailable {
                 detail: other.to_string(),
@@ -298,14 +311,20 @@ impl From<LimitError> for BackendError {
 /// looking a client up costs no formatting and a short hash. Keys are hashed with `SipHash`
 /// under a random seed, since clients choose them.
 ///
+/// With [`with_max_memory`](Memory::with_max_memory), every store's keys also share a
+/// [`MemoryBudget`] of bytes: a new key, or an admission that would grow a sliding log, is
+/// refused with [`BackendError::MemoryFull`] while it is spent.
+///
 /// ```
 /// use slidewin_http::Memory;
 /// assert_eq!(Memory::new().max_keys(), Memory::DEFAULT_MAX_KEYS);
 /// assert_eq!(Memory::new().with_max_keys(10_000).max_keys(), 10_000);
+/// assert_eq!(Memory::new().with_max_memory(1 << 30).max_memory(), Some(1 << 30));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Memory {
     max_keys: usize,
+    budget: Option<Arc<MemoryBudget>>,
 }
 
 impl Memory {
@@ -318,6 +337,7 @@ impl Memory {
     pub fn new() -> Memory {
         Memory {
             max_keys: Memory::DEFAULT_MAX_KEYS,
+            budget: None,
         }
     }
 
@@ -325,13 +345,60 @@ impl Memory {
     /// layer is built).
     #[must_use]
     pub fn with_max_keys(self, max_keys: usize) -> Memory {
-        Memory { max_keys }
+        Memory { max_keys, ..self }
+    }
+
+    /// The same, every store it makes holding its keys within one budget of `max_bytes`,
+    /// shared: what a key holds (its entry, its text, a sliding log's stamps) is taken as it
+    /// comes and grows, and given back as it goes. See [`MemoryBudget`].
+    #[must_use]
+    pub fn with_max_memory(self, max_bytes: usize) -> Memory {
+        Memory {
+            budget: Some(Arc::new(MemoryBudget::new(max_bytes))),
+            ..self
+        }
+    }
+
+    /// The budget of bytes its stores share, if it has one.
+    #[must_use]
+    pub fn max_memory(&self) -> Option<usize> {
+        self.budget.as_ref().map(|budget| budget.max_bytes())
+    }
+
+    /// The bytes its stores' keys hold now, on its budget (0 without one).
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Backend, Memory};
+    ///
+    /// let memory = Memory::new().with_max_memory(1 << 20);
+    /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "5/s".parse()?)?))?;
+    /// assert_eq!(memory.memory_used(), 0);
+    /// memory.check_at_once(&store, "ann".into(), Moment::ZERO, 1);
+    /// assert!(memory.memory_used() > 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn memory_used(&self) -> usize {
+        self.budget.as_ref().map_or(0, |budget| budget.used_bytes())
     }
 
     /// The cap on live keys per rule set.
     #[must_use]
     pub fn max_keys(&self) -> usize {
         self.max_keys
+    }
+}
+
+impl Memory {
+    /// A keyed limiter of `algorithm` under this backend's cap, on its budget if it has one.
+    fn keyed<A: Algorithm>(&self, algorithm: A) -> Result<Keyed<MemoryKey, A>, ConfigError> {
+        let keyed = Keyed::new(algorithm).with_max_keys(self.max_keys)?;
+        Ok(match &self.budget {
+            Some(budget) => keyed.with_memory_budget(Arc::clone(budget), MemoryKey::heap_bytes),
+            None => keyed,
+        })
     }
 }
 
@@ -360,6 +427,16 @@ enum MemoryKey {
     V4(u32),
     V6(u128),
     Text(Box<str>),
+}
+
+impl MemoryKey {
+    /// What the key holds on the heap: a text's bytes.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            MemoryKey::Text(text) => text.len(),
+            MemoryKey::V4(_) | MemoryKey::V6(_) => 0,
+        }
+    }
 }
 
 impl Hash for MemoryKey {
@@ -519,24 +596,19 @@ impl Backend for Memory {
     type Store = MemoryStore;
 
     fn store(&self, rules: RuleSet) -> Result<MemoryStore, ConfigError> {
-        let cap = self.max_keys;
         let store = match rules.rules() {
             [rule] => {
                 let quota = rule.quota();
                 match rule.kind() {
-                    Kind::Gcra => Store::Gcra(Keyed::new(Gcra::new(quota)?).with_max_keys(cap)?),
-                    Kind::SlidingLog => {
-                        Store::Log(Keyed::new(SlidingLog::new(quota)?).with_max_keys(cap)?)
-                    }
+                    Kind::Gcra => Store::Gcra(self.keyed(Gcra::new(quota)?)?),
+                    Kind::SlidingLog => Store::Log(self.keyed(SlidingLog::new(quota)?)?),
                     Kind::SlidingCounter => {
-                        Store::Counter(Keyed::new(SlidingCounter::new(quota)?).with_max_keys(cap)?)
+                        Store::Counter(self.keyed(SlidingCounter::new(quota)?)?)
                     }
-                    Kind::FixedWindow => {
-                        Store::Fixed(Keyed::new(FixedWindow::new(quota)?).with_max_keys(cap)?)
-                    }
+                    Kind::FixedWindow => Store::Fixed(self.keyed(FixedWindow::new(quota)?)?),
                 }
             }
-            _ => Store::Set(Keyed::new(rules).with_max_keys(cap)?),
+            _ => Store::Set(self.keyed(rules)?),
         };
         Ok(MemoryStore(store))
     }

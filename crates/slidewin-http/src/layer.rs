@@ -545,6 +545,10 @@ impl Outcome {
                 self.refusal = Some(match err {
                     BackendError::CostTooHigh { cost, max } => Refused::CostTooHigh { cost, max },
                     BackendError::KeysFull { cap } => Refused::KeysFull { cap },
+                    // The memory budget spent: the layer's store cannot take the request now.
+                    full @ BackendError::MemoryFull { .. } => {
+                        Refused::Unavailable(full.to_string())
+                    }
                     BackendError::Unavailable { detail } => Refused::Unavailable(detail),
                 });
             }
@@ -567,7 +571,11 @@ impl Outcome {
                 self.without_store = self.without_store.take().or(without);
                 self.shadowed = Some(answer);
             }
-            Err(BackendError::CostTooHigh { .. } | BackendError::KeysFull { .. }) => {
+            Err(
+                BackendError::CostTooHigh { .. }
+                | BackendError::KeysFull { .. }
+                | BackendError::MemoryFull { .. },
+            ) => {
                 if let (Some(part), Some(stats)) = (&armed.shadowed, stats) {
                     for &i in &part.rules {
                         stats[armed.first_stat + i].deny(now);

@@ -26,6 +26,12 @@ pub trait ServiceBackend: Backend {
     /// Keys held in `store` (memory), or 0 where the store keeps them (Redis).
     fn keys(&self, store: &Self::Store) -> u64;
 
+    /// The bytes the backend's keys hold on its memory budget, and the budget: `None` where
+    /// it keeps no budget (Redis keeps its counts in Redis).
+    fn memory(&self) -> Option<(usize, usize)> {
+        None
+    }
+
     /// Whether `store` holds a key still live at `now` (those gone idle are dropped first):
     /// a store that holds none may be dropped and made again without losing a count. Redis
     /// keeps its counts in Redis, so its stores never do. The default, `true`, never drops one.
@@ -63,6 +69,10 @@ impl ServiceBackend for Memory {
     fn holds_keys(&self, store: &Self::Store, now: Moment) -> bool {
         store.sweep(now);
         !store.is_empty()
+    }
+
+    fn memory(&self) -> Option<(usize, usize)> {
+        self.max_memory().map(|max| (self.memory_used(), max))
     }
 }
 

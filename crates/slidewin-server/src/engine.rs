@@ -808,23 +808,19 @@ impl<B: Backend> Engine<B> {
                 };
                 let checked = match checked {
                     Ok(checked) => checked,
-                    Err(BackendError::CostTooHigh { .. }) => {
-                        // More hits than the limit ever admits: over it, with nothing counted.
-                        let code = self.over(rule, hits, now, entries);
-                        return Ok((
-                            DescriptorStatus {
-                                code,
-                                current_limit: Some(current_limit(rule, spec, units, 0)),
-                                limit_remaining: 0,
-                                duration_until_reset: None,
-                            },
-                            None,
-                            false,
-                        ));
-                    }
-                    Err(BackendError::KeysFull { .. }) => {
-                        // At the key cap a new key is refused, so no limited key is pushed out.
-                        self.inner.metrics.key_cap_refusal();
+                    Err(
+                        refused @ (BackendError::CostTooHigh { .. }
+                        | BackendError::KeysFull { .. }
+                        | BackendError::MemoryFull { .. }),
+                    ) => {
+                        // More hits than the limit ever admits, or no room for the key: over
+                        // the limit, with nothing counted. At the key cap or the memory budget
+                        // a new key is refused, so no limited key is pushed out.
+                        match refused {
+                            BackendError::KeysFull { .. } => self.inner.metrics.key_cap_refusal(),
+                            BackendError::MemoryFull { .. } => self.inner.metrics.memory_refusal(),
+                            _ => {}
+                        }
                         let code = self.over(rule, hits, now, entries);
                         return Ok((
                             DescriptorStatus {

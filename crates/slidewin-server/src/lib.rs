@@ -37,7 +37,7 @@ pub use engine::{
 };
 pub use metrics::Metrics;
 pub use overrides::MAX_OVERRIDES;
-pub use run::{BackendChoice, EXAMPLE_CONFIG, RunOptions, run};
+pub use run::{BackendChoice, DEFAULT_MAX_MEMORY, EXAMPLE_CONFIG, RunOptions, run};
 pub use serve::{
     ConnectionLimits, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
     DEFAULT_HTTP2_KEEPALIVE_INTERVAL, DEFAULT_HTTP2_KEEPALIVE_TIMEOUT, DEFAULT_IDLE_TIMEOUT,

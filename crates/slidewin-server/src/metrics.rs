@@ -63,6 +63,9 @@ struct Inner {
     backend_state: Family<StateLabels, Gauge>,
     backend_errors: Counter,
     key_cap_refusals: Counter,
+    memory_refusals: Counter,
+    memory_bytes: Gauge,
+    memory_max_bytes: Gauge,
     decision_seconds: Histogram,
     calls_in_flight: Gauge,
     calls_shed: Family<ListenerLabels, Counter>,
@@ -149,6 +152,25 @@ impl Metrics {
             "New keys refused because a rule held its cap of keys",
             key_cap_refusals.clone(),
         );
+        let memory_refusals = Counter::default();
+        registry.register(
+            "memory_refusals",
+            "New keys, or admissions that would grow a sliding log, refused because the memory \
+             backend's budget (--max-memory) was spent",
+            memory_refusals.clone(),
+        );
+        let memory_bytes = Gauge::default();
+        registry.register(
+            "memory_bytes",
+            "Bytes the memory backend's keys hold, on its budget",
+            memory_bytes.clone(),
+        );
+        let memory_max_bytes = Gauge::default();
+        registry.register(
+            "memory_max_bytes",
+            "The memory backend's budget (--max-memory), in bytes",
+            memory_max_bytes.clone(),
+        );
         let decision_seconds = Histogram::new(exponential_buckets(1e-6, 2.0, 24));
         registry.register(
             "decision_seconds",
@@ -194,6 +216,9 @@ impl Metrics {
                 backend_state,
                 backend_errors,
                 key_cap_refusals,
+                memory_refusals,
+                memory_bytes,
+                memory_max_bytes,
                 decision_seconds,
                 calls_in_flight,
                 calls_shed,
@@ -268,6 +293,17 @@ impl Metrics {
 
     pub(crate) fn key_cap_refusal(&self) {
         self.inner.key_cap_refusals.inc();
+    }
+
+    pub(crate) fn memory_refusal(&self) {
+        self.inner.memory_refusals.inc();
+    }
+
+    /// The memory backend's budget: what its keys hold now, of `max` bytes.
+    pub(crate) fn set_memory(&self, used: usize, max: usize) {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.inner.memory_bytes.set(gauge(used));
+        self.inner.memory_max_bytes.set(gauge(max));
     }
 
     /// The gauge of calls in flight, which the cap on them counts in.

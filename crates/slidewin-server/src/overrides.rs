@@ -122,12 +122,7 @@ impl<B: ServiceBackend> Overrides<B> {
 /// Drops the stores no request holds and that hold no live key at `now`, and their metric
 /// series. (A request clones a store's `Arc` under the table's lock, so one held by nobody
 /// else here stays so while it is looked at.)
-fn drop_idle<B: ServiceBackend>(
-    table: &mut Table<B>,
-    backend: &B,
-    metrics: &Metrics,
-    now: Moment,
-) {
+fn drop_idle<B: ServiceBackend>(table: &mut Table<B>, backend: &B, metrics: &Metrics, now: Moment) {
     table.retain(|_, rule| {
         let idle = Arc::strong_count(rule) == 1
             && match &rule.enforce {

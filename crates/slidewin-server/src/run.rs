@@ -10,11 +10,17 @@ use slidewin_redis::FailurePolicy;
 use crate::access::{AdminHost, AdminToken};
 use crate::backend::{RedisService, ServiceBackend};
 use crate::config::Config;
+use crate::config_read::{CONFIG_READ_TIMEOUT, Reader};
 use crate::engine::{Bounds, Engine};
 use crate::metrics::Metrics;
 use crate::serve::{Listeners, ServeOptions, serve};
 use crate::service::Service;
 use crate::watch::watch_config;
+
+/// The bytes every rule's keys may hold together in memory, by default: 1 GiB. Past it a new
+/// key, or an admission that would grow a sliding log, is over the limit (and counted in
+/// `slidewin_memory_refusals_total`) until keys go idle.
+pub const DEFAULT_MAX_MEMORY: usize = 1 << 30;
 
 /// The built-in config `slidewin serve` runs with when given none.
 pub const EXAMPLE_CONFIG: &str = include_str!("../config/example.yaml");
@@ -55,6 +61,8 @@ pub struct RunOptions {
     pub failure_policy: FailurePolicy,
     /// The cap on live keys per rule, in memory.
     pub max_keys: usize,
+    /// The bytes every rule's keys may hold together, in memory ([`DEFAULT_MAX_MEMORY`]).
+    pub max_memory: usize,
     /// The bounds on a request.
     pub bounds: Bounds,
     /// What the admin surfaces (the dashboard, `/api/*`, `/metrics`) require; none: they
@@ -73,6 +81,7 @@ impl Default for RunOptions {
             backend: BackendChoice::Memory,
             failure_policy: FailurePolicy::Open,
             max_keys: Memory::DEFAULT_MAX_KEYS,
+            max_memory: DEFAULT_MAX_MEMORY,
             bounds: Bounds::default(),
             admin_token: None,
             admin_hosts: Vec::new(),
@@ -90,14 +99,23 @@ pub async fn run(options: RunOptions) -> Result<(), String> {
     let config = if options.config.is_empty() {
         Config::parse(EXAMPLE_CONFIG, "<built-in example>").map_err(|e| e.to_string())?
     } else {
-        Config::load(&options.config).map_err(|e| e.to_string())?
+        // Off the workers and within a timeout, as every reload: a FIFO or a hung mount in
+        // the config's place fails the start by name rather than hanging it.
+        Reader::new(options.config.clone(), CONFIG_READ_TIMEOUT)
+            .load(Ok)
+            .await?
     };
     if options.max_keys == 0 {
         return Err("--max-keys 0: a rule must be able to hold a key".to_owned());
     }
+    if options.max_memory == 0 {
+        return Err("--max-memory 0: the keys must be able to hold a byte".to_owned());
+    }
     match &options.backend {
         BackendChoice::Memory => {
-            let backend = Memory::new().with_max_keys(options.max_keys);
+            let backend = Memory::new()
+                .with_max_keys(options.max_keys)
+                .with_max_memory(options.max_memory);
             start(backend, config, options).await
         }
         BackendChoice::Redis(url) => {

@@ -638,6 +638,9 @@ async fn api_stats<B: ServiceBackend>(State(service): State<Service<B>>) -> Resp
 async fn metrics<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
     let engine = service.engine();
     engine.metrics().set_backend_state(engine.backend().state());
+    if let Some((used, max)) = engine.backend().memory() {
+        engine.metrics().set_memory(used, max);
+    }
     (
         [(
             header::CONTENT_TYPE,

@@ -1352,6 +1352,7 @@ mod attacks {
     use super::*;
 
     mod browsers;
+    mod overrides;
     mod redis_down;
     mod stop;
 }

@@ -85,12 +85,39 @@ impl<T> SlideVec<T> {
 
     #[inline]
     pub(crate) fn push(&mut self, value: T) {
-        if self.buf.capacity() == 0 {
-            // Room for one, not `Vec`'s four: many windows (a keyed log's, per client) never
-            // hold more than one.
-            self.buf.reserve_exact(1);
+        if !self.has_room() {
+            // Grown by our own rule, not `Vec`'s, so that `growth_bytes` can say what a push
+            // takes: room for one at first, not `Vec`'s four (many windows, a keyed log's per
+            // client, never hold more than one), then doubling.
+            self.buf
+                .reserve_exact(self.grown_capacity() - self.buf.len());
         }
         self.buf.push(ManuallyDrop::new(value));
+    }
+
+    /// The capacity a push into a full buffer grows it to.
+    #[inline]
+    fn grown_capacity(&self) -> usize {
+        match self.buf.capacity() {
+            0 => 1,
+            capacity => capacity.saturating_mul(2).max(4),
+        }
+    }
+
+    /// The bytes the buffer holds on the heap.
+    #[inline]
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.buf.capacity() * size_of::<T>()
+    }
+
+    /// The most bytes the next push adds to the heap: none while there is room.
+    #[inline]
+    pub(crate) fn growth_bytes(&self) -> usize {
+        if self.has_room() {
+            0
+        } else {
+            (self.grown_capacity() - self.buf.capacity()) * size_of::<T>()
+        }
     }
 
     /// Inserts `value` before the live value at `index` (at the back when `index == len`).

@@ -6,10 +6,12 @@
     reason = "counts and indices in tests are far below 2^32"
 )]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use slidewin::limit::{
-    Algorithm, FixedWindow, Gcra, Kind, LimitError, Rule, RuleSet, SlidingCounter, SlidingLog,
+    Algorithm, FixedWindow, Gcra, Kind, LimitError, MemoryBudget, Rule, RuleSet, SlidingCounter,
+    SlidingLog,
 };
 use slidewin::{Keyed, Moment};
 use slidewin_test_support::counting_alloc::{CountingAllocator, held_after};
@@ -392,4 +394,158 @@ fn a_first_key_brings_one_shard_and_its_sweep_leaves_only_that_shard() {
         assert!(held.first_key < 1_024 + 512, "{name}: {held:?}");
         assert!(held.after_sweep <= 1_024 + 128, "{name}: {held:?}");
     }
+}
+
+// ---- A memory budget (issue 29: memory bounded in bytes, not only in keys) ----
+
+/// A budget of `bytes` for `limiter`, its keys holding no heap of their own.
+fn on_budget<A: Algorithm>(
+    limiter: Keyed<u64, A>,
+    bytes: usize,
+) -> (Keyed<u64, A>, Arc<MemoryBudget>) {
+    let budget = Arc::new(MemoryBudget::new(bytes));
+    (
+        limiter.with_memory_budget(Arc::clone(&budget), |_| 0),
+        budget,
+    )
+}
+
+/// Issue 29: `--max-keys` counted keys, not bytes, so one rule of exact logs could hold
+/// gigabytes. On a budget, a flood of keys, each admitted as often as its log allows, holds no
+/// more than the budget (counted by the allocator: what the keys hold beyond the limiter's own
+/// slots and shards), and is refused past it with `MemoryFull`.
+#[test]
+fn hostile_29_a_flood_of_keys_and_stamps_holds_no_more_than_the_budget() {
+    const BUDGET: usize = 256 * 1024;
+    let make = || {
+        Keyed::<u64, _>::new(SlidingLog::new("1000/minute".parse().unwrap()).unwrap())
+            .with_max_keys(1_000_000)
+            .unwrap()
+    };
+    let (limiter, budget) = on_budget(make(), BUDGET);
+    // The limiter's own slots and shards are its, not its keys': allocated first.
+    for key in 0..10_000 {
+        let _ = limiter.check(&key, Moment::ZERO, 0);
+    }
+    let (refused, held) = held_after(|| {
+        let mut refused = 0;
+        for round in 0..64u64 {
+            for key in 0..400 {
+                match limiter.check(&key, Moment::from_millis(round), 1) {
+                    Ok(_) => {}
+                    Err(LimitError::MemoryFull { max_bytes }) => {
+                        assert_eq!(max_bytes, BUDGET);
+                        refused += 1;
+                    }
+                    Err(other) => panic!("{other}"),
+                }
+            }
+        }
+        refused
+    });
+    assert!(refused > 0, "the budget was reached");
+    assert!(budget.used_bytes() <= BUDGET, "{budget:?}");
+    assert!(
+        held <= budget.used_bytes() as isize,
+        "the allocator's {held} bytes within the {} counted",
+        budget.used_bytes()
+    );
+    // A minute on, every key is idle: swept, it all comes back, and keys are taken again.
+    let later = Moment::from_secs(61);
+    assert!(limiter.sweep(later) > 200);
+    assert!(limiter.is_empty());
+    assert_eq!(budget.used_bytes(), 0);
+    assert!(limiter.check(&1, later, 1).unwrap().allowed());
+    drop(limiter);
+    assert_eq!(
+        budget.used_bytes(),
+        0,
+        "a limiter dropped gives back all it held"
+    );
+}
+
+/// A key whose log cannot grow for want of budget is still answered a denial when it is over
+/// its limit, and refused only the admission that would have grown it; a new key is refused.
+#[test]
+fn on_a_spent_budget_denials_are_still_denials_and_new_keys_wait() {
+    let log = || Keyed::<u64, _>::new(SlidingLog::new("3/minute".parse().unwrap()).unwrap());
+    let (limiter, budget) = on_budget(log(), 0);
+    assert_eq!(
+        limiter.check(&1, Moment::ZERO, 1),
+        Err(LimitError::MemoryFull { max_bytes: 0 })
+    );
+    // A cost of 0 leaves a key idle: answered, and nothing held.
+    assert!(limiter.check(&1, Moment::ZERO, 0).unwrap().allowed());
+    assert_eq!((limiter.len(), budget.used_bytes()), (0, 0));
+
+    // Room for one key of one stamp: its second stamp cannot grow the log.
+    let (limiter, budget) = on_budget(log(), 0);
+    drop(budget);
+    let one = {
+        let (probe, probe_budget) = on_budget(log(), usize::MAX);
+        probe.check(&1, Moment::ZERO, 1).unwrap();
+        probe_budget.used_bytes()
+    };
+    let (limiter, budget) = {
+        drop(limiter);
+        on_budget(log(), one)
+    };
+    assert!(limiter.check(&1, Moment::ZERO, 1).unwrap().allowed());
+    assert_eq!(budget.used_bytes(), one);
+    assert_eq!(
+        limiter.check(&1, Moment::from_secs(1), 1),
+        Err(LimitError::MemoryFull { max_bytes: one })
+    );
+    // The same instant merges into its stamp: no growth, admitted.
+    assert!(limiter.check(&1, Moment::ZERO, 1).unwrap().allowed());
+    assert!(limiter.check(&1, Moment::ZERO, 1).unwrap().allowed());
+    // Over its limit: a denial, with its wait, not a refusal.
+    let denied = limiter.check(&1, Moment::from_secs(2), 1).unwrap();
+    assert!(!denied.allowed());
+    assert_eq!(denied.retry_after(), Some(Duration::from_secs(58)));
+    assert_eq!(
+        limiter.check(&2, Moment::ZERO, 1),
+        Err(LimitError::MemoryFull { max_bytes: one })
+    );
+    assert_eq!(budget.used_bytes(), one);
+}
+
+/// Several limiters on one budget: what each holds is counted, given back by resets, sweeps,
+/// carries and drops, and the count is exact at every step (checked against a recount).
+#[test]
+fn limiters_sharing_a_budget_give_back_exactly_what_they_took() {
+    let budget = Arc::new(MemoryBudget::new(usize::MAX));
+    let quota = |q: &str| q.parse().unwrap();
+    let logs = Keyed::<String, _>::new(SlidingLog::new(quota("50/s")).unwrap())
+        .with_max_keys(1_000)
+        .unwrap()
+        .with_memory_budget(Arc::clone(&budget), |k: &String| k.capacity());
+    let set = || {
+        RuleSet::new([
+            Rule::new("s", Kind::SlidingLog, quota("20/s")).unwrap(),
+            Rule::new("m", Kind::Gcra, quota("600/minute")).unwrap(),
+        ])
+        .unwrap()
+    };
+    let sets = Keyed::<String, _>::new(set())
+        .with_memory_budget(Arc::clone(&budget), |k: &String| k.capacity());
+    for i in 0..300u64 {
+        let key = format!("client-{}", i % 37);
+        let now = Moment::from_millis(i * 7);
+        let _ = logs.check(key.as_str(), now, 1 + i % 3);
+        let _ = sets.check(key.as_str(), now, 1);
+    }
+    assert!(budget.used_bytes() > 0);
+    assert!(logs.reset("client-3"));
+    logs.reset_all();
+    let newer = Keyed::<String, _>::new(set())
+        .with_memory_budget(Arc::clone(&budget), |k: &String| k.capacity());
+    let carried = newer.carry_from(&sets, Moment::from_millis(2_100));
+    assert!(carried > 0);
+    drop(sets);
+    assert!(newer.sweep(Moment::from_secs(120)) > 0 || newer.is_empty());
+    assert!(newer.is_empty());
+    assert_eq!(budget.used_bytes(), 0, "{budget:?}");
+    drop((logs, newer));
+    assert_eq!(budget.used_bytes(), 0);
 }

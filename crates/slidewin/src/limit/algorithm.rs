@@ -102,6 +102,21 @@ pub(crate) mod sealed {
         fn is_idle(&self, state: &Self::State, now: Moment) -> bool {
             self.idle_at(state).is_some_and(|at| now >= at)
         }
+
+        /// The bytes `state` holds on the heap (a keyed limiter's memory budget counts them):
+        /// none, but for a sliding log's stamps.
+        #[inline]
+        fn heap_bytes(&self, state: &Self::State) -> usize {
+            let _ = state;
+            0
+        }
+
+        /// The most bytes one `check` of `state` at `now` may add to what it holds on the heap.
+        #[inline]
+        fn growth_bytes(&self, state: &Self::State, now: Moment) -> usize {
+            let _ = (state, now);
+            0
+        }
     }
 
     /// A shared limiter's state, behind whatever lets threads share it.

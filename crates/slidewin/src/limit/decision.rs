@@ -559,6 +559,14 @@ pub enum LimitError {
         /// The cap on live keys.
         cap: usize,
     },
+    /// The [`MemoryBudget`](crate::limit::MemoryBudget) of a [`Keyed`](crate::Keyed)
+    /// limiter is spent: a new key cannot be tracked, or a key's state cannot grow to record
+    /// an admission. As with [`LimitError::KeysFull`], no key is evicted to make room; it
+    /// clears as keys go quiet.
+    MemoryFull {
+        /// The budget, in bytes.
+        max_bytes: usize,
+    },
 }
 
 impl fmt::Display for LimitError {
@@ -572,6 +580,11 @@ impl fmt::Display for LimitError {
                 f,
                 "the limiter holds its cap of {cap} key{} and none is idle; a new key must wait",
                 if *cap == 1 { "" } else { "s" }
+            ),
+            LimitError::MemoryFull { max_bytes } => write!(
+                f,
+                "the limiters' memory budget of {max_bytes} bytes is spent; a new key, or a \
+                 key's growth, must wait for keys to go idle"
             ),
         }
     }

@@ -5,12 +5,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use hashbrown::{Equivalent, HashTable};
 
 use crate::error::ConfigError;
 use crate::limit::algorithm::Algorithm;
+use crate::limit::budget::{MemoryBudget, OnBudget};
 use crate::limit::{CachePadded, LimitError};
 use crate::time::{Clock, Moment};
 
@@ -79,6 +80,8 @@ pub struct Keyed<K, A: Algorithm> {
     /// With a cap: the keys held in all shards, and those about to be (a new key takes its
     /// place here before its shard holds it), so never more than `max_keys`.
     held: CachePadded<AtomicUsize>,
+    /// With a memory budget: the budget, and what this limiter holds of it.
+    budget: Option<OnBudget<K>>,
 }
 
 /// A shard behind its lock, on cache lines of its own.
@@ -155,7 +158,58 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         }
         // A power of two, so that the shard is a shift of the hash.
         let shards = (max_keys / MIN_KEYS_PER_SHARD).clamp(1, MAX_SHARDS);
-        Ok(Keyed::build(self.rules, 1 << shards.ilog2(), max_keys))
+        let budget = self
+            .budget
+            .as_ref()
+            .map(|on| (Arc::clone(&on.shared), on.key_heap()));
+        let keyed = Keyed::build(self.rules, 1 << shards.ilog2(), max_keys);
+        Ok(match budget {
+            Some((budget, key_heap)) => keyed.with_memory_budget(budget, key_heap),
+            None => keyed,
+        })
+    }
+
+    /// The same limiter, its keys' memory taken from `budget`, which other limiters may share
+    /// (see [`MemoryBudget`]): a new key is refused, and so is an admission that would grow a
+    /// key's state, with [`LimitError::MemoryFull`] while the budget is spent. `key_heap` says
+    /// how many bytes a key holds on the heap (`|_| 0` for integers and addresses,
+    /// `|k: &String| k.capacity()` for strings). Keys it already holds are counted now, even
+    /// past the budget. Give it a cap too ([`with_max_keys`](Keyed::with_max_keys), first), so
+    /// that keys gone idle give way to new ones at once rather than at the next sweep.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::{Gcra, MemoryBudget};
+    ///
+    /// let budget = Arc::new(MemoryBudget::new(1 << 20));
+    /// let limiter = Keyed::<String, _>::new(Gcra::new("10/s".parse()?)?)
+    ///     .with_max_keys(10_000)?
+    ///     .with_memory_budget(Arc::clone(&budget), |key| key.capacity());
+    /// assert!(limiter.check("ann", Moment::ZERO, 1)?.allowed());
+    /// assert!(budget.used_bytes() > 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_memory_budget(
+        mut self,
+        budget: Arc<MemoryBudget>,
+        key_heap: fn(&K) -> usize,
+    ) -> Keyed<K, A> {
+        let on = OnBudget::new(budget, key_heap);
+        let held: usize = self
+            .cells()
+            .map(|cell| {
+                let shard = lock(cell);
+                let bytes = shard.states.iter();
+                bytes.map(|(k, s)| self.weigh(&on, k, s)).sum::<usize>()
+            })
+            .sum();
+        on.settle(0, held);
+        self.budget = Some(on);
+        self
     }
 
     fn build(rules: A, shards: usize, max_keys: usize) -> Keyed<K, A> {
@@ -166,6 +220,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             hasher: RandomState::new(),
             max_keys,
             held: CachePadded(AtomicUsize::new(0)),
+            budget: None,
         }
     }
 
@@ -415,6 +470,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         // lock while holding its own; it then starts again. Each round that finds nothing
         // there leaves that shard's soonest deadline past `now`, so a few rounds suffice.
         let mut rounds = 0;
+        let (mut owned, mut made) = (Some(owned), None);
         loop {
             let Some(cell) = self.cell(index) else {
                 if let Some(answer) = self.check_before_shard(index, &now, cost) {
@@ -426,16 +482,27 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             let now = now();
             self.sweep_if_due(cell, &mut shard, now);
             if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| key.equivalent(k)) {
-                return self.rules.check(state, now, cost);
+                return match &self.budget {
+                    None => self.rules.check(state, now, cost),
+                    Some(budget) => self.check_on_budget(budget, state, now, cost),
+                };
             }
             let mut state = self.rules.fresh();
             let decision = self.rules.check(&mut state, now, cost)?;
             let Some(deadline) = self.deadline_of(&state, now) else {
                 return Ok(decision); // idle: the same as a key never seen
             };
-            if self.capped()
-                && !self.take_place()
-                && !(self.evict_idle(cell, &mut shard, now) && self.take_place())
+            // On a budget, the key is made now, to be weighed; else only once it has a place.
+            let bytes = match &self.budget {
+                Some(budget) => {
+                    let key = made.get_or_insert_with(|| make(&mut owned));
+                    self.weigh(budget, key, &state)
+                }
+                None => 0,
+            };
+            if self.limited()
+                && !self.take_place(bytes)
+                && !(self.evict_idle(cell, &mut shard, now) && self.take_place(bytes))
             {
                 drop(shard);
                 match self.shard_with_idle(now) {
@@ -444,11 +511,84 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
                         self.evict_idle(other, &mut lock(other), now);
                         continue;
                     }
-                    _ => return Err(LimitError::KeysFull { cap: self.max_keys }),
+                    _ => return Err(self.full()),
                 }
             }
-            self.insert(cell, &mut shard, hash, owned(), state, deadline);
+            let key = made.take().unwrap_or_else(|| make(&mut owned));
+            self.insert(cell, &mut shard, hash, key, state, deadline);
             return Ok(decision);
+        }
+    }
+
+    /// A check of `state`, held on `budget`: the room its state may grow into is taken first
+    /// (a denial is still answered when none is left), and what it holds after is settled.
+    #[inline(never)]
+    fn check_on_budget(
+        &self,
+        budget: &OnBudget<K>,
+        state: &mut A::State,
+        now: Moment,
+        cost: u64,
+    ) -> Result<A::Output, LimitError> {
+        let before = self.rules.heap_bytes(state);
+        let growth = self.rules.growth_bytes(state, now);
+        if growth > 0 && !budget.take(growth) {
+            let peeked = self.rules.peek(state, now, cost)?;
+            if !peeked.as_ref().allowed() {
+                return Ok(peeked);
+            }
+            return Err(LimitError::MemoryFull {
+                max_bytes: budget.shared.max_bytes(),
+            });
+        }
+        let answer = self.rules.check(state, now, cost);
+        budget.settle(before + growth, self.rules.heap_bytes(state));
+        answer
+    }
+
+    /// What a key holds of a budget: its entry, its own heap, its state's.
+    #[inline]
+    fn weigh(&self, budget: &OnBudget<K>, key: &K, state: &A::State) -> usize {
+        budget.weigh(key, self.rules.heap_bytes(state)) + self.entry_bytes()
+    }
+
+    /// A key's entry, as a budget counts it: twice its size in the table (which grows by
+    /// doubling), two control bytes, and with a cap its deadline, twice (a heap that doubles).
+    #[inline]
+    fn entry_bytes(&self) -> usize {
+        let deadline = if self.capped() {
+            2 * size_of::<Reverse<(u64, u64)>>()
+        } else {
+            0
+        };
+        2 * size_of::<(K, A::State)>() + 2 + deadline
+    }
+
+    /// What a key `removed` gives back: its place under the cap, and its bytes on a budget.
+    #[inline]
+    fn weigh_removed(&self, key: &K, state: &A::State) -> usize {
+        self.budget
+            .as_ref()
+            .map_or(0, |budget| self.weigh(budget, key, state))
+    }
+
+    /// Whether a new key needs a place: under a cap, or on a budget.
+    #[inline]
+    fn limited(&self) -> bool {
+        self.capped() || self.budget.is_some()
+    }
+
+    /// Why a new key found no place: the cap, if it is full; else the budget.
+    fn full(&self) -> LimitError {
+        match &self.budget {
+            Some(budget)
+                if !self.capped() || self.held.0.load(Ordering::Relaxed) < self.max_keys =>
+            {
+                LimitError::MemoryFull {
+                    max_bytes: budget.shared.max_bytes(),
+                }
+            }
+            _ => LimitError::KeysFull { cap: self.max_keys },
         }
     }
 
@@ -512,22 +652,40 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         }
     }
 
-    /// Takes a place under the cap for a new key, if one is free.
+    /// Takes a place for a new key of `bytes`: under the cap, and on the budget; `false` if
+    /// either is full (and nothing is taken).
     #[inline]
-    fn take_place(&self) -> bool {
-        self.held
-            .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                (held < self.max_keys).then_some(held + 1)
-            })
-            .is_ok()
+    fn take_place(&self, bytes: usize) -> bool {
+        let under_cap = !self.capped()
+            || self
+                .held
+                .0
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                    (held < self.max_keys).then_some(held + 1)
+                })
+                .is_ok();
+        if !under_cap {
+            return false;
+        }
+        if let Some(budget) = &self.budget
+            && !budget.take(bytes)
+        {
+            self.forget(1, 0);
+            return false;
+        }
+        true
     }
 
-    /// Gives back the places of `n` keys a shard no longer holds.
+    /// Gives back the places of `n` keys a shard no longer holds, and their `bytes`.
     #[inline]
-    fn forget(&self, n: usize) {
+    fn forget(&self, n: usize, bytes: usize) {
         if self.capped() && n > 0 {
             self.held.0.fetch_sub(n, Ordering::Relaxed);
+        }
+        if let Some(budget) = &self.budget
+            && bytes > 0
+        {
+            budget.give_back(bytes);
         }
     }
 
@@ -547,7 +705,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         shard: &mut Shard<K, A::State>,
         now: Moment,
     ) -> bool {
-        let mut freed = 0;
+        let (mut freed, mut bytes) = (0, 0);
         // Each entry is seen at most once: those put back are due after `now`.
         for _ in 0..shard.deadlines.len() {
             match shard.deadlines.peek() {
@@ -563,7 +721,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
                 .states
                 .find_entry(hash, |(_, state)| self.rules.is_idle(state, now))
             {
-                entry.remove();
+                let ((key, state), _) = entry.remove();
+                bytes += self.weigh_removed(&key, &state);
                 freed += 1;
             }
             let next = shard
@@ -580,7 +739,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         }
         let soonest = shard.deadlines.peek().map_or(u64::MAX, |r| r.0.0);
         cell.0.soonest.store(soonest, Ordering::Relaxed);
-        self.forget(freed);
+        self.forget(freed, bytes);
         freed > 0
     }
 
@@ -623,9 +782,14 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         now: Moment,
     ) -> usize {
         let before = shard.states.len();
-        shard
-            .states
-            .retain(|(_, state)| !self.rules.is_idle(state, now));
+        let mut bytes = 0;
+        shard.states.retain(|(key, state)| {
+            let idle = self.rules.is_idle(state, now);
+            if idle {
+                bytes += self.weigh_removed(key, state);
+            }
+            !idle
+        });
         // The memory follows the keys down; a shrink leaves the table half full, and a shard
         // left with no key gives its table back.
         let (len, capacity) = (shard.states.len(), shard.states.capacity());
@@ -639,8 +803,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         let removed = before - shard.states.len();
         if self.capped() {
             self.rebuild_deadlines(cell, shard);
-            self.forget(removed);
         }
+        self.forget(removed, bytes);
         removed
     }
 
@@ -741,8 +905,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         let mut shard = lock(cell);
         match shard.states.find_entry(hash, |(k, _)| k.borrow() == key) {
             Ok(entry) => {
-                entry.remove();
-                self.forget(1);
+                let ((key, state), _) = entry.remove();
+                self.forget(1, self.weigh_removed(&key, &state));
                 true
             }
             Err(_) => false,
@@ -765,10 +929,11 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         for cell in self.cells() {
             let mut shard = lock(cell);
             let held = shard.states.len();
-            shard.states = HashTable::new();
+            let states = std::mem::take(&mut shard.states);
+            let bytes = states.iter().map(|(k, s)| self.weigh_removed(k, s)).sum();
             shard.deadlines = BinaryHeap::new();
             cell.0.soonest.store(u64::MAX, Ordering::Relaxed);
-            self.forget(held);
+            self.forget(held, bytes);
         }
     }
 
@@ -836,7 +1001,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
                 let states = std::mem::take(&mut shard.states);
                 shard.deadlines = BinaryHeap::new();
                 old_cell.0.soonest.store(u64::MAX, Ordering::Relaxed);
-                old.forget(states.len());
+                let bytes = states.iter().map(|(k, s)| old.weigh_removed(k, s)).sum();
+                old.forget(states.len(), bytes);
                 states
             };
             if full {
@@ -855,7 +1021,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
                 if shard.states.find(hash, |(k, _)| *k == key).is_some() {
                     continue; // its own state, newer
                 }
-                if self.capped() && !self.take_place() {
+                if self.limited() && !self.take_place(self.weigh_removed(&key, &state)) {
                     full = true;
                     break;
                 }
@@ -947,6 +1113,14 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         let index = (hash << 7).checked_shr(u64::BITS - bits).unwrap_or(0);
         let index = usize::try_from(index).unwrap_or(0); // below the number of shards
         (hash, index)
+    }
+}
+
+/// The key `owned` makes, once: a new key's is made to be weighed, or when it is put in.
+fn make<K>(owned: &mut Option<impl FnOnce() -> K>) -> K {
+    match owned.take() {
+        Some(owned) => owned(),
+        None => unreachable!("a new key is made once, and kept until it is put in"),
     }
 }
 

@@ -20,7 +20,7 @@
 //! |---|---|---|
 //! | [`Limiter`] | one owner, `&mut self` | the fastest |
 //! | [`SharedLimiter`] | threads, `&self` | lock-free for `Gcra` and `FixedWindow`, a mutex for the others |
-//! | [`Keyed`] | a limiter per key (per user, per IP), `&self` | sharded; memory follows the live keys, with an optional exact cap |
+//! | [`Keyed`] | a limiter per key (per user, per IP), `&self` | sharded; memory follows the live keys, with an optional exact cap on keys and an optional [`MemoryBudget`] in bytes |
 //!
 //! Several limits on one key, a login allowed 5 times a minute **and** 20 times an hour, are a
 //! [`RuleSet`] of named [`Rule`]s, whose algorithms are chosen at run time ([`Kind`]). It is an
@@ -60,6 +60,7 @@
 //! ```
 
 mod algorithm;
+mod budget;
 mod decision;
 mod fixed_window;
 mod gcra;
@@ -73,6 +74,7 @@ mod sliding_log;
 use crate::time::Moment;
 
 pub use algorithm::Algorithm;
+pub use budget::MemoryBudget;
 pub use decision::{Decision, Decisions, LimitError};
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;

@@ -693,6 +693,22 @@ impl Enforce for RuleSet {
         Ok(Decisions::from_each(each).unwrap_or_else(|| unreachable!("a rule set has a rule")))
     }
 
+    /// The rules' states, and each one's own.
+    fn heap_bytes(&self, state: &Box<[RuleState]>) -> usize {
+        let own = |(rule, state): (&Rule, &RuleState)| {
+            each_kind!(&rule.engine, state, |e, s| e.heap_bytes(s))
+        };
+        size_of_val::<[RuleState]>(state)
+            + self.rules.iter().zip(state.iter()).map(own).sum::<usize>()
+    }
+
+    fn growth_bytes(&self, state: &Box<[RuleState]>, now: Moment) -> usize {
+        let own = |(rule, state): (&Rule, &RuleState)| {
+            each_kind!(&rule.engine, state, |e, s| e.growth_bytes(s, now))
+        };
+        self.rules.iter().zip(state.iter()).map(own).sum()
+    }
+
     /// Rule by rule, by name: a rule whose name the old set has, with the same kind, carries
     /// that rule's state by the kind's own rules (whatever the rules' order); any other rule
     /// (new, renamed, or of another kind) starts fresh. `None` when no rule carries anything.

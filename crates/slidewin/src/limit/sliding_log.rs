@@ -303,6 +303,22 @@ impl Enforce for SlidingLog {
         Ok(self.decide(state, &self.count(state, now), now, cost))
     }
 
+    /// The stamps' buffer.
+    #[inline]
+    fn heap_bytes(&self, state: &SlidingLogState) -> usize {
+        state.stamps.heap_bytes()
+    }
+
+    /// A check pushes at most one stamp, and none at the newest stamp's instant or before
+    /// (it counts there, into that stamp).
+    #[inline]
+    fn growth_bytes(&self, state: &SlidingLogState, now: Moment) -> usize {
+        match state.stamps.as_slice().last() {
+            Some(newest) if newest.at >= now => 0,
+            _ => state.stamps.growth_bytes(),
+        }
+    }
+
     /// The stamps are kept, on their own timeline. Two cuts at the front, since every later
     /// check counts at the newest stamp's time or after:
     ///
