@@ -271,3 +271,40 @@ fn a_redis_address_without_a_scheme_is_told_the_url() {
     );
     assert!(out.stdout.is_empty(), "it never started serving");
 }
+
+/// Issue 29: with the config replaced by a FIFO, one SIGHUP left the service answering none of
+/// its checks, and SIGTERM was ignored until SIGKILL. The reload is now refused by name, the
+/// config in force keeps answering, and SIGTERM stops it.
+#[test]
+fn hostile_29_a_fifo_in_the_configs_place_blocks_nothing() {
+    let file = config_file(
+        "fifo",
+        "ratelimit.yaml",
+        "domain: example\ndescriptors:\n  - key: client\n    rate_limit: {unit: second, requests_per_unit: 5}\n",
+    );
+    let mut serving = serve(&["--config", file.to_str().unwrap()]);
+    std::fs::remove_file(&file).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(&file)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    for _ in 0..3 {
+        signal(&serving.child, "HUP");
+    }
+    // Each reload is refused (asked until the refusals show; no timing is asserted), and the
+    // checks go on being answered meanwhile.
+    let refused = (0..100_000).any(|_| {
+        let config = get(&serving.http, "/api/config");
+        assert!(config.contains(r#""version":1"#), "{config}");
+        get(&serving.http, "/api/stats").contains("a FIFO")
+    });
+    assert!(refused, "the reload was refused, naming the FIFO");
+    let out = Command::new("sh")
+        .args(["-c", &serving.curl])
+        .output()
+        .expect("curl runs");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("HTTP/1.1 200"));
+    signal(&serving.child, "TERM");
+    assert_eq!(serving.child.wait().unwrap().code(), Some(0));
+}

@@ -265,3 +265,68 @@ fn keyed_flood_at_the_cap_under_threads_holds_the_cap_and_the_hot_key() {
     }
     assert!(limiter.check(&(CAP as u64), later, 1).is_err());
 }
+
+/// Threads on two limiters sharing one memory budget, keys coming, logs growing, sweeps and
+/// resets going on: the budget is never overdrawn (it is read after every refusal), and once
+/// every key is gone exactly nothing is left on it.
+#[test]
+fn threads_on_one_memory_budget_never_overdraw_it_and_leave_nothing() {
+    use slidewin::limit::MemoryBudget;
+    const BUDGET: usize = 48 * 1024;
+    let budget = Arc::new(MemoryBudget::new(BUDGET));
+    let quota = || "64/s".parse().unwrap();
+    let logs = Arc::new(
+        Keyed::<u64, _>::new(SlidingLog::new(quota()).unwrap())
+            .with_max_keys(10_000)
+            .unwrap()
+            .with_memory_budget(Arc::clone(&budget), |_| 0),
+    );
+    let strings = Arc::new(
+        Keyed::<String, _>::new(SlidingLog::new(quota()).unwrap())
+            .with_memory_budget(Arc::clone(&budget), |k: &String| k.capacity()),
+    );
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let refused = AtomicU64::new(0);
+    thread::scope(|scope| {
+        for t in 0..THREADS as u64 {
+            let (logs, strings, barrier, budget) = (&logs, &strings, &barrier, &budget);
+            let refused = &refused;
+            scope.spawn(move || {
+                barrier.wait();
+                for i in 0..20_000u64 {
+                    let key = (i * 7 + t) % 500;
+                    let now = Moment::from_millis(i / 8);
+                    let answer = if i % 3 == 0 {
+                        strings
+                            .check(format!("k{key}").as_str(), now, 1)
+                            .map(|_| ())
+                    } else {
+                        logs.check(&key, now, 1).map(|_| ())
+                    };
+                    match answer {
+                        Ok(()) => {}
+                        Err(LimitError::MemoryFull { .. }) => {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                            assert!(budget.used_bytes() <= BUDGET, "{budget:?}");
+                        }
+                        Err(other) => panic!("{other}"),
+                    }
+                    if i % 997 == 0 {
+                        logs.sweep(now);
+                        logs.reset(&key);
+                    }
+                }
+            });
+        }
+    });
+    assert!(
+        refused.load(Ordering::Relaxed) > 0,
+        "the budget was reached"
+    );
+    assert!(budget.used_bytes() <= BUDGET, "{budget:?}");
+    let later = Moment::from_secs(3_600);
+    logs.sweep(later);
+    strings.sweep(later);
+    assert!(logs.is_empty() && strings.is_empty());
+    assert_eq!(budget.used_bytes(), 0, "{budget:?}");
+}
