@@ -76,19 +76,65 @@ impl std::ops::Deref for Running {
     }
 }
 
-async fn start<B: ServiceBackend>(backend: B, yaml: &str) -> Running {
+/// A service of `yaml` on `backend` with `bounds`, its engine on a manual clock at 1,000 s:
+/// the service, its clock and its metrics.
+fn service_of<B: ServiceBackend>(
+    backend: B,
+    yaml: &str,
+    bounds: Bounds,
+) -> (Service<B>, Arc<ManualClock>, Metrics) {
     let config = Config::parse(yaml, "test.yaml").expect("the test's config is valid");
     let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
-    let engine = Engine::new(backend, config, clock, Bounds::default(), Metrics::new())
+    let metrics = Metrics::new();
+    let engine = Engine::new(backend, config, clock.clone(), bounds, metrics.clone())
         .expect("the backend holds the rules");
-    let options = ServeOptions {
+    (Service::new(engine, vec![]), clock, metrics)
+}
+
+/// The test listeners' options: free ports, the admin surfaces closed.
+fn data_plane_only() -> ServeOptions {
+    ServeOptions {
         admin: false,
         ..server::local()
-    };
+    }
+}
+
+async fn start<B: ServiceBackend>(backend: B, yaml: &str) -> Running {
+    let (service, _, _) = service_of(backend, yaml, Bounds::default());
     Running {
-        served: Served::start(Service::new(engine, vec![]), &options).await,
+        served: Served::start(service, &data_plane_only()).await,
         fresh: AtomicU64::new(0),
     }
+}
+
+/// `ShouldRateLimit` of `request` on the gRPC port `grpc`, from a client that may send what
+/// the server must refuse.
+async fn should_rate_limit(
+    grpc: SocketAddr,
+    request: PbRequest,
+) -> Result<PbResponse, tonic::Status> {
+    RateLimitServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .expect("gRPC connects")
+        .max_encoding_message_size(usize::MAX)
+        .should_rate_limit(request)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// `POST /json` of `body` (as JSON) on the HTTP port `http`: the status and the body.
+async fn post_json(http: SocketAddr, body: impl Into<Bytes>) -> (u16, String) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{http}/json"))
+        .header("content-type", "application/json")
+        .body(Full::new(body.into()))
+        .unwrap();
+    let response = client.request(request).await.expect("HTTP answers");
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
 }
 
 impl Running {
@@ -96,34 +142,12 @@ impl Running {
         self.served.stop().await;
     }
 
-    async fn client(&self) -> RateLimitServiceClient<tonic::transport::Channel> {
-        RateLimitServiceClient::connect(format!("http://{}", self.grpc))
-            .await
-            .expect("gRPC connects")
-            // Our client may send what the server must refuse.
-            .max_encoding_message_size(usize::MAX)
-    }
-
     async fn grpc(&self, request: PbRequest) -> Result<PbResponse, tonic::Status> {
-        self.client()
-            .await
-            .should_rate_limit(request)
-            .await
-            .map(tonic::Response::into_inner)
+        should_rate_limit(self.grpc, request).await
     }
 
     async fn json(&self, body: impl Into<Bytes>) -> (u16, String) {
-        let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-        let request = http::Request::builder()
-            .method("POST")
-            .uri(format!("http://{}/json", self.http))
-            .header("content-type", "application/json")
-            .body(Full::new(body.into()))
-            .unwrap();
-        let response = client.request(request).await.expect("HTTP answers");
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8_lossy(&body).into_owned())
+        post_json(self.http, body).await
     }
 
     /// A normal client is still answered, on both ports, by a limit that counts.
@@ -1014,17 +1038,9 @@ proptest! {
 
 /// `/json` without sockets: the router of a service on memory.
 fn json_router() -> axum::Router {
-    let config = Config::parse(CONFIG, "test.yaml").unwrap();
-    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
-    let engine = Engine::new(
-        Memory::new(),
-        config,
-        clock,
-        Bounds::default(),
-        Metrics::new(),
-    )
-    .unwrap();
-    Service::new(engine, vec![]).router(true)
+    service_of(Memory::new(), CONFIG, Bounds::default())
+        .0
+        .router(true)
 }
 
 /// `body` to `/json`: 200, 429 or 400 only, and a 400 says what was wrong.

@@ -26,20 +26,11 @@ const ADMIN_ROUTES: &[(&str, &str)] = &[
 /// A service with its admin surfaces on free ports: the admin token set or not, and the hosts
 /// listed for its open admin routes.
 async fn serve_admin(token: Option<&str>, hosts: &[&str]) -> Served {
-    let config = Config::parse(CONFIG, "test.yaml").expect("the test's config is valid");
-    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
-    let engine = Engine::new(
-        Memory::new(),
-        config,
-        clock,
-        Bounds::default(),
-        Metrics::new(),
-    )
-    .expect("the backend holds the rules");
     let hosts = hosts
         .iter()
         .map(|h| h.parse::<AdminHost>().expect("a host"));
-    let mut service = Service::new(engine, vec![]).with_admin_hosts(hosts);
+    let (service, _, _) = service_of(Memory::new(), CONFIG, Bounds::default());
+    let mut service = service.with_admin_hosts(hosts);
     if let Some(token) = token {
         service = service.with_admin_token(AdminToken::new(token).expect("a valid token"));
     }

@@ -8,22 +8,12 @@ use slidewin_server::MAX_OVERRIDES;
 
 use super::*;
 
-/// A service on free ports on `backend` and `bounds`, its engine on `clock`.
-async fn serving<B: ServiceBackend>(
-    backend: B,
-    bounds: Bounds,
-    clock: Arc<ManualClock>,
-) -> (Served, Metrics) {
-    let config = Config::parse(CONFIG, "test.yaml").expect("the test's config is valid");
-    let metrics = Metrics::new();
-    let engine = Engine::new(backend, config, clock, bounds, metrics.clone())
-        .expect("the backend holds the rules");
-    let options = ServeOptions {
-        admin: false,
-        ..server::local()
-    };
+/// A service on free ports on `backend` and `bounds`: its clock and its metrics.
+async fn serving<B: ServiceBackend>(backend: B, bounds: Bounds) -> (Served, Arc<ManualClock>, Metrics) {
+    let (service, clock, metrics) = service_of(backend, CONFIG, bounds);
     (
-        Served::start(Service::new(engine, vec![]), &options).await,
+        Served::start(service, &data_plane_only()).await,
+        clock,
         metrics,
     )
 }
@@ -44,18 +34,14 @@ fn overriding(
 }
 
 async fn ask(served: &Served, descriptors: Vec<RateLimitDescriptor>) -> PbResponse {
-    RateLimitServiceClient::connect(format!("http://{}", served.grpc))
-        .await
-        .expect("gRPC connects")
-        .max_encoding_message_size(usize::MAX)
-        .should_rate_limit(PbRequest {
-            domain: "api".to_owned(),
-            descriptors,
-            hits_addend: 0,
-        })
+    let request = PbRequest {
+        domain: "api".to_owned(),
+        descriptors,
+        hits_addend: 0,
+    };
+    should_rate_limit(served.grpc, request)
         .await
         .expect("an answer")
-        .into_inner()
 }
 
 /// Issue 29: an override of 10/YEAR on 16 entries of 1 KB wrote a 35 KB Redis key that lived
@@ -64,8 +50,7 @@ async fn ask(served: &Served, descriptors: Vec<RateLimitDescriptor>) -> PbRespon
 #[tokio::test]
 async fn hostile_29_overrides_on_redis_write_short_keys_that_live_a_day_at_most() {
     let server = RedisServer::start();
-    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
-    let (served, _) = serving(redis_backend(&server).await, Bounds::default(), clock).await;
+    let (served, _, _) = serving(redis_backend(&server).await, Bounds::default()).await;
     let kilobyte = "x".repeat(1_000);
     let entries: Vec<(String, String)> = (0..16)
         .map(|i| (format!("{i}{kilobyte}"), kilobyte.clone()))
@@ -107,20 +92,13 @@ async fn hostile_29_overrides_on_redis_write_short_keys_that_live_a_day_at_most(
 /// is over the limit, its `currentLimit` naming why, on `/json` too; the others are decided.
 #[tokio::test]
 async fn hostile_29_a_bad_override_is_refused_for_its_descriptor_alone() {
-    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
-    let (served, metrics) = serving(Memory::new(), Bounds::default(), clock).await;
+    let (served, _, metrics) = serving(Memory::new(), Bounds::default()).await;
     let body = r#"{"domain":"api","descriptors":[
         {"entries":[{"key":"client","value":"ann"}]},
         {"entries":[{"key":"k","value":"v"}],"limit":{"requestsPerUnit":5,"unit":"YEAR"}}]}"#;
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let request = http::Request::post(format!("http://{}/json", served.http))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
-    let response = client.request(request).await.expect("HTTP answers");
-    assert_eq!(response.status(), 429);
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let (status, body) = post_json(served.http, body).await;
+    assert_eq!(status, 429);
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(answer["statuses"][0]["code"], "OK", "{answer}");
     assert_eq!(answer["statuses"][0]["limitRemaining"], 2, "{answer}");
     assert_eq!(answer["statuses"][1]["code"], "OVER_LIMIT", "{answer}");
@@ -144,8 +122,7 @@ async fn hostile_29_a_bad_override_is_refused_for_its_descriptor_alone() {
 /// they go idle, new overrides are taken.
 #[tokio::test]
 async fn hostile_29_the_table_of_overrides_never_fills_for_good() {
-    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
-    let (served, _) = serving(Memory::new(), Bounds::default(), Arc::clone(&clock)).await;
+    let (served, clock, _) = serving(Memory::new(), Bounds::default()).await;
     let per_second = |n: u32| overriding(&[("k", "v")], n, PbUnit::Second);
     for n in 1..=u32::try_from(MAX_OVERRIDES).unwrap() {
         let answer = ask(&served, vec![per_second(n)]).await;
@@ -168,12 +145,11 @@ async fn hostile_29_the_table_of_overrides_never_fills_for_good() {
 /// `--request-overrides off`: an override is ignored, and the config decides.
 #[tokio::test]
 async fn overrides_turned_off_leave_the_config_to_decide() {
-    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
     let bounds = Bounds {
         request_overrides: false,
         ..Bounds::default()
     };
-    let (served, metrics) = serving(Memory::new(), bounds, clock).await;
+    let (served, _, metrics) = serving(Memory::new(), bounds).await;
     // The config's `client` limit is 3 a minute; the override asks a million a second.
     let wide = || overriding(&[("client", "cy")], 1_000_000, PbUnit::Second);
     for remaining in [2, 1, 0] {
@@ -194,9 +170,8 @@ async fn overrides_turned_off_leave_the_config_to_decide() {
 /// over the limit once it is spent (counted), while a key already held is decided as before.
 #[tokio::test]
 async fn hostile_29_a_flood_of_keys_stops_at_the_memory_budget() {
-    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
     let memory = Memory::new().with_max_memory(64 * 1024);
-    let (served, metrics) = serving(memory.clone(), Bounds::default(), clock).await;
+    let (served, _, metrics) = serving(memory.clone(), Bounds::default()).await;
     let held = ask(&served, vec![descriptor(&[("client", "held")])]).await;
     assert_eq!(held.statuses[0].limit_remaining, 2);
     let mut refused = 0;

@@ -16,27 +16,14 @@ use super::*;
 /// The longest any stop below may take before the test calls it hung.
 const HANG: Duration = Duration::from_secs(60);
 
-/// A service on free ports, its admin surfaces open, with `limits`.
+/// A service on free ports, its admin surfaces open, with `limits`; and its metrics.
 async fn serving(limits: ConnectionLimits) -> (Served, Metrics) {
-    let config = Config::parse(CONFIG, "test.yaml").expect("the test's config is valid");
-    let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
-    let metrics = Metrics::new();
-    let engine = Engine::new(
-        Memory::new(),
-        config,
-        clock,
-        Bounds::default(),
-        metrics.clone(),
-    )
-    .expect("the backend holds the rules");
+    let (service, _, metrics) = service_of(Memory::new(), CONFIG, Bounds::default());
     let options = ServeOptions {
         limits,
         ..server::local()
     };
-    (
-        Served::start(Service::new(engine, vec![]), &options).await,
-        metrics,
-    )
+    (Served::start(service, &options).await, metrics)
 }
 
 /// Stops `served` and waits for it, within the hang guard.
@@ -159,10 +146,10 @@ async fn hostile_29_calls_past_the_cap_are_shed_on_both_listeners() {
         tokio::task::yield_now().await;
     }
     assert!(taken, "{}", metrics.encode());
-    let (status, refused) = served_json(&served, json_request("client", "second")).await;
+    let (status, refused) = post_json(served.http, json_request("client", "second")).await;
     assert_eq!(status, 503, "{refused}");
     assert!(refused.contains("max_calls_in_flight"), "{refused}");
-    let shed = served_grpc(&served, request("api", &[("client", "third")]))
+    let shed = should_rate_limit(served.grpc, request("api", &[("client", "third")]))
         .await
         .unwrap_err();
     assert_status(
@@ -174,7 +161,7 @@ async fn hostile_29_calls_past_the_cap_are_shed_on_both_listeners() {
     slow.write_all(&body.as_bytes()[10..]).await.unwrap();
     let head = read_head(&mut slow).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let (status, _) = served_json(&served, json_request("client", "second")).await;
+    let (status, _) = post_json(served.http, json_request("client", "second")).await;
     assert_eq!(status, 200);
     let text = metrics.encode();
     assert!(
@@ -186,25 +173,4 @@ async fn hostile_29_calls_past_the_cap_are_shed_on_both_listeners() {
         "{text}"
     );
     stop_within_guard(served).await;
-}
-
-async fn served_json(served: &Served, body: String) -> (u16, String) {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let request = http::Request::post(format!("http://{}/json", served.http))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
-    let response = client.request(request).await.expect("HTTP answers");
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
-async fn served_grpc(served: &Served, request: PbRequest) -> Result<PbResponse, tonic::Status> {
-    RateLimitServiceClient::connect(format!("http://{}", served.grpc))
-        .await
-        .expect("gRPC connects")
-        .should_rate_limit(request)
-        .await
-        .map(tonic::Response::into_inner)
 }
