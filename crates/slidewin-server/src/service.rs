@@ -256,7 +256,7 @@ impl<B: ServiceBackend> SnapshotSource for Service<B> {
         let backend = engine.backend();
         let state = backend.state();
         engine.metrics().set_backend_state(state);
-        Snapshot {
+        let mut snapshot = Snapshot {
             now_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
@@ -273,9 +273,23 @@ impl<B: ServiceBackend> SnapshotSource for Service<B> {
                 failure_policy: backend.failure_policy().map(str::to_owned),
                 errors_total: engine.metrics().backend_errors(),
             },
-            rules: engine.rule_stats(),
             top_denied: engine.top_denied(),
-        }
+            ..Snapshot::default()
+        };
+        snapshot.show(engine.busiest_rules(crate::snapshot::MAX_SHOWN_RULES));
+        snapshot
+    }
+
+    /// Each load, taken or failed, adds one to the version or to the errors; the store's
+    /// state is the low two bits.
+    fn generation(&self) -> u64 {
+        let loads = *self.inner.tally.borrow();
+        let state = match self.inner.engine.backend().state() {
+            "up" => 0,
+            "probing" => 1,
+            _ => 2,
+        };
+        loads.version.wrapping_add(loads.errors) << 2 | state
     }
 }
 
@@ -582,8 +596,10 @@ async fn api_config<B: ServiceBackend>(State(service): State<Service<B>>) -> Res
     .into_response()
 }
 
+/// `GET /api/stats`: the snapshot the dashboard's event streams share, or one younger than a
+/// tick: a loop of requests builds one a tick at most, off the async workers.
 async fn api_stats<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
-    Json(service.snapshot()).into_response()
+    crate::snapshot::feed::stats_answer(&service.draining(), || Arc::new(service.clone())).await
 }
 
 async fn metrics<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {

@@ -5,6 +5,9 @@
 //! Redis.
 
 mod support {
+    // rustc reads this from `tests/support/`, rustfmt (seeing `tests/hostile/` beside this
+    // file) from `tests/hostile/`: spelled so that both find `tests/support/server.rs`.
+    #[path = "../support/server.rs"]
     pub(crate) mod server;
 }
 
@@ -1342,3 +1345,6 @@ async fn crafted_keys_redis() {
         "{listed}"
     );
 }
+
+#[path = "hostile/dashboard.rs"]
+mod dashboard;
