@@ -379,27 +379,34 @@
     setText($("backend-errors"), num(backend.errors_total));
   }
 
-  function renderSummary(rules) {
-    let passed = 0, denied = 0, shadow = 0, rate = 0;
-    for (const rule of rules) {
-      const t = rule.last_minute || {};
-      passed += Number(t.passed) || 0;
-      denied += Number(t.denied) || 0;
-      shadow += Number(t.shadow_denied) || 0;
-      const per = rule.per_second || {};
-      const n = (per.passed || []).length;
-      const k = n >= 2 ? n - 2 : n - 1;
-      if (k >= 0) {
-        rate += (Number(per.passed[k]) || 0) + (Number((per.denied || [])[k]) || 0) +
-          (Number((per.shadow_denied || [])[k]) || 0);
-      }
-    }
+  // Every rule's last minute, summed by the server: the rules shown may be a few of many.
+  function renderSummary(snap) {
+    const t = snap.last_minute || {};
+    const passed = Number(t.passed) || 0;
+    const denied = Number(t.denied) || 0;
+    const shadow = Number(t.shadow_denied) || 0;
+    const second = snap.last_second || {};
+    const rate = (Number(second.passed) || 0) + (Number(second.denied) || 0) +
+      (Number(second.shadow_denied) || 0);
     setText($("sum-passed"), num(passed));
     setText($("sum-denied"), num(denied));
     setText($("sum-shadow"), num(shadow));
     const all = passed + denied + shadow;
     setText($("sum-ratio"), all ? PCT.format(denied / all) : "–");
     setText($("sum-rate"), num(rate));
+  }
+
+  // The server shows the busiest rules of a large config: say how many of how many.
+  function renderShown(snap, rules) {
+    const node = $("rules-shown");
+    const total = Number(snap.rules_total);
+    node.hidden = !(Number.isInteger(total) && total > rules.length);
+    if (!node.hidden) {
+      setText(node, num(rules.length) + " of " + num(total) +
+        " rules shown: the busiest in the last minute");
+      node.setAttribute("data-rules-shown", String(rules.length));
+      node.setAttribute("data-rules-total", String(total));
+    }
   }
 
   function renderTop(top) {
@@ -427,7 +434,8 @@
   function render(snap) {
     const rules = Array.isArray(snap.rules) ? snap.rules : [];
     renderHeader(snap);
-    renderSummary(rules);
+    renderSummary(snap);
+    renderShown(snap, rules);
     renderRules(rules, Number(snap.now_ms) || Date.now());
     renderTop(Array.isArray(snap.top_denied) ? snap.top_denied : []);
     setText($("updated"), "snapshot of " + clock(Number(snap.now_ms) || Date.now()));

@@ -43,7 +43,13 @@ struct Serving {
 impl Serving {
     fn start(binary: &str) -> Serving {
         let mut child = Command::new(binary)
-            .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--http-addr",
+                "127.0.0.1:0",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -108,10 +114,7 @@ impl Serving {
 }
 
 /// An HTTP/2 connection to `addr`, its streams' window `window` if given.
-async fn h2(
-    addr: &str,
-    window: Option<u32>,
-) -> hyper::client::conn::http2::SendRequest<Body> {
+async fn h2(addr: &str, window: Option<u32>) -> hyper::client::conn::http2::SendRequest<Body> {
     let stream = TcpStream::connect(addr).await.expect("gRPC listens");
     let mut builder = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
     builder.timer(TokioTimer::new());
@@ -189,7 +192,10 @@ async fn stalled_client(serving: &Serving) {
     let mut client = h2(&serving.grpc, Some(0)).await;
     client.ready().await.expect("ready");
     let request = call(&serving.grpc, Full::new(check_message()).boxed());
-    let answer = client.send_request(request).await.expect("the answer's headers");
+    let answer = client
+        .send_request(request)
+        .await
+        .expect("the answer's headers");
     std::mem::forget(answer);
     std::mem::forget(client);
 }
@@ -197,10 +203,10 @@ async fn stalled_client(serving: &Serving) {
 /// A dashboard's event stream, its first snapshot read.
 async fn dashboard(serving: &Serving) -> TcpStream {
     use tokio::io::AsyncWriteExt;
-    let mut stream = TcpStream::connect(&serving.http).await.expect("HTTP listens");
-    let head = format!(
-        "GET /api/events HTTP/1.1\r\nhost: localhost\r\naccept: text/event-stream\r\n\r\n"
-    );
+    let mut stream = TcpStream::connect(&serving.http)
+        .await
+        .expect("HTTP listens");
+    let head = "GET /api/events HTTP/1.1\r\nhost: localhost\r\naccept: text/event-stream\r\n\r\n";
     stream.write_all(head.as_bytes()).await.expect("sent");
     let mut reader = BufReader::new(&mut stream);
     let mut line = String::new();
@@ -235,7 +241,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    println!("| binary | half-open calls | RSS before | RSS held | held | answered at once | SIGTERM to exit, a dashboard open | SIGTERM to exit, a stalled gRPC client |");
+    println!(
+        "| binary | half-open calls | RSS before | RSS held | held | answered at once | SIGTERM to exit, a dashboard open | SIGTERM to exit, a stalled gRPC client |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (name, binary) in &binaries {
         let serving = Serving::start(binary);

@@ -6,28 +6,27 @@
 //!
 //! `GET /api/events` sends one [`Snapshot`](crate::Snapshot) as JSON at once, then one a
 //! second. At most [`MAX_EVENT_STREAMS`] streams are open at once; the next request gets
-//! `503 Service Unavailable` until one closes.
+//! `503 Service Unavailable` until one closes. The streams share one snapshot a second, built
+//! and serialised once ([`Feed`]).
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::stream;
-use tokio::sync::{Semaphore, watch};
-use tokio::time::MissedTickBehavior;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::SnapshotSource;
+use crate::snapshot::feed::{Feed, Latest, Looking};
 
 /// At most this many `GET /api/events` streams are open at once; the next request gets 503.
 pub(crate) const MAX_EVENT_STREAMS: usize = 32;
-
-/// How often `GET /api/events` sends a snapshot.
-const EVENT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A comment line this often when no event went out, so proxies keep the stream open.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
@@ -115,8 +114,8 @@ const ASSETS: &[Asset] = &[
 
 /// What the handlers share.
 struct Dashboard {
-    /// Where the snapshots come from.
-    source: Arc<dyn SnapshotSource>,
+    /// The snapshots, one a tick while a stream is open, shared by every stream.
+    feed: Arc<Feed>,
     /// One permit per open event stream.
     streams: Arc<Semaphore>,
     /// Turns `true` when the service stops: every event stream ends then.
@@ -127,13 +126,21 @@ struct Dashboard {
 /// `GET /api/events` (a snapshot of `source` at once, then one a second, as server-sent
 /// events; at most 32 streams at once, the next gets 503).
 ///
+/// Its streams share one snapshot a second, built off the async workers, and only while a
+/// stream is open: however many watch, `source` is asked once a second at most.
+///
 /// Every event stream ends, and a new one is refused (503), once `stop` is `true`: a stop
 /// never waits for a dashboard left open.
 ///
 /// Merge it into the service's router, or nest it under a prefix ending in `/`.
 pub fn dashboard_router(source: Arc<dyn SnapshotSource>, stop: watch::Receiver<bool>) -> Router {
+    dashboard_on(Feed::new(source, stop.clone()), stop)
+}
+
+/// The dashboard's routes on `feed`, which `/api/stats` shares.
+pub(crate) fn dashboard_on(feed: Arc<Feed>, stop: watch::Receiver<bool>) -> Router {
     let state = Arc::new(Dashboard {
-        source,
+        feed,
         streams: Arc::new(Semaphore::new(MAX_EVENT_STREAMS)),
         stop,
     });
@@ -226,7 +233,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// `GET /api/events`: a snapshot at once, then one a second, while a permit is free.
+/// `GET /api/events`: the snapshot of this tick at once, then each one built, while a permit
+/// is free. Every stream sends the same bytes: the [`Feed`]'s.
 async fn events(State(dashboard): State<Arc<Dashboard>>) -> Response {
     if *dashboard.stop.borrow() {
         return (
@@ -250,49 +258,70 @@ async fn events(State(dashboard): State<Arc<Dashboard>>) -> Response {
         )
             .into_response();
     };
-    let mut ticks = tokio::time::interval(EVENT_INTERVAL);
-    // A client that reads slowly gets the latest snapshot, not a burst of stale ones.
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let source = Arc::clone(&dashboard.source);
-    // The permit lives in the stream: it goes back when the body is dropped (the client left).
+    let reader = Reader {
+        latest: dashboard.feed.subscribe(),
+        // The stream counts as looking from now until its body is dropped (the client left),
+        // and its permit goes back then.
+        _looking: dashboard.feed.look(),
+        _permit: permit,
+        feed: Arc::clone(&dashboard.feed),
+        first: true,
+    };
     // The stream ends when the service stops, so the connection's graceful close can finish.
-    let snapshots = stream::unfold(
-        (ticks, source, permit, dashboard.stop.clone()),
-        |(mut ticks, source, permit, mut stop)| async move {
-            tokio::select! {
+    let events = stream::unfold(
+        (reader, dashboard.stop.clone()),
+        |(mut reader, mut stop)| async move {
+            let event = tokio::select! {
                 biased;
-                _ = stop.wait_for(|stop| *stop) => return None,
-                _ = ticks.tick() => {}
-            }
-            let event = snapshot_event(source.as_ref());
-            Some((
-                Ok::<_, std::convert::Infallible>(event),
-                (ticks, source, permit, stop),
-            ))
+                _ = stop.wait_for(|stop| *stop) => None,
+                event = reader.next() => event,
+            }?;
+            Some((Ok::<_, Infallible>(event), (reader, stop)))
         },
     );
-    let mut response = Sse::new(snapshots)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL))
-        .into_response();
-    // nginx would otherwise buffer the stream.
-    response.headers_mut().insert(
-        HeaderName::from_static("x-accel-buffering"),
-        HeaderValue::from_static("no"),
-    );
-    response
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+            // nginx would otherwise buffer the stream.
+            (HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(events),
+    )
+        .into_response()
 }
 
-/// One event: the snapshot as JSON, or (never expected) an `error` event saying why not.
-fn snapshot_event(source: &dyn SnapshotSource) -> Event {
-    let snapshot = source.snapshot();
-    Event::default()
-        .json_data(&snapshot)
-        .unwrap_or_else(|error| {
-            tracing::warn!(%error, "dashboard: a snapshot did not serialize");
-            Event::default()
-                .event("error")
-                .data("the snapshot did not serialize")
-        })
+/// One event stream's place in the feed.
+struct Reader {
+    feed: Arc<Feed>,
+    /// The frames published; marks those sent.
+    latest: Latest,
+    /// Whether nothing was sent yet.
+    first: bool,
+    _looking: Looking,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Reader {
+    /// The next event: the frame of this tick first, then each new one (a client that reads
+    /// slowly gets the latest, never a backlog), or a comment line when none came for a
+    /// while, so that proxies keep the stream open.
+    async fn next(&mut self) -> Option<Bytes> {
+        if std::mem::take(&mut self.first) {
+            return Some(self.feed.current(&mut self.latest).await.event.clone());
+        }
+        match tokio::time::timeout(KEEP_ALIVE_INTERVAL, self.latest.changed()).await {
+            Err(_) => Some(Bytes::from_static(b":\n\n")),
+            // The sender is in the feed, which this reader holds: it never closes.
+            Ok(Err(_)) => None,
+            Ok(Ok(())) => Some(
+                self.latest
+                    .borrow_and_update()
+                    .as_ref()
+                    .map_or_else(|| Bytes::from_static(b":\n\n"), |frame| frame.event.clone()),
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -308,17 +337,30 @@ mod tests {
     use super::*;
 
     const UPLOT_VERSION: &str = uplot_version!();
+    use crate::snapshot::feed::{TICK, stats_answer};
     use crate::{ConfigStatus, PerSecond, RuleStats, Snapshot, Totals};
 
     /// Counts its snapshots; each one's `now_ms` and passed count say which call it was.
     #[derive(Default)]
     struct Fake {
         calls: AtomicU64,
+        /// The threads its snapshots were taken on.
+        threads: std::sync::Mutex<Vec<std::thread::ThreadId>>,
+        /// Its generation: a test's reload.
+        generation: AtomicU64,
     }
 
     impl SnapshotSource for Fake {
+        fn generation(&self) -> u64 {
+            self.generation.load(Ordering::SeqCst)
+        }
+
         fn snapshot(&self) -> Snapshot {
             let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            self.threads
+                .lock()
+                .expect("not poisoned")
+                .push(std::thread::current().id());
             Snapshot {
                 now_ms: 1_700_000_000_000 + call * 1000,
                 config: ConfigStatus {
@@ -353,6 +395,15 @@ mod tests {
         let fake = Arc::new(Fake::default());
         let stop = watch::Sender::new(false);
         (dashboard_router(fake.clone(), stop.subscribe()), fake, stop)
+    }
+
+    /// The dashboard on a fake source, with the feed `/api/stats` would share, and its stop.
+    fn router_with_feed() -> (Router, Arc<Fake>, Arc<Feed>, watch::Sender<bool>) {
+        let fake = Arc::new(Fake::default());
+        let stop = watch::Sender::new(false);
+        let feed = Feed::new(fake.clone(), stop.subscribe());
+        let router = dashboard_on(Arc::clone(&feed), stop.subscribe());
+        (router, fake, feed, stop)
     }
 
     fn router() -> (Router, Arc<Fake>) {
@@ -526,13 +577,13 @@ mod tests {
             second.starts_with("data: {\"now_ms\":1700000002000,"),
             "{second}"
         );
-        assert_eq!(start.elapsed(), EVENT_INTERVAL);
+        assert_eq!(start.elapsed(), TICK);
         let third = next_frame(&mut body).await;
         assert!(
             third.contains("\"last_minute\":{\"passed\":180,"),
             "{third}"
         );
-        assert_eq!(start.elapsed(), 2 * EVENT_INTERVAL);
+        assert_eq!(start.elapsed(), 2 * TICK);
         assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
     }
 
@@ -594,5 +645,134 @@ mod tests {
             .await
             .expect("infallible");
         assert_eq!(again.status(), StatusCode::OK);
+    }
+
+    /// Opens `n` event streams and reads the first event of each.
+    async fn open_streams(router: &Router, n: usize) -> Vec<(Body, String)> {
+        let mut streams = Vec::new();
+        for _ in 0..n {
+            let response = router
+                .clone()
+                .oneshot(get("/api/events"))
+                .await
+                .expect("infallible");
+            assert_eq!(response.status(), StatusCode::OK);
+            let mut body = response.into_body();
+            let first = next_frame(&mut body).await;
+            streams.push((body, first));
+        }
+        streams
+    }
+
+    /// Issue 29: 32 streams on 4,000 rules each built their own snapshot every second, on
+    /// the workers that answer checks.
+    #[tokio::test(start_paused = true)]
+    async fn hostile_29_thirty_two_streams_share_one_build_a_tick_off_the_workers() {
+        let (router, fake) = router();
+        let start = tokio::time::Instant::now();
+        let mut streams = open_streams(&router, MAX_EVENT_STREAMS).await;
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 1, "one build for all");
+        assert!(streams.iter().all(|(_, first)| *first == streams[0].1));
+        for tick in 1..=3u32 {
+            let mut events = Vec::new();
+            for (body, _) in &mut streams {
+                events.push(next_frame(body).await);
+            }
+            assert_eq!(start.elapsed(), tick * TICK);
+            assert_eq!(fake.calls.load(Ordering::SeqCst), u64::from(tick) + 1);
+            assert!(events.iter().all(|event| *event == events[0]), "{events:?}");
+            let now_ms = 1_700_000_000_000 + (u64::from(tick) + 1) * 1000;
+            assert!(events[0].starts_with(&format!("data: {{\"now_ms\":{now_ms},")));
+        }
+        // This test's runtime has one thread, which answers every request: no build ran there.
+        let worker = std::thread::current().id();
+        let threads = fake.threads.lock().expect("not poisoned");
+        assert_eq!(threads.len(), 4);
+        assert!(threads.iter().all(|thread| *thread != worker));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_that_joins_mid_tick_gets_the_current_snapshot() {
+        let (router, fake) = router();
+        let mut first = open_streams(&router, 1).await.remove(0);
+        tokio::time::advance(TICK * 7 / 10).await;
+        let mut late = open_streams(&router, 1).await.remove(0);
+        assert_eq!(late.1, first.1, "the snapshot of this tick, at once");
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+        // Then both follow the same ticks.
+        let (a, b) = (
+            next_frame(&mut first.0).await,
+            next_frame(&mut late.0).await,
+        );
+        assert_eq!(a, b);
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+    }
+
+    async fn stats_body(feed: &Arc<Feed>) -> String {
+        let response = stats_answer(Arc::clone(feed)).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(header(&response, header::CONTENT_TYPE), "application/json");
+        String::from_utf8(body_bytes(response).await).expect("UTF-8")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn api_stats_reuses_the_snapshot_of_this_tick() {
+        let (router, fake, feed, _stop) = router_with_feed();
+        // Alone, a loop of requests builds one snapshot a tick.
+        let first = stats_body(&feed).await;
+        for _ in 0..100 {
+            assert_eq!(stats_body(&feed).await, first);
+        }
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+        tokio::time::advance(TICK).await;
+        let second = stats_body(&feed).await;
+        assert_ne!(second, first, "older than a tick: a new one");
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+        // With a stream open, both read the same one: the stream's first event is it.
+        let (_body, event) = open_streams(&router, 1).await.remove(0);
+        assert_eq!(event, format!("data: {second}\n\n"));
+        assert_eq!(stats_body(&feed).await, second);
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+    }
+
+    /// A reload must show at once in `/api/stats`, and in a stream that opens then.
+    #[tokio::test(start_paused = true)]
+    async fn a_snapshot_of_an_older_generation_is_never_reused() {
+        let (router, fake, feed, _stop) = router_with_feed();
+        let first = stats_body(&feed).await;
+        fake.generation.store(1, Ordering::SeqCst);
+        let second = stats_body(&feed).await;
+        assert_ne!(second, first, "a new snapshot within the tick");
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+        assert_eq!(stats_body(&feed).await, second, "then reused");
+        fake.generation.store(2, Ordering::SeqCst);
+        let (_body, event) = open_streams(&router, 1).await.remove(0);
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
+        assert_ne!(event, format!("data: {second}\n\n"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nobody_looking_means_no_builds() {
+        let (router, fake, feed, _stop) = router_with_feed();
+        tokio::time::sleep(10 * TICK).await;
+        assert_eq!(
+            fake.calls.load(Ordering::SeqCst),
+            0,
+            "no stream, no request"
+        );
+        let streams = open_streams(&router, 2).await;
+        tokio::time::sleep(TICK * 5 / 2).await;
+        drop(streams);
+        let built = fake.calls.load(Ordering::SeqCst);
+        assert_eq!(built, 3, "one at once, one a tick");
+        tokio::time::sleep(10 * TICK).await;
+        assert_eq!(fake.calls.load(Ordering::SeqCst), built, "the ticks ended");
+        stats_body(&feed).await;
+        tokio::time::sleep(10 * TICK).await;
+        assert_eq!(fake.calls.load(Ordering::SeqCst), built + 1);
+        // A stream opened again starts the ticks again.
+        let mut again = open_streams(&router, 1).await.remove(0);
+        next_frame(&mut again.0).await;
+        assert_eq!(fake.calls.load(Ordering::SeqCst), built + 3);
     }
 }

@@ -20,6 +20,7 @@ use crate::engine::{
     Code, DescriptorStatus, Engine, Entry, LimitOverride, RateLimitRequest, RateLimitResponse,
     RequestDescriptor, RequestError,
 };
+use crate::snapshot::feed::{Feed, stats_answer};
 use crate::snapshot::{BackendStatus, ConfigStatus, LoadError, Snapshot, SnapshotSource};
 
 /// The largest request body `POST /json` reads, and the largest gRPC message decoded.
@@ -276,13 +277,16 @@ impl<B: ServiceBackend> Service<B> {
         if !admin {
             return api;
         }
+        // One feed of snapshots for the dashboard's event streams and `/api/stats` alike.
         let source: Arc<dyn SnapshotSource> = Arc::new(self.clone());
+        let feed = Feed::new(source, self.draining());
+        let stats = Arc::clone(&feed);
         let admin = Router::new()
             .route("/api/config", get(api_config::<B>))
-            .route("/api/stats", get(api_stats::<B>))
             .route("/metrics", get(metrics::<B>))
             .with_state(self.clone())
-            .merge(crate::dashboard::dashboard_router(source, self.draining()));
+            .route("/api/stats", get(move || stats_answer(Arc::clone(&stats))))
+            .merge(crate::dashboard::dashboard_on(feed, self.draining()));
         match &self.admin_token {
             Some(token) => api.merge(token.protect(admin)),
             None => api.merge(self.admin_hosts.protect(admin)),
@@ -301,7 +305,7 @@ impl<B: ServiceBackend> SnapshotSource for Service<B> {
         let backend = engine.backend();
         let state = backend.state();
         engine.metrics().set_backend_state(state);
-        Snapshot {
+        let mut snapshot = Snapshot {
             now_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
@@ -318,9 +322,23 @@ impl<B: ServiceBackend> SnapshotSource for Service<B> {
                 failure_policy: backend.failure_policy().map(str::to_owned),
                 errors_total: engine.metrics().backend_errors(),
             },
-            rules: engine.rule_stats(),
             top_denied: engine.top_denied(),
-        }
+            ..Snapshot::default()
+        };
+        snapshot.show(engine.busiest_rules(crate::snapshot::MAX_SHOWN_RULES));
+        snapshot
+    }
+
+    /// Each load, taken or failed, adds one to the version or to the errors; the store's
+    /// state is the low two bits.
+    fn generation(&self) -> u64 {
+        let loads = *self.inner.tally.borrow();
+        let state = match self.inner.engine.backend().state() {
+            "up" => 0,
+            "probing" => 1,
+            _ => 2,
+        };
+        loads.version.wrapping_add(loads.errors) << 2 | state
     }
 }
 
@@ -631,10 +649,8 @@ async fn api_config<B: ServiceBackend>(State(service): State<Service<B>>) -> Res
     .into_response()
 }
 
-async fn api_stats<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
-    Json(service.snapshot()).into_response()
-}
-
+/// `GET /api/stats`: the snapshot the dashboard's event streams share, or one younger than a
+/// tick: a loop of requests builds one a tick at most, off the async workers.
 async fn metrics<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
     let engine = service.engine();
     engine.metrics().set_backend_state(engine.backend().state());

@@ -1,6 +1,6 @@
 //! The dashboard in a real browser: headless Chromium loads the page from `dashboard_router`
 //! served over a fake source on a socket, runs its scripts, and its DOM must show the fake's
-//! numbers, escaped. A screenshot goes to `target/dashboard.png`.
+//! numbers, escaped, and how many of the config's rules it shows. A screenshot goes to `target/dashboard.png`.
 
 mod support {
     pub(crate) mod browser;
@@ -19,13 +19,19 @@ use support::browser;
 /// What the page must escape: it must show it as text, never as markup.
 const HOSTILE: &str = "<img src=x onerror=alert(1)>";
 
-/// Two rules whose counts change with each snapshot; remembers every total it gave. `hostile`
-/// puts markup into a key and the config error.
+/// The rules of the config, of which the fake shows two, as the service shows its busiest.
+const RULES_TOTAL: u64 = 4000;
+
+/// Two rules whose counts change with each snapshot, of [`RULES_TOTAL`]; remembers every total
+/// it gave, and every total of all rules. `hostile` puts markup into a key and the config
+/// error.
 #[derive(Default)]
 struct Fake {
     hostile: bool,
     calls: AtomicU64,
     given: Mutex<Vec<(String, Totals)>>,
+    /// Every rule's last minute and last whole second, as each snapshot gave them.
+    given_all: Mutex<Vec<(Totals, Totals)>>,
 }
 
 impl Fake {
@@ -101,6 +107,38 @@ impl SnapshotSource for Fake {
         for rule in &rules {
             given.push((rule.name.clone(), rule.last_minute));
         }
+        // The rules not shown: a steady 1,000 passed a second between them.
+        let mut per_second = PerSecond {
+            passed: vec![1000; 60],
+            denied: vec![0; 60],
+            shadow_denied: vec![0; 60],
+        };
+        for rule in &rules {
+            for (all, one) in [
+                (&mut per_second.passed, &rule.per_second.passed),
+                (&mut per_second.denied, &rule.per_second.denied),
+                (
+                    &mut per_second.shadow_denied,
+                    &rule.per_second.shadow_denied,
+                ),
+            ] {
+                all.iter_mut().zip(one).for_each(|(a, o)| *a += o);
+            }
+        }
+        let last_minute = Totals {
+            passed: per_second.passed.iter().sum(),
+            denied: per_second.denied.iter().sum(),
+            shadow_denied: per_second.shadow_denied.iter().sum(),
+        };
+        let last_second = Totals {
+            passed: per_second.passed[58],
+            denied: per_second.denied[58],
+            shadow_denied: per_second.shadow_denied[58],
+        };
+        self.given_all
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((last_minute, last_second));
         let (bad_value, user) = if self.hostile {
             (HOSTILE, HOSTILE)
         } else {
@@ -126,6 +164,9 @@ impl SnapshotSource for Fake {
                 failure_policy: Some("open".into()),
                 errors_total: 0,
             },
+            rules_total: RULES_TOTAL,
+            last_minute,
+            last_second,
             rules,
             top_denied: vec![
                 TopKey {
@@ -170,8 +211,20 @@ fn serve(source: Arc<dyn SnapshotSource>) -> SocketAddr {
     rx.recv().expect("the server's address")
 }
 
+/// The text of the first element whose tag has `attribute` (`name="value"`).
+fn attribute_text(dom: &str, attribute: &str) -> Option<String> {
+    dom.match_indices('<').find_map(|(start, _)| {
+        let tag_end = start + dom[start..].find('>')?;
+        if !dom[start..tag_end].contains(attribute) {
+            return None;
+        }
+        let text_end = tag_end + dom[tag_end..].find('<')?;
+        Some(dom[tag_end + 1..text_end].to_string())
+    })
+}
+
 #[test]
-fn the_page_shows_each_rules_totals() {
+fn the_page_shows_each_rules_totals_the_sum_of_all_and_how_many_it_shows() {
     let fake = Arc::new(Fake {
         hostile: true,
         ..Fake::default()
@@ -213,6 +266,37 @@ fn the_page_shows_each_rules_totals() {
             "the {total} total of {rule} shows {shown}, which no snapshot gave"
         );
     }
+    // The summary is every rule's, not only the two shown, and the page says how many it shows.
+    let given_all = fake
+        .given_all
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let summary = |attribute: &str| -> u64 {
+        let text = attribute_text(&dom, attribute)
+            .unwrap_or_else(|| panic!("no {attribute} in the DOM:\n{dom}"));
+        text.replace(',', "")
+            .parse()
+            .unwrap_or_else(|_| panic!("the summary's {attribute} is {text:?}"))
+    };
+    let (passed, rate) = (
+        summary("data-total-all=\"passed\""),
+        summary("id=\"sum-rate\""),
+    );
+    assert!(
+        given_all
+            .iter()
+            .any(|(minute, second)| minute.passed == passed
+                && second.passed + second.denied + second.shadow_denied == rate),
+        "the summary shows {passed} passed and {rate} a second, which no snapshot gave for all \
+         rules"
+    );
+    let shown = attribute_text(&dom, "data-rules-total=\"4000\"")
+        .unwrap_or_else(|| panic!("no count of the rules shown in the DOM:\n{dom}"));
+    assert_eq!(
+        shown,
+        "2 of 4,000 rules shown: the busiest in the last minute"
+    );
     // uPlot drew the charts: one canvas per rule.
     assert!(dom.matches("<canvas").count() >= 2, "no charts:\n{dom}");
     // The header, the config error, the table.

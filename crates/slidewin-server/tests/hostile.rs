@@ -1368,6 +1368,7 @@ mod attacks {
     use super::*;
 
     mod browsers;
+    mod dashboard;
     mod overrides;
     mod redis_down;
     mod stop;

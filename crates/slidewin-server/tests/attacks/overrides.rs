@@ -9,7 +9,10 @@ use slidewin_server::MAX_OVERRIDES;
 use super::*;
 
 /// A service on free ports on `backend` and `bounds`: its clock and its metrics.
-async fn serving<B: ServiceBackend>(backend: B, bounds: Bounds) -> (Served, Arc<ManualClock>, Metrics) {
+async fn serving<B: ServiceBackend>(
+    backend: B,
+    bounds: Bounds,
+) -> (Served, Arc<ManualClock>, Metrics) {
     let (service, clock, metrics) = service_of(backend, CONFIG, bounds);
     (
         Served::start(service, &data_plane_only()).await,
