@@ -14,7 +14,7 @@ use slidewin_http::{BackendError, RATELIMIT, RATELIMIT_POLICY, RateLimitFields, 
 use crate::backend::ServiceBackend as Backend;
 
 use crate::config::{Config, Descriptor, Enforce, Unit};
-use crate::metrics::{Metrics, RuleMetrics};
+use crate::metrics::{LazyRuleMetrics, Metrics, RuleMetrics};
 use crate::overrides::{Overrides, Refused};
 use crate::snapshot::{Busiest, Minute, RuleStats, SECONDS, ShownRules, Totals};
 use crate::top::TopKeys;
@@ -307,7 +307,7 @@ pub(crate) struct RuleRt<B: Backend> {
     pub(crate) quota_mode: bool,
     pub(crate) enforce: EnforceRt<B>,
     pub(crate) stats: Arc<RuleWindow>,
-    pub(crate) metrics: RuleMetrics,
+    pub(crate) metrics: LazyRuleMetrics,
 }
 
 pub(crate) enum EnforceRt<B: Backend> {
@@ -838,7 +838,7 @@ impl<B: Backend> Engine<B> {
         hits: u64,
         now: Moment,
     ) -> Result<(DescriptorStatus, Option<(usize, Decision)>, bool), RequestError> {
-        let metrics = &rule.metrics;
+        let metrics = rule.metrics();
         match &rule.enforce {
             EnforceRt::Unlimited => Ok((
                 DescriptorStatus {
@@ -948,9 +948,9 @@ impl<B: Backend> Engine<B> {
 
     /// Counts an over-limit descriptor and answers its code: OK in shadow mode.
     fn over(&self, rule: &RuleRt<B>, hits: u64, now: Moment, entries: &[Entry]) -> Code {
-        rule.metrics.over_limit.inc_by(hits);
+        rule.metrics().over_limit.inc_by(hits);
         if rule.shadow {
-            rule.metrics.shadow_mode.inc_by(hits);
+            rule.metrics().shadow_mode.inc_by(hits);
             // Counted as shadow-denied only: the three outcomes never overlap.
             rule.stats.shadow.add(now, MetricEvent::Block, 1);
             Code::Ok
@@ -965,6 +965,12 @@ impl<B: Backend> Engine<B> {
 }
 
 impl<B: Backend> RuleRt<B> {
+    /// Its counters, made at its first hit.
+    #[inline]
+    pub(crate) fn metrics(&self) -> &RuleMetrics {
+        self.metrics.get(&self.domain, &self.path)
+    }
+
     /// The name shown: the config's `name`, or the path without its domain.
     pub(crate) fn display_name(&self) -> &str {
         &self.shown
@@ -1288,7 +1294,7 @@ fn build_level<B: Backend>(
                 quota_mode: descriptor.quota_mode(),
                 enforce,
                 stats: old.map_or_else(|| Arc::new(RuleWindow::new(now)), |o| Arc::clone(&o.stats)),
-                metrics: metrics.rule(domain, descriptor.path()),
+                metrics: metrics.lazy_rule(),
             });
             rules.push(Arc::clone(&rule));
             node.rule = Some(rule);

@@ -83,6 +83,22 @@ pub(crate) struct RuleMetrics {
     pub(crate) shadow_mode: Counter,
 }
 
+/// A rule's counters, made at its first hit: a rule that sees none holds no series (five
+/// series a rule were most of what an idle rule held), and its series appear with its first
+/// hit, as envoy ratelimit's stats do.
+pub(crate) struct LazyRuleMetrics {
+    metrics: Metrics,
+    made: std::sync::OnceLock<RuleMetrics>,
+}
+
+impl LazyRuleMetrics {
+    /// Its counters, `domain` and `path` naming them if they are made now.
+    #[inline]
+    pub(crate) fn get(&self, domain: &str, path: &str) -> &RuleMetrics {
+        self.made.get_or_init(|| self.metrics.rule(domain, path))
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Metrics {
         Metrics::new()
@@ -225,6 +241,14 @@ impl Metrics {
                 request_overrides,
                 connections_cut,
             }),
+        }
+    }
+
+    /// A rule's counters, made at its first hit.
+    pub(crate) fn lazy_rule(&self) -> LazyRuleMetrics {
+        LazyRuleMetrics {
+            metrics: self.clone(),
+            made: std::sync::OnceLock::new(),
         }
     }
 

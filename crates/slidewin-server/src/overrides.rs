@@ -172,7 +172,7 @@ fn make<B: ServiceBackend>(
     };
     Ok(RuleRt {
         domain: domain.to_owned(),
-        metrics: metrics.rule(domain, &path),
+        metrics: metrics.lazy_rule(),
         shown: shown_name(domain, &path, None),
         path,
         name: None,

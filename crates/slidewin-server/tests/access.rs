@@ -47,7 +47,7 @@ const ADMIN_ROUTES: &[(&str, &str)] = &[
     ("/api/config", DOMAIN),
     ("/api/stats", DOMAIN),
     ("/api/events", DOMAIN),
-    ("/metrics", "rate_limit_total_hits"),
+    ("/metrics", "slidewin_config_loads_total"),
 ];
 
 fn config() -> Config {

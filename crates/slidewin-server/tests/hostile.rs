@@ -8,6 +8,11 @@ mod support {
     pub(crate) mod server;
 }
 
+// Memory figures are counted, not estimated (tests/attacks/memory.rs).
+#[global_allocator]
+static ALLOCATOR: slidewin_test_support::counting_alloc::CountingAllocator =
+    slidewin_test_support::counting_alloc::CountingAllocator;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1369,6 +1374,7 @@ mod attacks {
 
     mod browsers;
     mod dashboard;
+    mod memory;
     mod overrides;
     mod redis_down;
     mod stop;

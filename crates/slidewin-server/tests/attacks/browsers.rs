@@ -20,7 +20,7 @@ const ADMIN_ROUTES: &[(&str, &str)] = &[
     ("/api/config", "\"domains\""),
     ("/api/stats", "\"rules\""),
     ("/api/events", "data:"),
-    ("/metrics", "rate_limit_total_hits"),
+    ("/metrics", "slidewin_config_loads_total"),
 ];
 
 /// A service with its admin surfaces on free ports: the admin token set or not, and the hosts
