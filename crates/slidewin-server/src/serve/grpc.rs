@@ -173,8 +173,8 @@ where
 }
 
 /// A call's request body, which must end (its one message sent) within the header read
-/// timeout from the call's start; past it, the body fails with `CANCELLED`, which tonic's
-/// unary machinery answers. The timer is set only if the body is not there at once.
+/// timeout from the call's start; past it, the body fails with `DEADLINE_EXCEEDED`, which
+/// tonic's unary machinery answers. The timer is set only if the body is not there at once.
 pub(crate) struct FirstMessage {
     body: Incoming,
     deadline: Instant,
@@ -212,7 +212,9 @@ impl hyper::body::Body for FirstMessage {
         if timer.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
-        let late = tonic::Status::cancelled(format!(
+        // DEADLINE_EXCEEDED, not CANCELLED: tonic reads a request body's CANCELLED as the
+        // client's own end of the stream, and would answer "missing request message".
+        let late = tonic::Status::deadline_exceeded(format!(
             "the call's message did not arrive within the header read timeout ({:?})",
             this.within
         ));

@@ -58,7 +58,7 @@ pub struct ConnectionLimits {
     /// A new connection's first bytes (on gRPC, HTTP/2's 24-byte preface), a TLS handshake,
     /// each HTTP/1 request's head (also awaited on an idle keep-alive connection) and each
     /// gRPC call's message must arrive within it, or the connection is closed (the call gets
-    /// `CANCELLED`): the slowloris bound. [`DEFAULT_HEADER_READ_TIMEOUT`].
+    /// `DEADLINE_EXCEEDED`): the slowloris bound. [`DEFAULT_HEADER_READ_TIMEOUT`].
     pub header_read_timeout: Duration,
     /// An HTTP request's body read and answer, or a gRPC call, must finish within it: HTTP
     /// answers `408 Request Timeout`, gRPC `CANCELLED`. A gRPC answer the client has not

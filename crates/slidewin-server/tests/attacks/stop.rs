@@ -174,3 +174,61 @@ async fn hostile_29_calls_past_the_cap_are_shed_on_both_listeners() {
     );
     stop_within_guard(served).await;
 }
+
+/// Issue 29: a gRPC call whose headers came but whose message never did held its memory until
+/// the request timeout (30 s). Through the real port, with a header timeout of 200 ms: the call
+/// is `DEADLINE_EXCEEDED`, naming the bound, and its place under the cap comes back.
+#[tokio::test]
+async fn hostile_29_a_call_without_its_message_is_cancelled_at_the_header_timeout() {
+    let (served, metrics) = serving(ConnectionLimits {
+        header_read_timeout: Duration::from_millis(200),
+        ..ConnectionLimits::default()
+    })
+    .await;
+    let stream = TcpStream::connect(served.grpc).await.expect("gRPC listens");
+    let (mut client, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .handshake::<_, BoxBody<Bytes, std::convert::Infallible>>(TokioIo::new(stream))
+        .await
+        .expect("the HTTP/2 handshake");
+    tokio::spawn(connection);
+    let never = http_body_util::StreamBody::new(futures_util::stream::pending::<
+        Result<hyper::body::Frame<Bytes>, std::convert::Infallible>,
+    >());
+    let request = http::Request::post(format!(
+        "http://{}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+        served.grpc
+    ))
+    .header(http::header::CONTENT_TYPE, "application/grpc")
+    .header("te", "trailers")
+    .body(never.boxed())
+    .unwrap();
+    let answer = tokio::time::timeout(HANG, client.send_request(request))
+        .await
+        .expect("answered within the guard")
+        .expect("an answer");
+    let status = answer
+        .headers()
+        .get("grpc-status")
+        .expect("a trailers-only answer");
+    assert_eq!(status, "4", "DEADLINE_EXCEEDED: {:?}", answer.headers());
+    let message = answer.headers().get("grpc-message").expect("a message");
+    assert!(
+        message
+            .to_str()
+            .unwrap()
+            .contains("header%20read%20timeout"),
+        "{message:?}"
+    );
+    drop(answer);
+    let mut back = false;
+    for _ in 0..10_000 {
+        if metrics.encode().contains("slidewin_calls_in_flight 0") {
+            back = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(back, "{}", metrics.encode());
+    stop_within_guard(served).await;
+}
