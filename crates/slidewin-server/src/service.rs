@@ -553,7 +553,14 @@ async fn json<B: ServiceBackend>(
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             return too_large(None);
         }
-        Err(rejection) => return rejection.into_response(),
+        Err(rejection) => {
+            // Past the bound on the bytes of bodies in flight: the service is busy, not the
+            // client wrong.
+            if let Some(full) = crate::serve::bodies_full(&rejection) {
+                return problem(StatusCode::SERVICE_UNAVAILABLE, &full.to_string());
+            }
+            return rejection.into_response();
+        }
     };
     let request: JsonRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
+use super::metered::{BodyBytes, Metered};
 use super::{CallCap, ConnectionLimits, Phase, Protocol, stopped};
 
 /// A gRPC answer, as a tower service of HTTP/2 requests gives it.
@@ -85,7 +86,8 @@ where
             let calls = calls.clone();
             async move {
                 let answer = if placed {
-                    answer(calls, request, limits).await
+                    let bodies = Arc::clone(&call.activity.cap.bodies);
+                    answer(calls, request, limits, bodies).await
                 } else {
                     let cap = &call.activity.cap;
                     tonic::Status::resource_exhausted(cap.refusal()).into_http()
@@ -153,6 +155,7 @@ async fn answer<S>(
     mut calls: S,
     request: http::Request<Incoming>,
     limits: ConnectionLimits,
+    bodies: Arc<BodyBytes>,
 ) -> GrpcAnswer
 where
     S: tower::Service<GrpcRequest, Response = GrpcAnswer, Error = Infallible>,
@@ -160,7 +163,8 @@ where
     let timeout = limits.request_timeout;
     // The client's own deadline, when sooner: it will not wait longer.
     let theirs = client_deadline(request.headers()).filter(|&t| t < timeout);
-    let request = request.map(|body| FirstMessage::new(body, limits.header_read_timeout));
+    let within = limits.header_read_timeout;
+    let request = request.map(|body| FirstMessage::new(body, within, bodies));
     // The service is always ready (`Rls`: a function of the request).
     match tokio::time::timeout(theirs.unwrap_or(timeout), calls.call(request)).await {
         Ok(Ok(answer)) => answer,
@@ -176,16 +180,18 @@ where
 /// timeout from the call's start; past it, the body fails with `DEADLINE_EXCEEDED`, which
 /// tonic's unary machinery answers. The timer is set only if the body is not there at once.
 pub(crate) struct FirstMessage {
-    body: Incoming,
+    body: Metered<Incoming>,
     deadline: Instant,
     within: Duration,
     timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl FirstMessage {
-    fn new(body: Incoming, within: Duration) -> FirstMessage {
+    fn new(body: Incoming, within: Duration, bodies: Arc<BodyBytes>) -> FirstMessage {
         FirstMessage {
-            body,
+            body: Metered::new(body, bodies, |full| {
+                Box::new(tonic::Status::resource_exhausted(full.to_string()))
+            }),
             deadline: Instant::now() + within,
             within,
             timer: None,
@@ -203,7 +209,7 @@ impl hyper::body::Body for FirstMessage {
     ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
         if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
-            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+            return Poll::Ready(frame);
         }
         let deadline = this.deadline;
         let timer = this

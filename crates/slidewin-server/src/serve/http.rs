@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use futures_util::future::Either;
 
+use super::metered::Metered;
 use super::{CallCap, ConnectionLimits, Phase, Protocol, stopped};
 
 /// The HTTP listener's connections: hyper's HTTP/1 with a header read timeout, each request
@@ -57,6 +58,15 @@ impl Protocol for Http {
                 None
             };
             let router = router.clone();
+            // A data-plane body is counted against the bound on bodies in flight as it comes.
+            let request = request.map(|body| match &place {
+                Some(place) => {
+                    axum::body::Body::new(Metered::new(body, Arc::clone(&place.0.bodies), |full| {
+                        Box::new(full)
+                    }))
+                }
+                None => axum::body::Body::new(body),
+            });
             Either::Right(async move {
                 let answer = within(timeout, router, request).await;
                 drop(place);
@@ -112,7 +122,7 @@ fn shed(cap: &CallCap) -> axum::response::Response {
 async fn within(
     timeout: Duration,
     mut router: axum::Router,
-    request: http::Request<Incoming>,
+    request: http::Request<axum::body::Body>,
 ) -> Result<axum::response::Response, Infallible> {
     use axum::response::IntoResponse;
     // A `Router` is always ready (axum's documentation of `Router`'s `Service` impl).

@@ -16,6 +16,9 @@ pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 128;
 /// The most calls (gRPC calls and `POST /json` requests) in flight at once across every
 /// connection: 4,096. A call past it is refused at once.
 pub const DEFAULT_MAX_CALLS_IN_FLIGHT: usize = 4_096;
+/// The most bytes the request bodies of the calls in flight may hold together: 64 MiB. A call
+/// whose body would pass it is refused at once.
+pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 64 << 20;
 /// How long the stop lets calls in flight finish before it closes what is left: 5 s.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often an HTTP/2 connection is pinged while it is quiet: every 20 s.
@@ -80,6 +83,12 @@ pub struct ConnectionLimits {
     /// on gRPC and `503` on HTTP, and counted in `slidewin_calls_shed_total`.
     /// [`DEFAULT_MAX_CALLS_IN_FLIGHT`].
     pub max_calls_in_flight: usize,
+    /// The most bytes the request bodies of the calls in flight (gRPC messages, `POST /json`
+    /// bodies) hold together, as they are read: past it, the call whose body would go over
+    /// is refused (`RESOURCE_EXHAUSTED`, or `503`). A body may hold 1 MiB, so without it a
+    /// client trickling its bodies could make the service hold the cap on calls times that.
+    /// [`DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`].
+    pub max_body_bytes_in_flight: usize,
     /// After the stop: how long calls in flight may take to finish before the connections
     /// still open are closed; 0 closes them at once. [`DEFAULT_DRAIN_TIMEOUT`].
     pub drain_timeout: Duration,
@@ -100,6 +109,7 @@ impl Default for ConnectionLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
             max_calls_in_flight: DEFAULT_MAX_CALLS_IN_FLIGHT,
+            max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             http2_keepalive_interval: DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
             http2_keepalive_timeout: DEFAULT_HTTP2_KEEPALIVE_TIMEOUT,
@@ -134,6 +144,9 @@ impl ConnectionLimits {
         }
         if self.max_calls_in_flight == 0 {
             return Err("max_calls_in_flight is 0: the service must take a call".to_owned());
+        }
+        if self.max_body_bytes_in_flight == 0 {
+            return Err("max_body_bytes_in_flight is 0: a call's body must fit".to_owned());
         }
         if self.idle_timeout < self.request_timeout {
             return Err(format!(

@@ -1,5 +1,5 @@
-//! Listening: the gRPC and HTTP listeners, each connection's bounds, optional TLS, reloads on a
-//! file change or SIGHUP, and a graceful stop.
+//! Listening: the gRPC and HTTP listeners, each connection's bounds and all calls' together,
+//! optional TLS, and a stop that finishes within its drain.
 //!
 //! Both listeners take connections through one accept loop of ours and serve them on hyper
 //! (HTTP/1 for the HTTP API, HTTP/2 for gRPC, with tonic's unary machinery behind it), so
@@ -25,6 +25,16 @@
 //!   calls in flight is never cut by it. (tonic's own server is not used: in tonic 0.14,
 //!   `max_connection_age` is the only such bound, and it cuts the calls in flight without a
 //!   `GOAWAY` when given a grace period, and closes busy connections too.)
+//! - a gRPC call's message must come within the header read timeout (else
+//!   `DEADLINE_EXCEEDED`), and an answer its client does not take (its flow-control window
+//!   kept shut) gets its connection closed within one and a half request timeouts.
+//!
+//! And every connection of both listeners together: at most
+//! [`ConnectionLimits::max_calls_in_flight`] calls (gRPC, and `POST /json`) in flight, their
+//! bodies at most [`ConnectionLimits::max_body_bytes_in_flight`] bytes; a call past either is
+//! shed at once (`RESOURCE_EXHAUSTED`, `503`). On the stop, the service drains, the listeners
+//! stop accepting, and the connections still open after
+//! [`ConnectionLimits::drain_timeout`] are closed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -49,6 +59,7 @@ mod bounded;
 mod grpc;
 mod http;
 mod limits;
+mod metered;
 
 use bounded::accept;
 use grpc::GrpcConnections;
@@ -57,10 +68,11 @@ use http::Http;
 pub use limits::{
     ConnectionLimits, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
     DEFAULT_HTTP2_KEEPALIVE_INTERVAL, DEFAULT_HTTP2_KEEPALIVE_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_CALLS_IN_FLIGHT, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, DEFAULT_MAX_CALLS_IN_FLIGHT, DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT,
 };
 use limits::{GRPC_FIRST_BYTES, HTTP_FIRST_BYTES};
+pub(crate) use metered::bodies_full;
 
 /// Where to listen, what to show, each connection's bounds, and TLS.
 ///
@@ -253,10 +265,7 @@ pub async fn serve<B: ServiceBackend>(
         service
     };
     let draining = service.clone();
-    let cap = Arc::new(CallCap::new(
-        limits.max_calls_in_flight,
-        service.engine().metrics(),
-    ));
+    let cap = Arc::new(CallCap::new(&limits, service.engine().metrics()));
     let http = listen(
         listeners.http,
         (limits, HTTP_FIRST_BYTES, Arc::clone(&cap)),
@@ -331,11 +340,15 @@ pub(super) struct CallCap {
     stalled: Counter,
     /// Connections still open when the drain was over, closed.
     drained: Counter,
+    /// The bytes of the request bodies in flight.
+    bodies: Arc<metered::BodyBytes>,
 }
 
 impl CallCap {
-    fn new(max: usize, metrics: &crate::Metrics) -> CallCap {
+    fn new(limits: &ConnectionLimits, metrics: &crate::Metrics) -> CallCap {
+        let max = limits.max_calls_in_flight;
         CallCap {
+            bodies: Arc::new(metered::BodyBytes::new(limits.max_body_bytes_in_flight)),
             max: i64::try_from(max).unwrap_or(i64::MAX),
             in_flight: metrics.calls_in_flight(),
             shed_grpc: metrics.calls_shed("grpc"),

@@ -232,3 +232,37 @@ async fn hostile_29_a_call_without_its_message_is_cancelled_at_the_header_timeou
     assert!(back, "{}", metrics.encode());
     stop_within_guard(served).await;
 }
+
+/// The bodies of the calls in flight are bounded in bytes together: with the cap on calls, a
+/// client trickling 1 MiB bodies could otherwise make the service hold 4 GiB. A call whose body
+/// would go past the bound is refused by name, on both listeners; the others are served.
+#[tokio::test]
+async fn calls_whose_bodies_pass_the_bound_in_flight_are_refused_by_name() {
+    let (served, _) = serving(ConnectionLimits {
+        max_body_bytes_in_flight: 1_000,
+        ..ConnectionLimits::default()
+    })
+    .await;
+    let long = "v".repeat(2_000);
+    let refused = should_rate_limit(served.grpc, request("api", &[("client", &long)]))
+        .await
+        .unwrap_err();
+    assert_status(
+        &refused,
+        tonic::Code::ResourceExhausted,
+        &["max_body_bytes_in_flight"],
+    );
+    let (status, body) = post_json(served.http, json_request("client", &long)).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("max_body_bytes_in_flight"), "{body}");
+    // Each body's bytes come back with it: small calls go on being served.
+    for _ in 0..3 {
+        let answer = should_rate_limit(served.grpc, request("api", &[("client", "small")]))
+            .await
+            .expect("served");
+        assert_eq!(answer.overall_code, PbCode::Ok as i32);
+    }
+    let (status, body) = post_json(served.http, json_request("client", "tiny")).await;
+    assert_eq!(status, 200, "{body}");
+    stop_within_guard(served).await;
+}

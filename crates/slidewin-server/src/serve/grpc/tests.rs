@@ -135,7 +135,7 @@ impl Connection {
             io: ours,
             written: Arc::clone(&written),
         };
-        let cap = Arc::new(CallCap::new(limits.max_calls_in_flight, &Metrics::new()));
+        let cap = Arc::new(CallCap::new(&limits, &Metrics::new()));
         let gated = Gated {
             gate: Arc::clone(gate),
             message,
