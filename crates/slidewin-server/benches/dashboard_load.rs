@@ -29,6 +29,12 @@
 //!
 //! `cargo bench` passes `--bench`; without it (`cargo test --benches`) this does nothing.
 
+#[path = "support/load.rs"]
+mod load;
+
+use load::{connect, env, median, runtime};
+use tonic::transport::Channel;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,9 +53,7 @@ use slidewin::time::MonotonicClock;
 use slidewin_server::{
     Bounds, Config, Engine, Listeners, Metrics, ServeOptions, Service, SnapshotSource,
 };
-use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
-use tonic::transport::{Channel, Endpoint};
 
 /// What the environment says, with the defaults.
 struct Settings {
@@ -60,15 +64,6 @@ struct Settings {
     rounds: usize,
     server_threads: usize,
     client_threads: usize,
-}
-
-fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
-    let value = std::env::var(name).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={value}: not a valid value")),
-    )
 }
 
 impl Settings {
@@ -173,15 +168,6 @@ fn request(rule: usize) -> RateLimitRequest {
     }
 }
 
-async fn connect(addr: SocketAddr) -> Channel {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .unwrap()
-}
-
 /// Open event streams, read to the end by tasks of their own.
 struct Dashboards {
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -259,17 +245,7 @@ struct Measured {
 impl Measured {
     /// The `p`th quantile, nearest rank, in milliseconds.
     fn quantile_ms(&self, p: f64) -> f64 {
-        let n = self.latencies.len();
-        if n == 0 {
-            return f64::NAN;
-        }
-        #[allow(
-            clippy::cast_precision_loss,
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss
-        )]
-        let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
-        f64::from(self.latencies[rank - 1]) / 1e6
+        load::quantile(&self.latencies, p) / 1e6
     }
 
     fn per_second(&self) -> f64 {
@@ -307,20 +283,6 @@ async fn checks(
         latencies,
         elapsed: start.elapsed(),
     }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn runtime(threads: usize, name: &str) -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads.max(1))
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// One row: streams open, checks a second, p50, p90, p99, p99.9, max (ms), events a second a

@@ -47,6 +47,12 @@
 //!
 //! `cargo bench` passes `--bench`; without it (`cargo test --benches`) this does nothing.
 
+#[path = "support/load.rs"]
+mod load;
+
+use load::{connect, env, median, runtime};
+use tonic::transport::Channel;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,9 +71,7 @@ use slidewin_server::{
     Bounds, Config, Engine, Listeners, Metrics, ServeOptions, Service, ServiceBackend,
 };
 use tokio::net::TcpListener;
-use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
-use tonic::transport::{Channel, Endpoint};
 
 /// The clients checked in turn.
 const CLIENTS: u64 = 10_000;
@@ -92,15 +96,6 @@ struct Settings {
     only: Option<String>,
     server_threads: usize,
     client_threads: usize,
-}
-
-fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
-    let value = std::env::var(name).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={value}: not a valid value")),
-    )
 }
 
 impl Settings {
@@ -245,15 +240,6 @@ fn request(client: &str) -> RateLimitRequest {
     }
 }
 
-async fn connect(addr: SocketAddr) -> Channel {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .unwrap()
-}
-
 /// Before measuring: a probe client is answered `OK`; on slidewin, with both limits, `burst`
 /// binding, and one less remaining a check.
 async fn assert_answers(server: &Server) {
@@ -310,17 +296,7 @@ impl Measured {
 
     /// The `p`th quantile, nearest rank, in microseconds.
     fn quantile_us(&self, p: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        let n = self.latencies.len();
-        #[allow(
-            clippy::cast_precision_loss,
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss
-        )]
-        let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
-        f64::from(self.latencies[rank - 1]) / 1e3
+        load::quantile(&self.latencies, p) / 1e3
     }
 }
 
@@ -426,20 +402,6 @@ async fn measure(
         latencies,
         denied,
     }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn runtime(threads: usize, name: &str) -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads.max(1))
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn main() {
