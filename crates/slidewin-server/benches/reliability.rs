@@ -94,22 +94,30 @@ impl Serving {
     }
 
     /// SIGTERM, then the time until it exits, or `None` if it had not by `bound` (then killed).
-    fn stop_within(mut self, bound: Duration) -> Option<Duration> {
+    fn stop_within(self, bound: Duration) -> Option<Duration> {
+        let pid = self.child.id();
+        let mut child = self.child;
+        // The exit is waited for on a thread of its own, which says when it came.
+        let (exited, exit) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let _ = child.wait();
+            let _ = exited.send(Instant::now());
+            child
+        });
         let sent = Instant::now();
         let killed = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args(["-TERM", &pid.to_string()])
             .status()
             .expect("kill runs");
         assert!(killed.success());
-        while sent.elapsed() < bound {
-            if self.child.try_wait().expect("its status").is_some() {
-                return Some(sent.elapsed());
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        let took = exit.recv_timeout(bound).ok().map(|at| at - sent);
+        if took.is_none() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        None
+        drop(waiter.join());
+        took
     }
 }
 

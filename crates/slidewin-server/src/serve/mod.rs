@@ -379,8 +379,9 @@ impl CallCap {
     /// Why a call was shed, in words.
     fn refusal(&self) -> String {
         format!(
-            "overloaded: {} calls are in flight, at most {} (max_calls_in_flight); try again",
-            self.max, self.max
+            "overloaded: {} calls are in flight, the most at once (max_calls_in_flight); try \
+             again",
+            self.max
         )
     }
 }
