@@ -94,6 +94,12 @@ impl Decision {
         Decision::allow_nanos(limit, remaining, saturating_nanos(reset_after))
     }
 
+    /// When denied, the wait in nanoseconds (`u64::MAX` for never); 0 when admitted.
+    #[inline]
+    pub(crate) fn retry_after_nanos(&self) -> u64 {
+        self.retry_after
+    }
+
     /// A denial, for a backend of your own; `Duration::MAX` as `retry_after` means never.
     ///
     /// ```
@@ -457,25 +463,11 @@ impl Decisions {
     }
 }
 
-/// The binding decision's index: the denial with the longest `retry_after`, else the
-/// admission with the least `remaining` for its `limit`; the first on a tie.
+/// The binding decision's index, by [`Decision::binds_before`]; the first on a tie.
 fn binding(each: &[Decision]) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, d) in each.iter().enumerate() {
-        let better = match best.map(|b| &each[b]) {
-            None => true,
-            Some(b) => match (b.allowed(), d.allowed()) {
-                (true, false) => true,
-                (false, true) => false,
-                (false, false) => d.retry_after > b.retry_after,
-                // `d` is closer to its limit: d.remaining / d.limit < b.remaining / b.limit.
-                (true, true) => {
-                    u128::from(d.remaining) * u128::from(b.limit)
-                        < u128::from(b.remaining) * u128::from(d.limit)
-                }
-            },
-        };
-        if better {
+        if best.is_none_or(|b| d.binds_before(&each[b])) {
             best = Some(i);
         }
     }

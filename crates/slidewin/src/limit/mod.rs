@@ -60,6 +60,7 @@
 //! ```
 
 mod algorithm;
+mod binding;
 mod budget;
 mod decision;
 mod fixed_window;
@@ -74,6 +75,7 @@ mod sliding_log;
 use crate::time::Moment;
 
 pub use algorithm::Algorithm;
+pub use binding::Binding;
 pub use budget::MemoryBudget;
 pub use decision::{Decision, Decisions, LimitError};
 pub use fixed_window::FixedWindow;
