@@ -136,8 +136,13 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Colours only for a person at a terminal: a file, a pipe or a log collector gets plain
+    // text (and `NO_COLOR`, https://no-color.org, turns them off anywhere).
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colours)
         .with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Text => logs.init(),

@@ -308,3 +308,21 @@ fn hostile_29_a_fifo_in_the_configs_place_blocks_nothing() {
     signal(&serving.child, "TERM");
     assert_eq!(serving.child.wait().unwrap().code(), Some(0));
 }
+
+/// Issue 30: text logs kept their ANSI colour codes when stderr was a pipe or a file, so a log
+/// collector stored `\x1b[33m WARN\x1b[0m`. Off a terminal they are plain text.
+#[test]
+fn issue_30_text_logs_off_a_terminal_have_no_colour_codes() {
+    let url = format!("redis://127.0.0.1:{}", quiet_port());
+    let mut serving = serve_logging(
+        &["--redis", &url, "--failure-policy", "open"],
+        Stdio::piped(),
+    );
+    let mut logs = BufReader::new(serving.child.stderr.take().expect("its logs"));
+    let mut warning = String::new();
+    logs.read_line(&mut warning).unwrap();
+    assert!(warning.contains(" WARN "), "{warning:?}");
+    assert!(!warning.contains('\x1b'), "{warning:?}");
+    signal(&serving.child, "TERM");
+    assert_eq!(serving.child.wait().unwrap().code(), Some(0));
+}

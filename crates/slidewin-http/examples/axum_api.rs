@@ -97,7 +97,7 @@ fn limits() -> Result<Limits, Box<dyn std::error::Error>> {
         .on_refusal(|refusal: &Refusal<'_>| match refusal {
             // The upload's API key is missing: the client's mistake, not the `500` of the
             // default answer (which a missing peer address, a server's mistake, keeps).
-            Refusal::MissingKey { policies } if policies.contains(&"upload-kib") => {
+            Refusal::MissingKey { policies, .. } if policies.contains(&"upload-kib") => {
                 let mut response = Response::new("an upload needs an x-api-key header\n".into());
                 *response.status_mut() = StatusCode::UNAUTHORIZED;
                 let text = HeaderValue::from_static("text/plain; charset=utf-8");

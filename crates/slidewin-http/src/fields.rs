@@ -31,8 +31,10 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 ///   is not whole seconds has no `w`, which the draft makes optional, rather than a rounded one.
 /// - `RateLimit: "burst";r=3;t=1`: the binding rule's units left (`r`) and the seconds until
 ///   its window resets (`t`, rounded up), from a check's [`Decisions`]: the rule that denied,
-///   or else the one closest to its limit, as the draft asks.
-/// - `Retry-After` on a denial: the whole seconds until every rule admits, rounded up.
+///   or else the one closest to its limit, as the draft asks (the rule is
+///   [`Decision::binds_before`]).
+/// - `Retry-After` on a denial: the whole seconds until every rule admits, rounded up. On a
+///   denial `t` is that same number, so the two never disagree.
 ///
 /// The values are built with the `sfv` crate (structured field values, RFC 9651), and the
 /// policy once, when the fields are.
@@ -194,9 +196,7 @@ impl RateLimitFields {
         let mut remaining = itoa::Buffer::new();
         let remaining = remaining.format(number(decision.remaining())).as_bytes();
         let mut reset = itoa::Buffer::new();
-        let reset = reset
-            .format(number(whole_seconds(decision.reset_after())))
-            .as_bytes();
+        let reset = reset.format(number(reset_seconds(decision))).as_bytes();
         // Exactly the value's length: a `Vec` with room to spare would cost the header value
         // a second allocation, for the shared buffer `Bytes` makes of it.
         let mut out = Vec::with_capacity(member.len() + remaining.len() + 3 + reset.len());
@@ -266,7 +266,7 @@ impl RateLimitFields {
         );
         headers.insert(
             X_RATELIMIT_RESET,
-            HeaderValue::from(whole_seconds(decision.reset_after())),
+            HeaderValue::from(reset_seconds(decision)),
         );
     }
 }
@@ -288,6 +288,14 @@ pub fn retry_after(decision: &Decision) -> Option<HeaderValue> {
     decision
         .retry_after()
         .map(|wait| HeaderValue::from(whole_seconds(wait)))
+}
+
+/// `RateLimit`'s `t`: on a denial, the seconds until the cost is admitted, the same number as
+/// `Retry-After` (the draft has `Retry-After` no earlier than `t`: a window that resets later
+/// than the units come back would tell a client to wait longer than it must); otherwise, or
+/// when the cost is never admitted, the seconds until the window resets.
+fn reset_seconds(decision: &Decision) -> u64 {
+    whole_seconds(decision.retry_after().unwrap_or(decision.reset_after()))
 }
 
 /// `duration` in whole seconds, rounded up.

@@ -4,13 +4,14 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use http::request::Parts;
 use http::{Request, Response};
-use slidewin::limit::Decisions;
+use slidewin::limit::Binding;
 use slidewin::stats::MetricEvent;
 use slidewin::{Clock, Decision, Moment, WindowMetrics};
 use tower::{Layer, Service};
@@ -389,7 +390,9 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn build(self) -> Result<RateLimitLayer<B, C>, ConfigError> {
-        let start = self.clock.now();
+        // Shared with each policy's statistics, which read it for their snapshots.
+        let clock = Arc::new(self.clock);
+        let start = clock.now();
         let mut stats = Vec::new();
         let mut limits = Vec::with_capacity(self.limits.len());
         for limit in self.limits {
@@ -417,6 +420,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
                 stats.push(PolicyStats::new(
                     rule.name(),
                     shadow,
+                    Arc::clone(&clock) as Arc<dyn Clock + Send + Sync>,
                     Arc::clone(&requests),
                     self.stats_span,
                     self.stats_buckets,
@@ -448,7 +452,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
                 backend: self.backend,
-                clock: self.clock,
+                clock,
                 limits: limits.into_boxed_slice(),
                 stats: stats.into_boxed_slice(),
                 missing_key: self.missing_key,
@@ -456,6 +460,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
                 degraded: self.degraded,
                 on_refusal: self.on_refusal,
                 stats_on: self.stats_on,
+                warned_fix: AtomicBool::new(false),
             }),
         })
     }
@@ -463,7 +468,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
 
 struct Shared<B: Backend, C> {
     backend: B,
-    clock: C,
+    clock: Arc<C>,
     limits: Box<[Armed<B::Store>]>,
     stats: Box<[PolicyStats]>,
     missing_key: MissingKey,
@@ -471,6 +476,8 @@ struct Shared<B: Backend, C> {
     degraded: bool,
     on_refusal: Arc<RefusalFn>,
     stats_on: bool,
+    /// Whether the server's missing-key fix was logged: it is, once.
+    warned_fix: AtomicBool,
 }
 
 /// A limit with its stores.
@@ -604,28 +611,23 @@ impl Outcome {
         self.each(armed).any(|(r, d)| r == rule && !d.allowed())
     }
 
-    /// The binding decision among those made, with its rule's index in the limit: the denial
-    /// with the longest wait, else the admission closest to its limit (as [`Decisions`]).
+    /// The binding decision among those made, with its rule's index in the limit: the core's
+    /// [`Binding`], so the service names the same rule for the same decisions.
     fn binding<S>(&self, armed: &Armed<S>) -> Option<(usize, Decision)> {
         let of = |part: &Option<Part<S>>, answer: &Option<Answer>| {
             let (part, answer) = (part.as_ref()?, answer.as_ref()?);
             Some((part.rules[answer.binding()], answer.decision()))
         };
-        match (
-            of(&armed.enforced, &self.enforced),
-            of(&armed.shadowed, &self.shadowed),
-        ) {
-            (Some(enforced), Some(shadowed)) => {
-                // Only a limit with both kinds of policy pays for this allocation.
-                let both = Decisions::new(vec![enforced.1, shadowed.1])?;
-                Some(if both.binding() == 0 {
-                    enforced
-                } else {
-                    shadowed
-                })
-            }
-            (one, other) => one.or(other),
+        let mut binding = Binding::new();
+        if let Some((rule, decision)) = of(&armed.enforced, &self.enforced) {
+            binding.offer(decision, rule);
         }
+        if let Some((rule, decision)) = of(&armed.shadowed, &self.shadowed) {
+            binding.offer_shadow(decision, rule);
+        }
+        binding
+            .into_inner()
+            .map(|(decision, rule)| (rule, decision))
     }
 }
 
@@ -688,7 +690,15 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                 MissingKey::Deny => {
                     let names = armed.limit.rules().rules();
                     let policies = names.iter().map(|r| r.name()).collect();
-                    let mut response = (self.on_refusal)(&Refusal::MissingKey { policies });
+                    let fix = armed.limit.missing_key_fix(parts);
+                    if let Some(fix) = fix
+                        && !self.warned_fix.swap(true, Ordering::Relaxed)
+                    {
+                        // Once: every request of a misconfigured server would repeat it.
+                        tracing::warn!("a rate limit answers 500 to every request: {fix}");
+                    }
+                    let refusal = Refusal::MissingKey { policies, fix };
+                    let mut response = (self.on_refusal)(&refusal);
                     self.insert_fields(armed, None, None, response.headers_mut());
                     Plan::Refuse(response)
                 }

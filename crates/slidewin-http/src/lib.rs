@@ -61,7 +61,7 @@ pub use layer::{
 };
 pub use limit::{Key, Limit, RequestKey};
 pub use refusal::{QUOTA_EXCEEDED, Refusal, TEMPORARY_REDUCED_CAPACITY, problem};
-pub use stats::PolicyStats;
+pub use stats::{PolicySnapshot, PolicyStats};
 
 // The README's examples are compiled as tests too.
 #[doc = include_str!("../README.md")]

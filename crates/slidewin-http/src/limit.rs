@@ -123,6 +123,15 @@ impl Key {
         self.of(parts).map(|key| key.key().to_string())
     }
 
+    /// Why the key of a request it found none for is the server's setup and not the client's:
+    /// an address key on a server that records no peer address.
+    pub(crate) fn server_fix(&self, parts: &Parts) -> Option<&'static str> {
+        match &self.0 {
+            KeyKind::PeerIp | KeyKind::ClientIp(_) if peer(parts).is_none() => Some(NO_PEER_FIX),
+            _ => None,
+        }
+    }
+
     /// The key of a request, without allocating for an address or a header's value.
     pub(crate) fn of<'p>(&self, parts: &'p Parts) -> Option<Extracted<'p>> {
         match &self.0 {
@@ -227,6 +236,12 @@ impl fmt::Debug for Key {
         }
     }
 }
+
+/// What to do when an address key finds no peer address: the server's setup, never the
+/// client's fault, so the log and the answer both say it.
+const NO_PEER_FIX: &str = "the server records no peer address: serve the app with \
+    `into_make_service_with_connect_info::<SocketAddr>()` (axum), or put the peer's \
+    `SocketAddr` in each request's extensions";
 
 /// The peer's address the server recorded in the request.
 fn peer(parts: &Parts) -> Option<SocketAddr> {
@@ -484,6 +499,12 @@ impl Limit {
     /// The request's key, by the limit's [`Key`].
     pub(crate) fn key_of<'p>(&self, parts: &'p Parts) -> Option<Extracted<'p>> {
         self.key.of(parts)
+    }
+
+    /// For a request [`key_of`](Limit::key_of) found no key for, the server's fix, if the
+    /// server and not the client is the reason.
+    pub(crate) fn missing_key_fix(&self, parts: &Parts) -> Option<&'static str> {
+        self.key.server_fix(parts)
     }
 
     /// The request's cost.

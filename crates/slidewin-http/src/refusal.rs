@@ -57,6 +57,9 @@ pub enum Refusal<'a> {
     MissingKey {
         /// The policies of the limit whose key is missing.
         policies: Vec<&'a str>,
+        /// When the server's setup and not the client is the reason (an address key on a
+        /// server that records no peer address), how to fix it; the default body says it.
+        fix: Option<&'a str>,
     },
     /// The store could not decide (`503`): it is down and there is no failure policy, or the
     /// failure policy is closed.
@@ -107,9 +110,13 @@ impl fmt::Display for Refusal<'_> {
                 f,
                 "the limiter tracks its cap of {cap} clients, none idle; new clients must wait"
             ),
-            Refusal::MissingKey { policies } => {
+            Refusal::MissingKey { policies, fix } => {
                 write!(f, "the request has no key for the polic")?;
-                list(f, policies)
+                list(f, policies)?;
+                match fix {
+                    Some(fix) => write!(f, ": {fix}"),
+                    None => Ok(()),
+                }
             }
             Refusal::Unavailable { .. } => f.write_str("the rate limiter's store is unavailable"),
         }

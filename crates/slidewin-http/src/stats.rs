@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidewin::stats::MetricEvent;
-use slidewin::{Moment, WindowMetrics};
+use slidewin::{Clock, Moment, WindowMetrics};
 
 use crate::error::ConfigError;
 
@@ -51,6 +51,8 @@ use crate::error::ConfigError;
 pub struct PolicyStats {
     name: Box<str>,
     shadow: bool,
+    /// The layer's clock, so that a snapshot reads the statistics at the layer's time.
+    clock: Arc<dyn Clock + Send + Sync>,
     /// The limit's, shared by its policies.
     requests: Arc<WindowMetrics>,
     denials: WindowMetrics,
@@ -60,6 +62,7 @@ impl PolicyStats {
     pub(crate) fn new(
         name: &str,
         shadow: bool,
+        clock: Arc<dyn Clock + Send + Sync>,
         requests: Arc<WindowMetrics>,
         span: Duration,
         buckets: u32,
@@ -68,6 +71,7 @@ impl PolicyStats {
         Ok(PolicyStats {
             name: name.into(),
             shadow,
+            clock,
             requests,
             denials: WindowMetrics::new(span, buckets, start)?,
         })
@@ -131,11 +135,72 @@ impl PolicyStats {
     }
 }
 
+impl PolicyStats {
+    /// The counts now, on the layer's own clock: no `Clock` to import, no time to pass.
+    ///
+    /// ```
+    /// use axum::{Router, body::Body, routing::get};
+    /// use http::Request;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Key, Limit, Memory, RateLimitLayer};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rules = RuleSet::from(Rule::new("api", Kind::SlidingLog, "2/minute".parse()?)?);
+    /// let layer = RateLimitLayer::builder(Memory::new())
+    ///     .limit(Limit::new(rules).key(Key::global()))
+    ///     .build()?;
+    /// let app = Router::new().route("/", get(|| async { "ok" })).layer(layer.clone());
+    /// for _ in 0..3 {
+    ///     app.clone().oneshot(Request::get("/").body(Body::empty())?).await?;
+    /// }
+    /// let api = layer.policy("api").unwrap().snapshot();
+    /// assert_eq!((api.passed, api.denied, api.shadow_denied), (2, 1, 0));
+    /// println!("{api:?}"); // the name, the time read and the counts
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn snapshot(&self) -> PolicySnapshot {
+        let now = self.clock.now();
+        PolicySnapshot {
+            name: self.name.to_string(),
+            shadow: self.shadow,
+            at: now,
+            passed: self.passed(now),
+            denied: self.denied(now),
+            shadow_denied: self.shadow_denied(now),
+        }
+    }
+}
+
+/// What a policy did over its window, read at one moment: [`PolicyStats::snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PolicySnapshot {
+    /// The policy's name.
+    pub name: String,
+    /// Whether it is in shadow mode.
+    pub shadow: bool,
+    /// When it was read, on the layer's clock.
+    pub at: Moment,
+    /// Requests passed in the window.
+    pub passed: u64,
+    /// Requests this policy denied in the window (none in shadow mode).
+    pub denied: u64,
+    /// Requests it would have denied in the window, in shadow mode.
+    pub shadow_denied: u64,
+}
+
+/// Prints a [`snapshot`](PolicyStats::snapshot): the counts now, not only the name.
 impl fmt::Debug for PolicyStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let snapshot = self.snapshot();
         f.debug_struct("PolicyStats")
-            .field("name", &self.name)
-            .field("shadow", &self.shadow)
+            .field("name", &snapshot.name)
+            .field("shadow", &snapshot.shadow)
+            .field("passed", &snapshot.passed)
+            .field("denied", &snapshot.denied)
+            .field("shadow_denied", &snapshot.shadow_denied)
             .finish_non_exhaustive()
     }
 }

@@ -395,3 +395,71 @@ proptest! {
         prop_assert_eq!(Key::peer_ip().extract(&parts), Some(address.to_string()));
     }
 }
+
+/// Issue 30: an app served without `into_make_service_with_connect_info` answered 500 to every
+/// request, logged nothing, and its body did not point to the fix. Now the body says the fix
+/// and one warning says it, once, however many requests fail.
+#[tokio::test]
+async fn issue_30_a_server_without_peer_addresses_says_the_fix_once() {
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Log {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let layer = RateLimitLayer::builder(Memory::new())
+        .limit(
+            Limit::new(RuleSet::from(rule("per-ip", Kind::SlidingLog, "5/s"))).key(Key::peer_ip()),
+        )
+        .build()
+        .unwrap();
+    let router = app(layer);
+    for _ in 0..3 {
+        let no_peer = Request::get("/").body(Body::empty()).unwrap();
+        let response = call(&router, no_peer).await;
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = json(response).await;
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("into_make_service_with_connect_info::<SocketAddr>()"),
+            "{detail}"
+        );
+    }
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.matches("WARN").count(), 1, "{text}");
+    assert!(
+        text.contains("into_make_service_with_connect_info"),
+        "{text}"
+    );
+
+    // A client's missing header is the client's: no fix, no warning.
+    let by_header = RateLimitLayer::builder(Memory::new())
+        .limit(
+            Limit::new(RuleSet::from(rule("per-key", Kind::SlidingLog, "5/s")))
+                .key(Key::header(http::HeaderName::from_static("x-api-key"))),
+        )
+        .build()
+        .unwrap();
+    let body = json(call(&app(by_header), from("192.0.2.1:1")).await).await;
+    assert_eq!(
+        body["detail"],
+        "the request has no key for the policy `per-key`"
+    );
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.matches("WARN").count(), 1, "{text}");
+}

@@ -320,7 +320,12 @@ pub struct Descriptor {
 /// What a descriptor enforces.
 #[derive(Clone, Debug)]
 pub struct Limit {
-    name: Option<String>,
+    /// The one name it is shown by; see [`Limit::name`].
+    name: String,
+    /// The config's `name`, which `replaces` refers to.
+    written: Option<String>,
+    /// A `limits` list: each rule keeps the name the config gave it.
+    listed: bool,
     replaces: Vec<String>,
     enforce: Enforce,
 }
@@ -486,10 +491,35 @@ impl Descriptor {
 }
 
 impl Limit {
-    /// Its `name`, which `replaces` refers to.
+    /// The one name it is shown by, in the `RateLimit` fields, `current_limit.name`, the metric
+    /// labels, `/api/stats`, the dashboard and the logs: the config's `name` if it has one,
+    /// else its descriptor path without the domain, as envoy ratelimit spells paths (`key` or
+    /// `key_value` for each level, joined by `.`). Characters a rule name does not allow
+    /// (ASCII letters, digits, `_`, `-`, `.`) become `_`, so the entry `path: /search` is
+    /// `path__search`; a name past 64 bytes keeps its last 64; a name another limit of the
+    /// domain already has (in config order) gets `.2`, `.3` and so on.
+    ///
+    /// ```
+    /// use slidewin_server::Config;
+    /// let config = Config::parse("domain: api\ndescriptors:\n  - key: path\n    value: /search\n    rate_limit: {quota: 5/s}\n  - key: user\n    rate_limit: {name: per-user, quota: 9/s}\n", "api.yaml")?;
+    /// let names: Vec<&str> = config.domains()[0]
+    ///     .descriptors()
+    ///     .iter()
+    ///     .filter_map(|d| d.limit())
+    ///     .map(|l| l.name())
+    ///     .collect();
+    /// assert_eq!(names, ["path__search", "per-user"]);
+    /// # Ok::<(), slidewin_server::ConfigFileError>(())
+    /// ```
     #[must_use]
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its `name` as the config wrote it, which `replaces` refers to.
+    #[must_use]
+    pub fn written_name(&self) -> Option<&str> {
+        self.written.as_deref()
     }
 
     /// The names of the limits it replaces when both apply to one request.
@@ -735,9 +765,61 @@ fn shown(text: &str) -> String {
 impl RootYaml {
     fn build(self, file: &str) -> Result<Domain, ConfigFileError> {
         let name = self.domain.0;
-        let descriptors = build_level(self.descriptors.0, &name, file)?;
+        let mut descriptors = build_level(self.descriptors.0, &name, file)?;
+        let mut taken = HashSet::new();
+        name_limits(&mut descriptors, &name, &mut taken)
+            .map_err(|message| ConfigFileError::new(file, message))?;
         Ok(Domain { name, descriptors })
     }
+}
+
+/// Names every limit of a domain's tree, in config order (see [`Limit::name`]): the one name
+/// is derived here, once, and a single rule takes it as its own.
+fn name_limits(
+    level: &mut [Descriptor],
+    domain: &str,
+    taken: &mut HashSet<String>,
+) -> Result<(), String> {
+    for descriptor in level {
+        if let Some(limit) = &mut descriptor.limit {
+            let path = descriptor.path.as_str();
+            let written = limit.written.as_deref();
+            let base = rule_name(written.unwrap_or_else(|| {
+                path.strip_prefix(domain)
+                    .and_then(|p| p.strip_prefix('.'))
+                    .unwrap_or(path)
+            }));
+            let name = unique_name(&base, taken);
+            if let Enforce::Rules { rules, .. } = &mut limit.enforce
+                && !limit.listed
+                && let [one] = rules.rules()
+                && one.name() != name
+            {
+                let renamed = Rule::new(&name, one.kind(), one.quota())
+                    .and_then(|rule| RuleSet::new([rule]))
+                    .map_err(|e| format!("`{}`: {e}", shown(path)))?;
+                *rules = renamed;
+            }
+            limit.name = name;
+        }
+        name_limits(&mut descriptor.descriptors, domain, taken)?;
+    }
+    Ok(())
+}
+
+/// `base`, or when it is taken `base.2`, `base.3`…, within a rule name's length; now taken.
+fn unique_name(base: &str, taken: &mut HashSet<String>) -> String {
+    let mut name = base.to_owned();
+    let mut n = 1u32;
+    while taken.contains(&name) {
+        n += 1;
+        let suffix = format!(".{n}");
+        let keep = Rule::MAX_NAME_LEN - suffix.len();
+        let start = base.len().saturating_sub(keep);
+        name = format!("{}{suffix}", &base[start..]);
+    }
+    taken.insert(name.clone());
+    name
 }
 
 fn build_level(
@@ -845,7 +927,9 @@ impl RateLimitYaml {
                 );
             }
             return Ok(Limit {
-                name: self.name,
+                name: String::new(),
+                written: self.name,
+                listed: false,
                 replaces,
                 enforce: Enforce::Unlimited,
             });
@@ -870,7 +954,9 @@ impl RateLimitYaml {
                 let rpu = rpu.map_or(0, |r| u64::from(r.0));
                 if rpu == 0 {
                     return Ok(Limit {
-                        name: self.name,
+                        name: String::new(),
+                        written: self.name,
+                        listed: false,
                         replaces,
                         enforce: Enforce::Blocked { unit },
                     });
@@ -889,7 +975,9 @@ impl RateLimitYaml {
         let rule = Rule::new(&name, kind, quota).map_err(|e| e.to_string())?;
         let rules = RuleSet::new([rule]).map_err(|e| e.to_string())?;
         Ok(Limit {
-            name: self.name,
+            name: String::new(),
+            written: self.name,
+            listed: false,
             replaces,
             enforce: Enforce::Rules {
                 rules,
@@ -944,7 +1032,9 @@ fn build_list(list: Vec<RateLimitYaml>, path: &str) -> Result<Limit, String> {
     }
     let rules = RuleSet::new(rules).map_err(|e| e.to_string())?;
     Ok(Limit {
-        name: None,
+        name: String::new(),
+        written: None,
+        listed: true,
         replaces: Vec::new(),
         enforce: Enforce::Rules { rules, units },
     })

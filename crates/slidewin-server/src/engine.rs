@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
+use slidewin::limit::Binding;
 use slidewin::stats::{MetricEvent, MetricStats, WindowMetrics};
 use slidewin::{Clock, Decision, Moment};
 use slidewin_http::{BackendError, RATELIMIT, RATELIMIT_POLICY, RateLimitFields, RequestKey};
@@ -299,7 +300,7 @@ impl RequestError {
 pub(crate) struct RuleRt<B: Backend> {
     pub(crate) domain: String,
     pub(crate) path: String,
-    /// The name it is shown by (the dashboard, `current_limit`, the top keys).
+    /// Its one name, everywhere it is shown (see [`crate::config::Limit::name`]).
     pub(crate) shown: String,
     pub(crate) name: Option<String>,
     pub(crate) replaces: Vec<String>,
@@ -668,7 +669,7 @@ impl<B: Backend> Engine<B> {
         let mut statuses = Vec::with_capacity(request.descriptors.len());
         // The descriptor whose limit binds the `RateLimit` field: its index, its binding rule's
         // index in the set, and that rule's decision.
-        let mut binding: Option<(usize, usize, Decision)> = None;
+        let mut binding = Binding::new();
         let mut policies: Vec<HeaderValue> = Vec::new();
         let mut degraded = false;
         let mut failed_rate = 0;
@@ -709,20 +710,10 @@ impl<B: Backend> Engine<B> {
                 quota_total += 1;
             }
             if let Some((rule_at, decision)) = decided {
-                // An enforced limit binds before a shadow one, whatever the shadow one says.
-                let tighter = match &binding {
-                    None => true,
-                    Some((held_at, _, held)) => {
-                        let held_shadow = matched[*held_at].as_ref().is_some_and(|(r, _)| r.shadow);
-                        match (rule.shadow, held_shadow) {
-                            (false, true) => true,
-                            (true, false) => false,
-                            _ => tighter(&decision, held),
-                        }
-                    }
-                };
-                if tighter {
-                    binding = Some((i, rule_at, decision));
+                if rule.shadow {
+                    binding.offer_shadow(decision, (i, rule_at));
+                } else {
+                    binding.offer(decision, (i, rule_at));
                 }
             }
             statuses.push(status);
@@ -734,7 +725,7 @@ impl<B: Backend> Engine<B> {
         {
             headers.push((RATELIMIT_POLICY, policy));
         }
-        if let Some((i, rule_at, decision)) = &binding
+        if let Some((decision, (i, rule_at))) = binding.get()
             && let Some((rule, _)) = &matched[*i]
             && let EnforceRt::Rules { fields, .. } = &rule.enforce
         {
@@ -968,23 +959,13 @@ impl<B: Backend> RuleRt<B> {
     /// Its counters, made at its first hit.
     #[inline]
     pub(crate) fn metrics(&self) -> &RuleMetrics {
-        self.metrics.get(&self.domain, &self.path)
+        self.metrics.get(&self.domain, &self.shown)
     }
 
-    /// The name shown: the config's `name`, or the path without its domain.
+    /// Its one name (see [`crate::config::Limit::name`]).
     pub(crate) fn display_name(&self) -> &str {
         &self.shown
     }
-}
-
-/// The name a limit is shown by: its config `name`, or its path without its domain.
-pub(crate) fn shown_name(domain: &str, path: &str, name: Option<&str>) -> String {
-    name.unwrap_or_else(|| {
-        path.strip_prefix(domain)
-            .and_then(|p| p.strip_prefix('.'))
-            .unwrap_or(path)
-    })
-    .to_owned()
 }
 
 /// A descriptor's limit, and the patterns `share_threshold` nodes count its entries under
@@ -1038,19 +1019,6 @@ fn refused_status(why: &Refused, limit: LimitOverride) -> DescriptorStatus {
         limit_remaining: 0,
         duration_until_reset: None,
     }
-}
-
-/// Denied before admitted, then the fewer left, then the longer to wait.
-fn tighter(a: &Decision, b: &Decision) -> bool {
-    (
-        !a.allowed(),
-        std::cmp::Reverse(a.remaining()),
-        a.reset_after(),
-    ) > (
-        !b.allowed(),
-        std::cmp::Reverse(b.remaining()),
-        b.reset_after(),
-    )
 }
 
 fn current_limit<B: Backend>(
@@ -1210,9 +1178,9 @@ fn build<B: Backend>(
         for rule in &old.rules {
             if !rules
                 .iter()
-                .any(|r: &Arc<RuleRt<B>>| r.domain == rule.domain && r.path == rule.path)
+                .any(|r: &Arc<RuleRt<B>>| r.domain == rule.domain && r.shown == rule.shown)
             {
-                metrics.forget_rule(&rule.domain, &rule.path);
+                metrics.forget_rule(&rule.domain, &rule.shown);
             }
         }
     }
@@ -1287,8 +1255,8 @@ fn build_level<B: Backend>(
             let rule = Arc::new(RuleRt {
                 domain: domain.to_owned(),
                 path: descriptor.path().to_owned(),
-                shown: shown_name(domain, descriptor.path(), limit.name()),
-                name: limit.name().map(str::to_owned),
+                shown: limit.name().to_owned(),
+                name: limit.written_name().map(str::to_owned),
                 replaces: limit.replaces().to_vec(),
                 shadow: descriptor.shadow(),
                 quota_mode: descriptor.quota_mode(),

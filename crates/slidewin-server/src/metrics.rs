@@ -252,10 +252,10 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn rule(&self, domain: &str, path: &str) -> RuleMetrics {
+    pub(crate) fn rule(&self, domain: &str, name: &str) -> RuleMetrics {
         let labels = RuleLabels {
             domain: domain.to_owned(),
-            rule: path.to_owned(),
+            rule: name.to_owned(),
         };
         RuleMetrics {
             total_hits: self.inner.total_hits.get_or_create_owned(&labels),
@@ -266,10 +266,10 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn forget_rule(&self, domain: &str, path: &str) {
+    pub(crate) fn forget_rule(&self, domain: &str, name: &str) {
         let labels = RuleLabels {
             domain: domain.to_owned(),
-            rule: path.to_owned(),
+            rule: name.to_owned(),
         };
         for family in [
             &self.inner.total_hits,

@@ -21,7 +21,7 @@ use slidewin_http::RateLimitFields;
 
 use crate::backend::ServiceBackend;
 use crate::config::{Unit, algorithm_for};
-use crate::engine::{Bounds, EnforceRt, LimitOverride, RuleRt, RuleWindow, shown_name};
+use crate::engine::{Bounds, EnforceRt, LimitOverride, RuleRt, RuleWindow};
 use crate::metrics::Metrics;
 
 /// The most distinct limit overrides (domain, limit, unit) an engine holds at once: each is a
@@ -130,7 +130,7 @@ fn drop_idle<B: ServiceBackend>(table: &mut Table<B>, backend: &B, metrics: &Met
                 EnforceRt::Blocked { .. } | EnforceRt::Unlimited => true,
             };
         if idle {
-            metrics.forget_rule(&rule.domain, &rule.path);
+            metrics.forget_rule(&rule.domain, &rule.shown);
         }
         !idle
     });
@@ -173,7 +173,7 @@ fn make<B: ServiceBackend>(
     Ok(RuleRt {
         domain: domain.to_owned(),
         metrics: metrics.lazy_rule(),
-        shown: shown_name(domain, &path, None),
+        shown: name.clone(),
         path,
         name: None,
         replaces: Vec::new(),

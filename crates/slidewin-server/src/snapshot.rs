@@ -93,7 +93,7 @@ pub struct BackendStatus {
 pub struct RuleStats {
     /// The domain it belongs to.
     pub domain: String,
-    /// Its name: the config's `name`, or its descriptor path.
+    /// Its one name (see [`crate::config::Limit::name`]).
     pub name: String,
     /// Its quota, as `10 per 1s`.
     pub quota: String,
