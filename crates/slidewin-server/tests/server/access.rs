@@ -4,10 +4,7 @@
 //! gRPC) never asks for it; and with no token set, everything is open as before to a loopback
 //! host (tests/hostile/browsers.rs has the other hosts).
 
-mod support {
-    pub(crate) mod browser;
-    pub(crate) mod server;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

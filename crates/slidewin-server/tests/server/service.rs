@@ -26,9 +26,7 @@ use slidewin_server::{
 use slidewin_test_support::redis::RedisServer;
 use support::server::{self, Served};
 
-mod support {
-    pub(crate) mod server;
-}
+use crate::support;
 
 const CONFIG: &str = "\
 domain: api

@@ -7,9 +7,7 @@
 //! and waits, boundedly, for the server to close a connection (a read answering 0 or an
 //! error); an outer `tokio::time::timeout` only guards against a hang.
 
-mod support {
-    pub(crate) mod server;
-}
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

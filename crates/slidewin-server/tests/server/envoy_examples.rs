@@ -26,22 +26,22 @@ use slidewin_test_support::redis::RedisServer;
 /// A moment well inside Redis's exact range, as Unix time, on a whole second.
 const START: Moment = Moment::from_secs(1_700_000_000);
 
-const EXAMPLE1: &str = include_str!("examples/example1_mongo_cps.yaml");
-const EXAMPLE2: &str = include_str!("examples/example2_messaging.yaml");
-const EXAMPLE3: &str = include_str!("examples/example3_edge_proxy_per_ip.yaml");
-const EXAMPLE4_NOT_MATCHING: &str = include_str!("examples/example4_not_matching.yaml");
-const EXAMPLE4_MATCHING: &str = include_str!("examples/example4_matching.yaml");
-const EXAMPLE5: &str = include_str!("examples/example5_internal.yaml");
-const EXAMPLE6: &str = include_str!("examples/example6_shadow_mode.yaml");
-const EXAMPLE7: &str = include_str!("examples/example7_replaces.yaml");
-const EXAMPLE8: &str = include_str!("examples/example8_detailed_metric.yaml");
-const EXAMPLE9_TRAILING: &str = include_str!("examples/example9_trailing_wildcard.yaml");
-const EXAMPLE9_MIDDLE: &str = include_str!("examples/example9_middle_wildcard.yaml");
-const EXAMPLE9_MULTIPLE: &str = include_str!("examples/example9_multiple_wildcards.yaml");
-const EXAMPLE10: &str = include_str!("examples/example10_value_to_metric.yaml");
-const EXAMPLE10_WILDCARD: &str = include_str!("examples/example10_value_to_metric_wildcard.yaml");
-const EXAMPLE11: &str = include_str!("examples/example11_share_threshold.yaml");
-const EXAMPLE11_METRICS: &str = include_str!("examples/example11_share_threshold_metrics.yaml");
+const EXAMPLE1: &str = include_str!("../examples/example1_mongo_cps.yaml");
+const EXAMPLE2: &str = include_str!("../examples/example2_messaging.yaml");
+const EXAMPLE3: &str = include_str!("../examples/example3_edge_proxy_per_ip.yaml");
+const EXAMPLE4_NOT_MATCHING: &str = include_str!("../examples/example4_not_matching.yaml");
+const EXAMPLE4_MATCHING: &str = include_str!("../examples/example4_matching.yaml");
+const EXAMPLE5: &str = include_str!("../examples/example5_internal.yaml");
+const EXAMPLE6: &str = include_str!("../examples/example6_shadow_mode.yaml");
+const EXAMPLE7: &str = include_str!("../examples/example7_replaces.yaml");
+const EXAMPLE8: &str = include_str!("../examples/example8_detailed_metric.yaml");
+const EXAMPLE9_TRAILING: &str = include_str!("../examples/example9_trailing_wildcard.yaml");
+const EXAMPLE9_MIDDLE: &str = include_str!("../examples/example9_middle_wildcard.yaml");
+const EXAMPLE9_MULTIPLE: &str = include_str!("../examples/example9_multiple_wildcards.yaml");
+const EXAMPLE10: &str = include_str!("../examples/example10_value_to_metric.yaml");
+const EXAMPLE10_WILDCARD: &str = include_str!("../examples/example10_value_to_metric_wildcard.yaml");
+const EXAMPLE11: &str = include_str!("../examples/example11_share_threshold.yaml");
+const EXAMPLE11_METRICS: &str = include_str!("../examples/example11_share_threshold_metrics.yaml");
 
 /// Where a test's engines keep their counts: each call a new backend (on Redis, a new
 /// connection to the test's one server).

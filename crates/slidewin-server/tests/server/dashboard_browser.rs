@@ -2,9 +2,7 @@
 //! served over a fake source on a socket, runs its scripts, and its DOM must show the fake's
 //! numbers, escaped, and how many of the config's rules it shows. A screenshot goes to `target/dashboard.png`.
 
-mod support {
-    pub(crate) mod browser;
-}
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

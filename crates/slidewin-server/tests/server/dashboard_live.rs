@@ -1,9 +1,7 @@
 //! The dashboard of the real service, in headless Chromium, while a load runs: the page must
 //! show the counts the service made. A screenshot goes to `target/dashboard-live.png`.
 
-mod support {
-    pub(crate) mod browser;
-}
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

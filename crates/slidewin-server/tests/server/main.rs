@@ -1,0 +1,19 @@
+//! slidewin-server's tests through its public API and its real ports, one module per subject,
+//! in one binary: one link instead of six. `tests/hostile.rs` keeps a binary of its own, since
+//! its counting allocator is global and would count every other test's allocations too.
+
+mod access;
+mod dashboard_browser;
+mod dashboard_live;
+mod envoy_examples;
+mod listeners;
+mod service;
+
+/// The helpers the modules share, in `tests/support/` beside `tests/hostile.rs`'s.
+mod support {
+    pub(crate) use super::{browser, server};
+}
+#[path = "../support/browser.rs"]
+mod browser;
+#[path = "../support/server.rs"]
+mod server;
