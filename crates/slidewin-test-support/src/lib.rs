@@ -9,3 +9,6 @@
 
 pub mod counting_alloc;
 pub mod redis;
+
+#[cfg(test)]
+mod architecture_paths;
