@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use slidewin::Moment;
 
-use crate::engine::Entry;
+use crate::engine::request::Entry;
 use crate::snapshot::TopKey;
 
 /// Counters per sketch: the sketch keeps the `CAPACITY` heaviest keys, each count never less

@@ -1,0 +1,267 @@
+//! One descriptor checked against the limit it matched: its key counted in the backend, its
+//! metrics and statistics kept, and its status answered.
+
+use slidewin::stats::MetricEvent;
+use slidewin::{Decision, Moment};
+use slidewin_http::{BackendError, Checked, RequestKey};
+
+use super::request::{Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RequestError};
+use super::{EnforceRt, Engine, RuleRt};
+use crate::backend::ServiceBackend as Backend;
+use crate::config::Unit;
+use crate::metrics::RuleMetrics;
+use crate::overrides::Refused;
+
+/// What checking one descriptor against its limit found.
+pub(super) struct DescriptorCheck {
+    /// Its answer.
+    pub(super) status: DescriptorStatus,
+    /// The index of the binding rule in the limit's set, and that rule's decision; `None` when
+    /// nothing was counted.
+    pub(super) decided: Option<(usize, Decision)>,
+    /// Whether the store failed and the backend's failure policy answered instead.
+    pub(super) without_store: bool,
+}
+
+impl DescriptorCheck {
+    /// An answer with nothing counted.
+    fn uncounted(status: DescriptorStatus) -> DescriptorCheck {
+        DescriptorCheck {
+            status,
+            decided: None,
+            without_store: false,
+        }
+    }
+}
+
+impl<B: Backend> Engine<B> {
+    /// Checks `hits` of `entries` against `rule`, in `domain`, at `now`; `shared` are the
+    /// patterns its `share_threshold` entries count under.
+    pub(super) async fn check(
+        &self,
+        rule: &RuleRt<B>,
+        domain: &str,
+        entries: &[Entry],
+        shared: &[(usize, String)],
+        hits: u64,
+        now: Moment,
+    ) -> Result<DescriptorCheck, RequestError> {
+        let metrics = rule.metrics();
+        match &rule.enforce {
+            EnforceRt::Unlimited => Ok(DescriptorCheck::uncounted(DescriptorStatus {
+                code: Code::Ok,
+                current_limit: None,
+                limit_remaining: u32::MAX,
+                duration_until_reset: None,
+            })),
+            EnforceRt::Blocked { unit } => {
+                metrics.total_hits.inc_by(hits);
+                let code = self.over(rule, hits, now, entries);
+                Ok(DescriptorCheck::uncounted(DescriptorStatus {
+                    code,
+                    current_limit: Some(CurrentLimit {
+                        name: rule.display_name().to_owned(),
+                        requests_per_unit: 0,
+                        unit: Some(*unit),
+                    }),
+                    limit_remaining: 0,
+                    duration_until_reset: Some(unit.span()),
+                }))
+            }
+            EnforceRt::Rules {
+                spec, units, store, ..
+            } => {
+                let key = counter_key(domain, &rule.path, entries, shared);
+                metrics.total_hits.inc_by(hits);
+                let key = RequestKey::Text(&key);
+                let checked = match self.inner.backend.check_at_once(store, key, now, hits) {
+                    Some(answer) => answer,
+                    None => self.inner.backend.check(store, key, now, hits).await,
+                };
+                let current = |binding| current_limit(rule, spec, units, binding);
+                match checked {
+                    Ok(checked) => {
+                        let limit = current(checked.binding());
+                        Ok(self.counted(rule, &checked, hits, now, entries, limit))
+                    }
+                    Err(
+                        refused @ (BackendError::CostTooHigh { .. }
+                        | BackendError::KeysFull { .. }
+                        | BackendError::MemoryFull { .. }),
+                    ) => Ok(self.refused_by_store(&refused, rule, hits, now, entries, current(0))),
+                    Err(other) => {
+                        self.inner.metrics.backend_error();
+                        Err(RequestError::Unavailable {
+                            detail: other.to_string(),
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    /// A descriptor the store counted: passed, or over its limit.
+    fn counted(
+        &self,
+        rule: &RuleRt<B>,
+        checked: &Checked,
+        hits: u64,
+        now: Moment,
+        entries: &[Entry],
+        current_limit: CurrentLimit,
+    ) -> DescriptorCheck {
+        let without_store = checked.without_store().is_some();
+        if without_store {
+            self.inner.metrics.backend_error();
+        }
+        let binding = checked.binding();
+        let decision = checked.decision();
+        let code = if decision.allowed() {
+            passed(rule, rule.metrics(), hits, now, decision);
+            Code::Ok
+        } else {
+            self.over(rule, hits, now, entries)
+        };
+        let remaining = u32::try_from(decision.remaining()).unwrap_or(u32::MAX);
+        DescriptorCheck {
+            status: DescriptorStatus {
+                code,
+                current_limit: Some(current_limit),
+                limit_remaining: remaining,
+                duration_until_reset: Some(decision.reset_after()),
+            },
+            decided: Some((binding, decision)),
+            without_store,
+        }
+    }
+
+    /// A descriptor the store would not count: more hits than the limit ever admits, or no
+    /// room for its key. Over the limit, with nothing counted. At the key cap or the memory
+    /// budget a new key is refused, so no limited key is pushed out.
+    fn refused_by_store(
+        &self,
+        refused: &BackendError,
+        rule: &RuleRt<B>,
+        hits: u64,
+        now: Moment,
+        entries: &[Entry],
+        current_limit: CurrentLimit,
+    ) -> DescriptorCheck {
+        match refused {
+            BackendError::KeysFull { .. } => self.inner.metrics.key_cap_refusal(),
+            BackendError::MemoryFull { .. } => self.inner.metrics.memory_refusal(),
+            _ => {}
+        }
+        let code = self.over(rule, hits, now, entries);
+        DescriptorCheck::uncounted(DescriptorStatus {
+            code,
+            current_limit: Some(current_limit),
+            limit_remaining: 0,
+            duration_until_reset: None,
+        })
+    }
+
+    /// Counts an over-limit descriptor and answers its code: OK in shadow mode.
+    fn over(&self, rule: &RuleRt<B>, hits: u64, now: Moment, entries: &[Entry]) -> Code {
+        rule.metrics().over_limit.inc_by(hits);
+        if rule.shadow {
+            rule.metrics().shadow_mode.inc_by(hits);
+            // Counted as shadow-denied only: the three outcomes never overlap.
+            rule.stats.shadow.add(now, MetricEvent::Block, 1);
+            Code::Ok
+        } else {
+            rule.stats.outcomes.add(now, MetricEvent::Block, 1);
+            self.inner
+                .top
+                .deny(now, &rule.domain, rule.display_name(), entries);
+            Code::OverLimit
+        }
+    }
+}
+
+/// A descriptor within its limit: counted as passed, and as near the limit past 80% of it.
+fn passed<B: Backend>(
+    rule: &RuleRt<B>,
+    metrics: &RuleMetrics,
+    hits: u64,
+    now: Moment,
+    decision: Decision,
+) {
+    rule.stats.outcomes.add(now, MetricEvent::Pass, 1);
+    metrics.within_limit.inc_by(hits);
+    let limit = decision.limit();
+    let used = limit.saturating_sub(decision.remaining());
+    // envoy ratelimit's near limit: past 80% of the limit after this request.
+    if used.saturating_mul(5) > limit.saturating_mul(4) {
+        metrics.near_limit.inc_by(hits);
+    }
+}
+
+/// A descriptor whose own limit was refused: over the limit (a limit is never switched off by
+/// asking for one that cannot be had), the reason as its limit's name (envoy's
+/// `RateLimit.name`: "a name or description of this limit").
+pub(super) fn refused_status(why: &Refused, limit: LimitOverride) -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::OverLimit,
+        current_limit: Some(CurrentLimit {
+            name: why.to_string(),
+            requests_per_unit: limit.requests_per_unit,
+            unit: Some(limit.unit),
+        }),
+        limit_remaining: 0,
+        duration_until_reset: None,
+    }
+}
+
+fn current_limit<B: Backend>(
+    rule: &RuleRt<B>,
+    spec: &slidewin::limit::RuleSet,
+    units: &[Option<Unit>],
+    binding: usize,
+) -> CurrentLimit {
+    let index = binding.min(spec.rules().len() - 1);
+    let one = &spec.rules()[index];
+    CurrentLimit {
+        name: if spec.rules().len() == 1 {
+            rule.display_name().to_owned()
+        } else {
+            one.name().to_owned()
+        },
+        requests_per_unit: u32::try_from(one.quota().limit()).unwrap_or(u32::MAX),
+        unit: units.get(index).copied().flatten(),
+    }
+}
+
+/// The key a descriptor counts under: the SHA-256 of the domain, the limit's path and each
+/// entry, each prefixed by its length (so that no crafted value can spell another limit's or
+/// entry's key), in hex. So a key is 64 bytes in memory and in Redis whatever the descriptor
+/// (16 entries of 1 KB made a 35 KB Redis key), and two descriptors share a count only if they
+/// are the same: finding two that are not takes a SHA-256 collision. The readable form is in
+/// the dashboard's top keys and the logs, never in the store.
+pub(super) fn counter_key(
+    domain: &str,
+    path: &str,
+    entries: &[Entry],
+    shared: &[(usize, String)],
+) -> String {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut push = |text: &str| {
+        digest.update(&(text.len() as u64).to_be_bytes());
+        digest.update(text.as_bytes());
+    };
+    push(domain);
+    push(path);
+    for (i, entry) in entries.iter().enumerate() {
+        push(&entry.key);
+        match shared.iter().find(|(at, _)| *at == i) {
+            Some((_, pattern)) => push(pattern),
+            None => push(&entry.value),
+        }
+    }
+    let mut key = String::with_capacity(64);
+    for byte in digest.finish().as_ref() {
+        use std::fmt::Write;
+        let _ = write!(key, "{byte:02x}");
+    }
+    key
+}

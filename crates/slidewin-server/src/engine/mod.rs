@@ -1,0 +1,475 @@
+//! The decisions: a request's descriptors matched against the config's trees, as envoy
+//! ratelimit matches them, each matched limit checked in the backend. The engine and its
+//! public API are here, and the path of a check from the request to its answer; the steps
+//! are in the submodules.
+
+mod check;
+mod matching;
+pub(crate) mod request;
+mod stats;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use http::{HeaderName, HeaderValue};
+use slidewin::limit::Binding;
+use slidewin::{Clock, Moment};
+use slidewin_http::{RATELIMIT, RATELIMIT_POLICY, RateLimitFields};
+
+use self::check::{DescriptorCheck, refused_status};
+use self::matching::{Node, build, find};
+pub use self::request::{
+    Bounds, Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RateLimitRequest,
+    RateLimitResponse, RequestDescriptor, RequestError,
+};
+pub(crate) use self::stats::RuleWindow;
+use crate::backend::ServiceBackend as Backend;
+use crate::config::{Config, Unit};
+use crate::metrics::{LazyRuleMetrics, Metrics, RuleMetrics};
+use crate::overrides::{Overrides, Refused};
+use crate::top::TopKeys;
+
+/// A limit in force: its counts, its fields and its statistics. Kept across a reload while its
+/// domain, path and rules stay the same.
+pub(crate) struct RuleRt<B: Backend> {
+    pub(crate) domain: String,
+    pub(crate) path: String,
+    /// Its one name, everywhere it is shown (see [`crate::config::Limit::name`]).
+    pub(crate) shown: String,
+    pub(crate) name: Option<String>,
+    pub(crate) replaces: Vec<String>,
+    pub(crate) shadow: bool,
+    pub(crate) quota_mode: bool,
+    pub(crate) enforce: EnforceRt<B>,
+    pub(crate) stats: Arc<RuleWindow>,
+    pub(crate) metrics: LazyRuleMetrics,
+}
+
+pub(crate) enum EnforceRt<B: Backend> {
+    Unlimited,
+    Blocked {
+        unit: Unit,
+    },
+    Rules {
+        spec: slidewin::limit::RuleSet,
+        units: Vec<Option<Unit>>,
+        store: Arc<B::Store>,
+        fields: RateLimitFields,
+    },
+}
+
+/// A config in force.
+pub(crate) struct Loaded<B: Backend> {
+    pub(crate) config: Config,
+    pub(crate) version: u64,
+    pub(crate) loaded_at: jiff::Timestamp,
+    domains: HashMap<String, Node<B>>,
+    /// Every limit, in config order.
+    pub(crate) rules: Vec<Arc<RuleRt<B>>>,
+}
+
+/// The decision engine: a config, a backend, statistics. Cloning shares it.
+pub struct Engine<B: Backend> {
+    inner: Arc<Inner<B>>,
+}
+
+impl<B: Backend> Clone for Engine<B> {
+    fn clone(&self) -> Engine<B> {
+        Engine {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<B: Backend> {
+    backend: B,
+    clock: Arc<dyn Clock + Send + Sync>,
+    bounds: Bounds,
+    loaded: RwLock<Arc<Loaded<B>>>,
+    metrics: Metrics,
+    top: TopKeys,
+    /// The limits requests set, one store per domain, limit and unit, bounded.
+    overrides: Overrides<B>,
+}
+
+impl<B: Backend> Engine<B> {
+    /// An engine deciding by `config` in `backend`, on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// A rule the backend cannot hold.
+    pub fn new(
+        backend: B,
+        config: Config,
+        clock: Arc<dyn Clock + Send + Sync>,
+        bounds: Bounds,
+        metrics: Metrics,
+    ) -> Result<Engine<B>, String> {
+        let now = clock.now();
+        let loaded = build(&backend, config, None, 1, now, &metrics)?;
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                backend,
+                clock,
+                bounds,
+                loaded: RwLock::new(Arc::new(loaded)),
+                metrics,
+                top: TopKeys::new(),
+                overrides: Overrides::new(),
+            }),
+        })
+    }
+
+    /// Puts `config` in force. Limits kept (same domain and path) keep their counts and
+    /// statistics; with new quotas, the backend carries what it can; limits gone free theirs.
+    ///
+    /// # Errors
+    ///
+    /// A rule the backend cannot hold; the config in force stays.
+    pub fn reload(&self, config: Config) -> Result<u64, String> {
+        let now = self.inner.clock.now();
+        let old = self.loaded();
+        let loaded = build(
+            &self.inner.backend,
+            config,
+            Some(&old),
+            old.version + 1,
+            now,
+            &self.inner.metrics,
+        )?;
+        let version = loaded.version;
+        *self
+            .inner
+            .loaded
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(loaded);
+        Ok(version)
+    }
+
+    pub(crate) fn loaded(&self) -> Arc<Loaded<B>> {
+        Arc::clone(
+            &self
+                .inner
+                .loaded
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// The config in force, its version (1 for the first) and when it was loaded.
+    #[must_use]
+    pub fn config(&self) -> (Config, u64, jiff::Timestamp) {
+        let loaded = self.loaded();
+        (loaded.config.clone(), loaded.version, loaded.loaded_at)
+    }
+
+    /// The metrics the engine counts into.
+    #[must_use]
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The backend.
+    #[must_use]
+    pub fn backend(&self) -> &B {
+        &self.inner.backend
+    }
+
+    /// Decides `request`.
+    ///
+    /// # Errors
+    ///
+    /// A request out of [`Bounds`], or a store that failed with no failure policy to answer.
+    pub async fn should_rate_limit(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, RequestError> {
+        request.validate(&self.inner.bounds)?;
+        let started = std::time::Instant::now();
+        let loaded = self.loaded();
+        let now = self.inner.clock.now();
+        let Some(root) = loaded.domains.get(&request.domain) else {
+            // An unknown domain has no limits: every descriptor is OK, as in envoy ratelimit.
+            return Ok(RateLimitResponse {
+                overall_code: Code::Ok,
+                statuses: request.descriptors.iter().map(|_| no_limit()).collect(),
+                headers: Vec::new(),
+            });
+        };
+        let matches = self.match_descriptors(root, request, now);
+        let tally = self.check_descriptors(request, &matches, now).await?;
+        let headers = self.headers(&matches, &tally);
+        self.inner.metrics.observe_decision(started.elapsed());
+        Ok(RateLimitResponse {
+            overall_code: if tally.over() {
+                Code::OverLimit
+            } else {
+                Code::Ok
+            },
+            statuses: tally.statuses,
+            headers,
+        })
+    }
+
+    /// Each descriptor's limit: the one it asks for itself (where requests may set them), else
+    /// the one its entries reach in `root`; then the limits other matched limits replace, dropped.
+    fn match_descriptors(
+        &self,
+        root: &Node<B>,
+        request: &RateLimitRequest,
+        now: Moment,
+    ) -> Matches<B> {
+        let mut found: Vec<Option<Matched<B>>> = Vec::with_capacity(request.descriptors.len());
+        let mut refused: Vec<(usize, Refused, LimitOverride)> = Vec::new();
+        for (i, descriptor) in request.descriptors.iter().enumerate() {
+            let one = match descriptor.limit {
+                Some(limit) if self.inner.bounds.request_overrides => {
+                    match self.override_rule(&request.domain, limit, now) {
+                        Ok(rule) => Some((rule, Vec::new())),
+                        Err(why) => {
+                            refused.push((i, why, limit));
+                            None
+                        }
+                    }
+                }
+                Some(_) => {
+                    self.inner.metrics.request_override("ignored");
+                    find(root, &descriptor.entries)
+                }
+                None => find(root, &descriptor.entries),
+            };
+            found.push(one);
+        }
+        replace(&mut found);
+        Matches { found, refused }
+    }
+
+    /// Each descriptor checked against its limit, in order; the first store error ends it.
+    async fn check_descriptors(
+        &self,
+        request: &RateLimitRequest,
+        matches: &Matches<B>,
+        now: Moment,
+    ) -> Result<Tally, RequestError> {
+        let request_hits = if request.hits_addend == 0 {
+            1
+        } else {
+            request.hits_addend
+        };
+        let mut tally = Tally::new(request.descriptors.len());
+        for (i, (descriptor, slot)) in request.descriptors.iter().zip(&matches.found).enumerate() {
+            if let Some((_, why, limit)) = matches.refused.iter().find(|(at, _, _)| *at == i) {
+                tally.failed_rate += 1;
+                tally.statuses.push(refused_status(why, *limit));
+                continue;
+            }
+            let Some((rule, shared)) = slot else {
+                tally.statuses.push(no_limit());
+                continue;
+            };
+            let hits = descriptor.hits_addend.unwrap_or(request_hits);
+            let checked = self
+                .check(
+                    rule,
+                    &request.domain,
+                    &descriptor.entries,
+                    shared,
+                    hits,
+                    now,
+                )
+                .await?;
+            tally.add(i, rule, checked);
+        }
+        Ok(tally)
+    }
+
+    /// The answer's fields: every policy matched, the binding limit's `RateLimit` (and
+    /// `Retry-After` when over), and whether a failure policy answered for a failed store.
+    fn headers(&self, matches: &Matches<B>, tally: &Tally) -> Vec<(HeaderName, HeaderValue)> {
+        let mut headers = Vec::new();
+        if !tally.policies.is_empty()
+            && let Some(policy) = join_fields(&tally.policies)
+        {
+            headers.push((RATELIMIT_POLICY, policy));
+        }
+        if let Some((decision, (i, rule_at))) = tally.binding.get()
+            && let Some((rule, _)) = &matches.found[*i]
+            && let EnforceRt::Rules { fields, .. } = &rule.enforce
+        {
+            headers.push((RATELIMIT, fields.rate_limit_at(*rule_at, decision)));
+            if tally.over()
+                && let Some(retry) = slidewin_http::retry_after(decision)
+            {
+                headers.push((http::header::RETRY_AFTER, retry));
+            }
+        }
+        if tally.degraded
+            && let Some(way) = self.inner.backend.failure_policy()
+        {
+            headers.push((
+                slidewin_http::SLIDEWIN_DEGRADED,
+                HeaderValue::from_static(way),
+            ));
+        }
+        headers
+    }
+
+    /// The store for a limit a request set, made on first use, or why it is refused.
+    fn override_rule(
+        &self,
+        domain: &str,
+        limit: LimitOverride,
+        now: Moment,
+    ) -> Result<Arc<RuleRt<B>>, Refused> {
+        let inner = &self.inner;
+        let found = inner.overrides.rule(
+            &inner.backend,
+            &inner.metrics,
+            &inner.bounds,
+            (domain, limit),
+            now,
+        );
+        inner.metrics.request_override(match &found {
+            Ok(_) => "applied",
+            Err(_) => "refused",
+        });
+        if let Err(why) = &found {
+            tracing::debug!(domain, %why, "a request's limit override was refused");
+        }
+        found
+    }
+}
+
+impl<B: Backend> RuleRt<B> {
+    /// Its counters, made at its first hit.
+    #[inline]
+    pub(crate) fn metrics(&self) -> &RuleMetrics {
+        self.metrics.get(&self.domain, &self.shown)
+    }
+
+    /// Its one name (see [`crate::config::Limit::name`]).
+    pub(crate) fn display_name(&self) -> &str {
+        &self.shown
+    }
+}
+
+/// A descriptor's limit, and the patterns `share_threshold` nodes count its entries under
+/// (by entry index).
+type Matched<B> = (Arc<RuleRt<B>>, Vec<(usize, String)>);
+
+/// Each descriptor's limit, by index, and the descriptors whose own limit was refused: by
+/// index, why, and what they asked.
+struct Matches<B: Backend> {
+    found: Vec<Option<Matched<B>>>,
+    refused: Vec<(usize, Refused, LimitOverride)>,
+}
+
+/// What a request's descriptors were answered so far.
+struct Tally {
+    statuses: Vec<DescriptorStatus>,
+    /// The descriptor whose limit binds the `RateLimit` field: its index, its binding rule's
+    /// index in the set, and that rule's decision.
+    binding: Binding<(usize, usize)>,
+    /// Every checked limit's `RateLimit-Policy`.
+    policies: Vec<HeaderValue>,
+    /// Whether a failure policy answered for a failed store.
+    degraded: bool,
+    /// Descriptors over a rate limit (not a quota).
+    failed_rate: usize,
+    /// Descriptors under a quota, and those of them over it.
+    quota_total: usize,
+    quota_failed: usize,
+}
+
+impl Tally {
+    fn new(descriptors: usize) -> Tally {
+        Tally {
+            statuses: Vec::with_capacity(descriptors),
+            binding: Binding::new(),
+            policies: Vec::new(),
+            degraded: false,
+            failed_rate: 0,
+            quota_total: 0,
+            quota_failed: 0,
+        }
+    }
+
+    /// Counts descriptor `i`'s check against `rule`.
+    fn add<B: Backend>(&mut self, i: usize, rule: &RuleRt<B>, checked: DescriptorCheck) {
+        self.degraded |= checked.without_store;
+        if let EnforceRt::Rules { fields, .. } = &rule.enforce {
+            self.policies.push(fields.policy().clone());
+        }
+        if checked.status.code == Code::OverLimit {
+            if rule.quota_mode {
+                self.quota_failed += 1;
+            } else {
+                self.failed_rate += 1;
+            }
+        }
+        if rule.quota_mode {
+            self.quota_total += 1;
+        }
+        if let Some((rule_at, decision)) = checked.decided {
+            if rule.shadow {
+                self.binding.offer_shadow(decision, (i, rule_at));
+            } else {
+                self.binding.offer(decision, (i, rule_at));
+            }
+        }
+        self.statuses.push(checked.status);
+    }
+
+    /// Whether the request is over the limit: a descriptor over a rate limit, or every
+    /// descriptor under a quota over it.
+    fn over(&self) -> bool {
+        self.failed_rate > 0 || (self.quota_total > 0 && self.quota_total == self.quota_failed)
+    }
+}
+
+/// A descriptor no limit matched: OK, as envoy ratelimit answers.
+fn no_limit() -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::Ok,
+        current_limit: None,
+        limit_remaining: 0,
+        duration_until_reset: None,
+    }
+}
+
+/// `replaces`: a named limit is dropped when another matched limit replaces it.
+fn replace<B: Backend>(matched: &mut [Option<Matched<B>>]) {
+    let replaced: Vec<String> = matched
+        .iter()
+        .flatten()
+        .flat_map(|(rule, _)| rule.replaces.iter().cloned())
+        .collect();
+    if replaced.is_empty() {
+        return;
+    }
+    for slot in matched {
+        // An unlimited limit is never replaced: envoy ratelimit sets it aside first.
+        if slot
+            .as_ref()
+            .filter(|(rule, _)| !matches!(rule.enforce, EnforceRt::Unlimited))
+            .and_then(|(rule, _)| rule.name.as_ref())
+            .is_some_and(|name| replaced.contains(name))
+        {
+            *slot = None;
+        }
+    }
+}
+
+/// Several policies' `RateLimit-Policy` members, as one field.
+fn join_fields(values: &[HeaderValue]) -> Option<HeaderValue> {
+    let mut joined = Vec::new();
+    for value in values {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(value.as_bytes());
+    }
+    HeaderValue::from_bytes(&joined).ok()
+}
