@@ -1,0 +1,438 @@
+//! The service's config: envoy ratelimit's YAML as it is, and our extensions.
+//!
+//! A file holds one domain and its tree of descriptors, as in envoyproxy/ratelimit:
+//!
+//! ```yaml
+//! domain: mongo_cps
+//! descriptors:
+//!   - key: database
+//!     value: users
+//!     rate_limit:
+//!       unit: second
+//!       requests_per_unit: 500
+//! ```
+//!
+//! Ours on top: `algorithm` on a limit, `quota: "5 per 10 seconds"` for any span, and a list of
+//! `limits` on one descriptor, all of which must admit a request.
+
+mod error;
+mod naming;
+#[cfg(test)]
+mod tests;
+mod yaml;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+use slidewin::limit::{Kind, Quota, RuleSet};
+
+use crate::config_nesting::{MAX_FLOW_NESTING, too_deep};
+
+pub use self::error::ConfigFileError;
+use self::error::shown;
+use self::yaml::RootYaml;
+
+/// The algorithm a limit uses when its config names none: the exact sliding log.
+///
+/// envoy ratelimit and limitador count fixed windows, which admit up to twice the limit across
+/// a window's edge; a sliding log admits at most the limit in *every* window of the span. Its
+/// cost is memory: one 16-byte stamp per admission still in the window, so at most 16 bytes
+/// times the limit for a key at its limit (16 KB for `1000/hour`), and nothing for keys gone
+/// idle. For very large limits per key, `sliding_counter` (24 bytes a key, approximate) or
+/// `gcra` (8 bytes, smooth) hold less: a limit over [`MAX_LOG_LIMIT`] with no algorithm named
+/// gets `sliding_counter`.
+pub const DEFAULT_ALGORITHM: Kind = Kind::SlidingLog;
+
+/// The largest limit an exact sliding log counts: 10,000, so that one key holds at most
+/// 160 KB of stamps (16 bytes each), whatever its clients send. A limit over it with no
+/// `algorithm` named is counted by `sliding_counter` (24 bytes a key, approximate: it assumes
+/// the previous window's requests were spread evenly), and `/api/config` and the dashboard say
+/// so; one that names `sliding_log` is refused, by name. A request's limit override follows the
+/// same rule.
+///
+/// ```
+/// use slidewin::limit::Kind;
+/// use slidewin_server::{Config, Enforce, MAX_LOG_LIMIT};
+/// let kind = |rpu: u64| {
+///     let yaml = format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: {rpu}}}\n");
+///     let config = Config::parse(&yaml, "d.yaml").unwrap();
+///     match config.domains()[0].descriptors()[0].limit().unwrap().enforce() {
+///         Enforce::Rules { rules, .. } => rules.rules()[0].kind(),
+///         _ => unreachable!(),
+///     }
+/// };
+/// assert_eq!(kind(MAX_LOG_LIMIT), Kind::SlidingLog);
+/// assert_eq!(kind(MAX_LOG_LIMIT + 1), Kind::SlidingCounter);
+/// let named = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {quota: 20000/hour, algorithm: sliding_log}\n";
+/// assert!(Config::parse(named, "d.yaml").unwrap_err().to_string().contains("MAX_LOG_LIMIT"));
+/// ```
+pub const MAX_LOG_LIMIT: u64 = 10_000;
+
+/// The algorithm of a limit of `limit` whose config names `named`, if any: see
+/// [`MAX_LOG_LIMIT`].
+///
+/// # Errors
+///
+/// `sliding_log` named for a limit over [`MAX_LOG_LIMIT`], in words.
+pub(crate) fn algorithm_for(named: Option<Kind>, quota: Quota) -> Result<Kind, String> {
+    let limit = quota.limit();
+    match named {
+        Some(Kind::SlidingLog) if limit > MAX_LOG_LIMIT => Err(format!(
+            "`sliding_log` for a limit of {limit} ({quota}) would keep up to {limit} stamps of 16 \
+             bytes a key: an exact log counts at most {MAX_LOG_LIMIT} (MAX_LOG_LIMIT); use \
+             `sliding_counter` or `gcra`, which hold a key in a fixed size"
+        )),
+        Some(kind) => Ok(kind),
+        None if limit > MAX_LOG_LIMIT => Ok(Kind::SlidingCounter),
+        None => Ok(DEFAULT_ALGORITHM),
+    }
+}
+
+/// The longest config file read, in bytes: a config is small, and a huge file is a mistake.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// envoy ratelimit's units, and the spans it gives them (a month is 30 days, a year 365).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// One second.
+    Second,
+    /// 60 seconds.
+    Minute,
+    /// 3,600 seconds.
+    Hour,
+    /// 86,400 seconds.
+    Day,
+    /// 7 days.
+    Week,
+    /// 30 days.
+    Month,
+    /// 365 days.
+    Year,
+}
+
+impl Unit {
+    const ALL: [(Unit, &'static str, u64); 7] = [
+        (Unit::Second, "second", 1),
+        (Unit::Minute, "minute", 60),
+        (Unit::Hour, "hour", 3_600),
+        (Unit::Day, "day", 86_400),
+        (Unit::Week, "week", 7 * 86_400),
+        (Unit::Month, "month", 30 * 86_400),
+        (Unit::Year, "year", 365 * 86_400),
+    ];
+
+    /// Its span.
+    ///
+    /// ```
+    /// use slidewin_server::Unit;
+    /// assert_eq!(Unit::Hour.span().as_secs(), 3600);
+    /// ```
+    #[must_use]
+    pub fn span(self) -> Duration {
+        Duration::from_secs(Unit::ALL.iter().find(|u| u.0 == self).map_or(1, |u| u.2))
+    }
+
+    /// Its name in the config, lower case.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        Unit::ALL
+            .iter()
+            .find(|u| u.0 == self)
+            .map_or("second", |u| u.1)
+    }
+
+    /// The unit named `name`, in any case (`second`, `SECOND`).
+    ///
+    /// ```
+    /// use slidewin_server::Unit;
+    /// assert_eq!(Unit::from_name("MINUTE"), Some(Unit::Minute));
+    /// assert_eq!(Unit::from_name("fortnight"), None);
+    /// ```
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Unit> {
+        Unit::ALL
+            .iter()
+            .find(|u| u.1.eq_ignore_ascii_case(name))
+            .map(|u| u.0)
+    }
+
+    /// The unit whose span is exactly `span`, if one is.
+    #[must_use]
+    pub fn of_span(span: Duration) -> Option<Unit> {
+        Unit::ALL
+            .iter()
+            .find(|u| Duration::from_secs(u.2) == span)
+            .map(|u| u.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Unit {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Unit, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Unit::ALL
+            .iter()
+            .find(|u| u.1.eq_ignore_ascii_case(&text))
+            .map(|u| u.0)
+            .ok_or_else(|| {
+                de::Error::custom(format_args!(
+                    "invalid rate limit unit `{}`: expected second, minute, hour, day, week, month or year",
+                    shown(&text)
+                ))
+            })
+    }
+}
+
+/// The whole config: every domain, from every file.
+///
+/// ```
+/// use slidewin_server::Config;
+/// let config = Config::parse("domain: api\ndescriptors:\n  - key: client\n    rate_limit: {quota: 5 per 10 seconds}\n", "api.yaml")?;
+/// assert_eq!(config.domains()[0].name(), "api");
+/// # Ok::<(), slidewin_server::ConfigFileError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    domains: Vec<Domain>,
+    files: Vec<String>,
+}
+
+/// One domain: a tree of descriptors.
+#[derive(Clone, Debug)]
+pub struct Domain {
+    name: String,
+    descriptors: Vec<Descriptor>,
+}
+
+/// A node of a domain's tree: what it matches, its limit, and its children.
+#[derive(Clone, Debug)]
+pub struct Descriptor {
+    key: String,
+    value: Option<String>,
+    /// `domain.key_value.key`: envoy ratelimit's name for it in its stats.
+    path: String,
+    limit: Option<Limit>,
+    shadow: bool,
+    quota_mode: bool,
+    share_threshold: bool,
+    descriptors: Vec<Descriptor>,
+}
+
+/// What a descriptor enforces.
+#[derive(Clone, Debug)]
+pub struct Limit {
+    /// The one name it is shown by; see [`Limit::name`].
+    name: String,
+    /// The config's `name`, which `replaces` refers to.
+    written: Option<String>,
+    /// A `limits` list: each rule keeps the name the config gave it.
+    listed: bool,
+    replaces: Vec<String>,
+    enforce: Enforce,
+}
+
+/// How a descriptor's limit decides.
+#[derive(Clone, Debug)]
+pub enum Enforce {
+    /// `unlimited: true`: always admitted, never counted.
+    Unlimited,
+    /// `requests_per_unit: 0`: always denied, as envoy ratelimit does.
+    Blocked {
+        /// The unit configured.
+        unit: Unit,
+    },
+    /// The rules that must all admit.
+    Rules {
+        /// The rules.
+        rules: RuleSet,
+        /// Each rule's envoy unit, where its span is exactly one (for `current_limit`).
+        units: Vec<Option<Unit>>,
+    },
+}
+
+impl Config {
+    /// One file's text, `file` naming it in errors.
+    ///
+    /// # Errors
+    ///
+    /// The first thing wrong, with its line and column.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigFileError> {
+        if let Some(at) = too_deep(text, MAX_FLOW_NESTING) {
+            return Err(ConfigFileError::too_deep(file, text, at));
+        }
+        let root: RootYaml =
+            yaml_serde::from_str(text).map_err(|e| ConfigFileError::from_yaml(file, text, &e))?;
+        let domain = root.build(file)?;
+        Ok(Config {
+            domains: vec![domain],
+            files: vec![file.to_owned()],
+        })
+    }
+
+    /// Reads the files at `paths`; a directory stands for its `.yaml` and `.yml` files (names
+    /// starting with `.` skipped, as Kubernetes' `..data` is), in name order. Each must be a
+    /// regular file once its links are followed: a FIFO, a device or a directory is refused by
+    /// name, without waiting on it. This reads files: the service calls it off its async
+    /// workers, within a timeout (`CONFIG_READ_TIMEOUT`).
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read, is not a regular file or is not valid, a domain in two files,
+    /// or no file at all.
+    pub fn load(paths: &[PathBuf]) -> Result<Config, ConfigFileError> {
+        let mut config = Config {
+            domains: Vec::new(),
+            files: Vec::new(),
+        };
+        for file in crate::config_read::config_files(paths)? {
+            let shown_file = file.display().to_string();
+            let text = crate::config_read::read_file(&file, &shown_file)?;
+            let one = Config::parse(&text, &shown_file)?;
+            config.merge(one)?;
+        }
+        Ok(config)
+    }
+
+    /// Adds `other`'s domains; a domain may be in one file only, as in envoy ratelimit.
+    fn merge(&mut self, other: Config) -> Result<(), ConfigFileError> {
+        let file = other.files.first().cloned().unwrap_or_default();
+        for domain in other.domains {
+            if self.domains.iter().any(|d| d.name == domain.name) {
+                return Err(ConfigFileError::new(
+                    &file,
+                    format!(
+                        "duplicate domain `{}`: it is in another file too",
+                        domain.name
+                    ),
+                ));
+            }
+            self.domains.push(domain);
+        }
+        self.files.extend(other.files);
+        Ok(())
+    }
+
+    /// Its domains.
+    #[must_use]
+    pub fn domains(&self) -> &[Domain] {
+        &self.domains
+    }
+
+    /// The files it came from.
+    #[must_use]
+    pub fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
+impl Domain {
+    /// Its name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its top-level descriptors.
+    #[must_use]
+    pub fn descriptors(&self) -> &[Descriptor] {
+        &self.descriptors
+    }
+}
+
+impl Descriptor {
+    /// The entry key it matches.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The entry value it matches: none for any value (each value counted on its own), or a
+    /// value with `*` wildcards.
+    #[must_use]
+    pub fn value(&self) -> Option<&str> {
+        self.value.as_deref()
+    }
+
+    /// `domain.key_value.key`, envoy ratelimit's name for its stats.
+    #[must_use]
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Its limit, if it has one.
+    #[must_use]
+    pub fn limit(&self) -> Option<&Limit> {
+        self.limit.as_ref()
+    }
+
+    /// Decides but never denies.
+    #[must_use]
+    pub fn shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// envoy ratelimit's `quota_mode`: over its limit, it denies the request only when every
+    /// quota-mode descriptor of the request is over.
+    #[must_use]
+    pub fn quota_mode(&self) -> bool {
+        self.quota_mode
+    }
+
+    /// envoy ratelimit's `share_threshold`: every value its wildcard matches counts as one.
+    #[must_use]
+    pub fn share_threshold(&self) -> bool {
+        self.share_threshold
+    }
+
+    /// Its children.
+    #[must_use]
+    pub fn descriptors(&self) -> &[Descriptor] {
+        &self.descriptors
+    }
+}
+
+impl Limit {
+    /// The one name it is shown by, in the `RateLimit` fields, `current_limit.name`, the metric
+    /// labels, `/api/stats`, the dashboard and the logs: the config's `name` if it has one,
+    /// else its descriptor path without the domain, as envoy ratelimit spells paths (`key` or
+    /// `key_value` for each level, joined by `.`). Characters a rule name does not allow
+    /// (ASCII letters, digits, `_`, `-`, `.`) become `_`, so the entry `path: /search` is
+    /// `path__search`; a name past 64 bytes keeps its last 64; a name another limit of the
+    /// domain already has (in config order) gets `.2`, `.3` and so on.
+    ///
+    /// ```
+    /// use slidewin_server::Config;
+    /// let config = Config::parse("domain: api\ndescriptors:\n  - key: path\n    value: /search\n    rate_limit: {quota: 5/s}\n  - key: user\n    rate_limit: {name: per-user, quota: 9/s}\n", "api.yaml")?;
+    /// let names: Vec<&str> = config.domains()[0]
+    ///     .descriptors()
+    ///     .iter()
+    ///     .filter_map(|d| d.limit())
+    ///     .map(|l| l.name())
+    ///     .collect();
+    /// assert_eq!(names, ["path__search", "per-user"]);
+    /// # Ok::<(), slidewin_server::ConfigFileError>(())
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its `name` as the config wrote it, which `replaces` refers to.
+    #[must_use]
+    pub fn written_name(&self) -> Option<&str> {
+        self.written.as_deref()
+    }
+
+    /// The names of the limits it replaces when both apply to one request.
+    #[must_use]
+    pub fn replaces(&self) -> &[String] {
+        &self.replaces
+    }
+
+    /// How it decides.
+    #[must_use]
+    pub fn enforce(&self) -> &Enforce {
+        &self.enforce
+    }
+}

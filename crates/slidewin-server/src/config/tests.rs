@@ -1,0 +1,117 @@
+//! The config's unit tests: reading, refusing and naming.
+
+use super::*;
+
+fn err(text: &str) -> ConfigFileError {
+    Config::parse(text, "t.yaml").unwrap_err()
+}
+
+/// 50,000 levels of flow nesting, which the YAML parser would take half a minute over
+/// (release build), are refused at the 129th, by place; a config in flow style, a few
+/// levels deep, still loads.
+#[test]
+fn deep_flow_nesting_is_refused_before_parsing_at_its_place() {
+    let deep = 50_000;
+    for (open, close) in [("{key: a, descriptors: [", "]}"), ("{a: ", "}"), ("[", "]")] {
+        let text = format!(
+            "domain: d\n# nested\ndescriptors: {}{}\n",
+            open.repeat(deep),
+            close.repeat(deep)
+        );
+        let e = err(&text);
+        let at = text
+            .match_indices(['[', '{'])
+            .nth(MAX_FLOW_NESTING)
+            .unwrap()
+            .0;
+        let column = at - text[..at].rfind('\n').unwrap();
+        assert_eq!((e.line(), e.column()), (Some(3), Some(column)), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("t.yaml:3:{column}: ")),
+            "{e}"
+        );
+        assert!(e.message().contains("nested more than 128 deep"), "{e}");
+    }
+    let flow = "domain: d\ndescriptors: [{key: a, descriptors: [{key: b, \
+                rate_limit: {unit: second, requests_per_unit: 5}}]}]\n";
+    let config = Config::parse(flow, "t.yaml").unwrap();
+    assert_eq!(config.domains()[0].descriptors()[0].path(), "d.a");
+}
+
+#[test]
+fn envoy_readme_example_loads() {
+    let config = Config::parse(
+        "domain: mongo_cps\ndescriptors:\n  - key: database\n    value: users\n    rate_limit:\n      unit: second\n      requests_per_unit: 500\n\n  - key: database\n    value: default\n    rate_limit:\n      unit: second\n      requests_per_unit: 500\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let domain = &config.domains()[0];
+    assert_eq!(domain.descriptors().len(), 2);
+    assert_eq!(domain.descriptors()[0].path(), "mongo_cps.database_users");
+}
+
+#[test]
+fn errors_name_the_line_the_column_and_the_value() {
+    let e = err(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      algorithm: leaky\n",
+    );
+    assert_eq!(e.line(), Some(7), "{e}");
+    assert!(e.column().is_some());
+    assert!(e.to_string().contains("leaky"), "{e}");
+    assert!(e.to_string().starts_with("t.yaml:7:"), "{e}");
+
+    let e = err("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {quota: 5 per fortnight}\n");
+    assert_eq!(e.line(), Some(4), "{e}");
+    assert!(e.to_string().contains("fortnight"), "{e}");
+
+    let e = err("domain: d\ndescriptors:\n  - key: k\n    rate_limt: {unit: second}\n");
+    assert_eq!(e.line(), Some(4), "{e}");
+    assert!(e.to_string().contains("rate_limt"), "{e}");
+}
+
+#[test]
+fn semantic_errors_name_the_descriptor() {
+    let e = err("domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n");
+    assert!(e.to_string().contains("duplicate descriptor `k_v`"), "{e}");
+    assert!(e.line().is_some(), "{e}");
+    let e = err(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n",
+    );
+    assert!(e.to_string().contains("descriptor `k`"), "{e}");
+    assert_eq!(e.line(), Some(3), "{e}");
+    let e = err("domain: ''\n");
+    assert!(e.to_string().contains("empty"), "{e}");
+    assert_eq!(e.line(), Some(1), "{e}");
+    let e = err("domain: d\ndescriptors:\n  - key: k\n    limits:\n      - {quota: 1/s}\n");
+    assert!(e.to_string().contains("no `name`"), "{e}");
+    let e = err(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5000000000}\n",
+    );
+    assert!(e.to_string().contains("5000000000"), "{e}");
+    assert_eq!((e.line(), e.column()), (Some(4), Some(51)), "{e}");
+}
+
+#[test]
+fn extensions_build_rule_sets() {
+    let config = Config::parse(
+        "domain: d\ndescriptors:\n  - key: client\n    limits:\n      - {name: burst, quota: 10/s}\n      - {name: hourly, unit: hour, requests_per_unit: 1000, algorithm: sliding_counter}\n  - key: odd\n    rate_limit: {quota: 5 per 10 seconds, algorithm: gcra}\n  - key: zero\n    rate_limit: {unit: minute, requests_per_unit: 0}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let d = config.domains()[0].descriptors();
+    let Enforce::Rules { rules, units } = d[0].limit().unwrap().enforce() else {
+        panic!("rules");
+    };
+    assert_eq!(rules.rules().len(), 2);
+    assert_eq!(units, &[Some(Unit::Second), Some(Unit::Hour)]);
+    assert_eq!(rules.rules()[1].kind(), Kind::SlidingCounter);
+    let Enforce::Rules { rules, units } = d[1].limit().unwrap().enforce() else {
+        panic!("rules");
+    };
+    assert_eq!(rules.rules()[0].quota().span(), Duration::from_secs(10));
+    assert_eq!(units, &[None]);
+    assert!(matches!(
+        d[2].limit().unwrap().enforce(),
+        Enforce::Blocked { unit: Unit::Minute }
+    ));
+}

@@ -1,0 +1,425 @@
+//! The YAML as written, read with serde (envoy ratelimit's fields and ours), checked as it is
+//! read, and built into the config's types.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+use slidewin::limit::{Kind, Quota, Rule, RuleSet};
+
+use super::error::shown;
+use super::naming::{name_limits, rule_name};
+use super::{Descriptor, Domain, Enforce, Limit, Unit, algorithm_for};
+use crate::config::ConfigFileError;
+
+// ---- The YAML, as written ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RootYaml {
+    domain: DomainYaml,
+    #[serde(default)]
+    descriptors: LevelYaml,
+}
+
+// Every check that can be made as the YAML is read is made then, in the types' `Deserialize`:
+// yaml_serde places an error found while reading at the value (or the mapping) it came from,
+// so the error names the line and column. Checks made after reading would know no place.
+
+/// A domain's name: not empty.
+struct DomainYaml(String);
+
+impl<'de> Deserialize<'de> for DomainYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<DomainYaml, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        if name.is_empty() {
+            return Err(de::Error::custom("the domain is empty"));
+        }
+        Ok(DomainYaml(name))
+    }
+}
+
+/// The descriptors of one level, each checked as it is read, and no two alike.
+#[derive(Default)]
+struct LevelYaml(Vec<DescriptorYaml>);
+
+// The checks run inside the visitors, not after them (as `#[serde(try_from)]` would): only an
+// error raised while yaml_serde reads a sequence or mapping is placed at it.
+impl<'de> Deserialize<'de> for LevelYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<LevelYaml, D::Error> {
+        struct Level;
+        impl<'de> de::Visitor<'de> for Level {
+            type Value = LevelYaml;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of descriptors")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<LevelYaml, A::Error> {
+                let mut seen = HashSet::new();
+                let mut level = Vec::new();
+                while let Some(CheckedDescriptorYaml(descriptor)) = seq.next_element()? {
+                    let composite = descriptor.composite();
+                    if !seen.insert(composite) {
+                        return Err(de::Error::custom(format_args!(
+                            "duplicate descriptor `{}`",
+                            shown(&descriptor.composite())
+                        )));
+                    }
+                    level.push(descriptor);
+                }
+                Ok(LevelYaml(level))
+            }
+        }
+        deserializer.deserialize_seq(Level)
+    }
+}
+
+/// A descriptor whose own fields (its children aside) were checked as it was read.
+struct CheckedDescriptorYaml(DescriptorYaml);
+
+impl<'de> Deserialize<'de> for CheckedDescriptorYaml {
+    fn deserialize<D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<CheckedDescriptorYaml, D::Error> {
+        struct Checked;
+        impl<'de> de::Visitor<'de> for Checked {
+            type Value = CheckedDescriptorYaml;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a descriptor")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<CheckedDescriptorYaml, A::Error> {
+                let descriptor =
+                    DescriptorYaml::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                // Its path is not known yet (its parents are read after it): the error names
+                // the descriptor by its own key and value, and its place in the file.
+                let composite = descriptor.composite();
+                descriptor
+                    .checked_limit(&composite)
+                    .map_err(|e| match composite.as_str() {
+                        "" => de::Error::custom(e),
+                        _ => de::Error::custom(format_args!(
+                            "{e} (descriptor `{}`)",
+                            shown(&composite)
+                        )),
+                    })?;
+                Ok(CheckedDescriptorYaml(descriptor))
+            }
+        }
+        deserializer.deserialize_map(Checked)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DescriptorYaml {
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    rate_limit: Option<RateLimitYaml>,
+    #[serde(default)]
+    limits: Option<Vec<RateLimitYaml>>,
+    #[serde(default)]
+    descriptors: LevelYaml,
+    #[serde(default)]
+    shadow_mode: bool,
+    #[serde(default)]
+    quota_mode: bool,
+    #[serde(default)]
+    share_threshold: bool,
+    // Stats options of envoy ratelimit: accepted; our metrics never label by value (a
+    // label per value is unbounded), so they change nothing here.
+    #[serde(default, rename = "detailed_metric")]
+    _detailed_metric: bool,
+    #[serde(default, rename = "value_to_metric")]
+    _value_to_metric: bool,
+    // Passed through as dynamic metadata by envoy ratelimit; accepted, unused.
+    #[serde(default, rename = "metadata")]
+    _metadata: Option<de::IgnoredAny>,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateLimitYaml {
+    #[serde(default)]
+    unit: Option<Unit>,
+    #[serde(default)]
+    requests_per_unit: Option<RequestsPerUnitYaml>,
+    #[serde(default)]
+    unlimited: bool,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    replaces: Vec<ReplacesYaml>,
+    #[serde(default)]
+    algorithm: Option<AlgorithmYaml>,
+    #[serde(default)]
+    quota: Option<QuotaYaml>,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplacesYaml {
+    name: String,
+}
+
+#[derive(Clone)]
+struct AlgorithmYaml(Kind);
+
+impl<'de> Deserialize<'de> for AlgorithmYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<AlgorithmYaml, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse::<Kind>().map(AlgorithmYaml).map_err(|_| {
+            de::Error::custom(format_args!(
+                "unknown algorithm `{}`: expected sliding_log, sliding_counter, fixed_window or gcra",
+                shown(&text)
+            ))
+        })
+    }
+}
+
+#[derive(Clone)]
+struct QuotaYaml(Quota);
+
+impl<'de> Deserialize<'de> for QuotaYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<QuotaYaml, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse::<Quota>().map(QuotaYaml).map_err(|e| {
+            de::Error::custom(format_args!(
+                "invalid quota `{}`: {}",
+                shown(&text),
+                e.reason()
+            ))
+        })
+    }
+}
+
+/// envoy's `requests_per_unit`: 32 bits, refused at its place in the file when larger.
+#[derive(Clone, Copy)]
+struct RequestsPerUnitYaml(u32);
+
+impl<'de> Deserialize<'de> for RequestsPerUnitYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RequestsPerUnitYaml, D::Error> {
+        let rpu = u64::deserialize(deserializer)?;
+        u32::try_from(rpu).map(RequestsPerUnitYaml).map_err(|_| {
+            de::Error::custom(format_args!(
+                "requests_per_unit `{rpu}` is more than envoy's 32 bits hold; use `quota` for larger limits"
+            ))
+        })
+    }
+}
+
+impl RootYaml {
+    pub(super) fn build(self, file: &str) -> Result<Domain, ConfigFileError> {
+        let name = self.domain.0;
+        let mut descriptors = build_level(self.descriptors.0, &name, file)?;
+        let mut taken = HashSet::new();
+        name_limits(&mut descriptors, &name, &mut taken)
+            .map_err(|message| ConfigFileError::new(file, message))?;
+        Ok(Domain { name, descriptors })
+    }
+}
+
+fn build_level(
+    level: Vec<DescriptorYaml>,
+    parent: &str,
+    file: &str,
+) -> Result<Vec<Descriptor>, ConfigFileError> {
+    // No two alike: checked as the level was read (`LevelYaml`).
+    level
+        .into_iter()
+        .map(|yaml| yaml.build(parent, file))
+        .collect()
+}
+
+impl DescriptorYaml {
+    /// `key_value`, or `key`: what it matches, as envoy ratelimit composes it.
+    fn composite(&self) -> String {
+        match self.value.as_deref().filter(|v| !v.is_empty()) {
+            Some(value) => format!("{}_{value}", self.key),
+            None => self.key.clone(),
+        }
+    }
+
+    /// Its limit, for the limit at `path`, and every check of its own fields.
+    fn checked_limit(&self, path: &str) -> Result<Option<Limit>, String> {
+        if self.key.is_empty() {
+            return Err("a descriptor has an empty key".to_owned());
+        }
+        let wildcard = self
+            .value
+            .as_deref()
+            .is_some_and(|v| !v.is_empty() && v.contains('*'));
+        if self.share_threshold && !wildcard {
+            return Err("share_threshold needs a value with a `*` wildcard".to_owned());
+        }
+        match (&self.rate_limit, &self.limits) {
+            (Some(_), Some(_)) => {
+                Err("has both `rate_limit` and `limits`; put every limit in `limits`".to_owned())
+            }
+            (Some(one), None) => one.clone().build(path, None).map(Some),
+            (None, Some(list)) => build_list(list.clone(), path).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn build(self, parent: &str, file: &str) -> Result<Descriptor, ConfigFileError> {
+        let value = self.value.clone().filter(|v| !v.is_empty());
+        let path = format!("{parent}.{}", self.composite());
+        // Checked as it was read, with its place in the file; built again here with its path,
+        // which names its rules.
+        let limit = self.checked_limit(&path).map_err(|message| {
+            ConfigFileError::new(file, format!("`{}`: {message}", shown(&path)))
+        })?;
+        let descriptors = build_level(self.descriptors.0, &path, file)?;
+        Ok(Descriptor {
+            key: self.key,
+            value,
+            path,
+            limit,
+            shadow: self.shadow_mode,
+            quota_mode: self.quota_mode,
+            share_threshold: self.share_threshold,
+            descriptors,
+        })
+    }
+}
+
+impl RateLimitYaml {
+    /// One limit; `index` is its place in a `limits` list.
+    fn build(self, path: &str, index: Option<usize>) -> Result<Limit, String> {
+        let replaces = self
+            .replaces
+            .into_iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>();
+        if let Some(empty) = replaces.iter().position(String::is_empty) {
+            return Err(format!("replaces entry {} has an empty name", empty + 1));
+        }
+        if let Some(name) = &self.name
+            && replaces.contains(name)
+        {
+            return Err(format!("limit `{}` replaces itself", shown(name)));
+        }
+        if self.unlimited {
+            if self.unit.is_some() || self.quota.is_some() || self.requests_per_unit.is_some() {
+                return Err(
+                    "an unlimited limit takes no unit, requests_per_unit or quota".to_owned(),
+                );
+            }
+            return Ok(Limit {
+                name: String::new(),
+                written: self.name,
+                listed: false,
+                replaces,
+                enforce: Enforce::Unlimited,
+            });
+        }
+        let (quota, unit) = match (self.quota, self.unit, self.requests_per_unit) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(
+                    "give either `quota` or `unit` with `requests_per_unit`, not both".to_owned(),
+                );
+            }
+            (Some(quota), None, None) => {
+                let unit = Unit::of_span(quota.0.span());
+                (quota.0, unit)
+            }
+            (None, None, _) => {
+                return Err(
+                    "a limit needs a `unit` and `requests_per_unit`, or a `quota`".to_owned(),
+                );
+            }
+            (None, Some(unit), rpu) => {
+                // envoy ratelimit reads a missing requests_per_unit as 0, which denies all.
+                let rpu = rpu.map_or(0, |r| u64::from(r.0));
+                if rpu == 0 {
+                    return Ok(Limit {
+                        name: String::new(),
+                        written: self.name,
+                        listed: false,
+                        replaces,
+                        enforce: Enforce::Blocked { unit },
+                    });
+                }
+                // Over 32 bits: refused as it is read (`RequestsPerUnitYaml`).
+                let quota = Quota::new(rpu, unit.span()).map_err(|e| e.to_string())?;
+                (quota, Some(unit))
+            }
+        };
+        let default_name = match index {
+            Some(i) => format!("{path}.{i}"),
+            None => path.to_owned(),
+        };
+        let name = rule_name(self.name.as_deref().unwrap_or(&default_name));
+        let kind = algorithm_for(self.algorithm.map(|a| a.0), quota)?;
+        let rule = Rule::new(&name, kind, quota).map_err(|e| e.to_string())?;
+        let rules = RuleSet::new([rule]).map_err(|e| e.to_string())?;
+        Ok(Limit {
+            name: String::new(),
+            written: self.name,
+            listed: false,
+            replaces,
+            enforce: Enforce::Rules {
+                rules,
+                units: vec![unit],
+            },
+        })
+    }
+}
+
+fn build_list(list: Vec<RateLimitYaml>, path: &str) -> Result<Limit, String> {
+    if list.is_empty() {
+        return Err("`limits` is empty".to_owned());
+    }
+    let mut rules = Vec::with_capacity(list.len());
+    let mut units = Vec::with_capacity(list.len());
+    for (i, yaml) in list.into_iter().enumerate() {
+        if yaml.unlimited {
+            return Err(format!(
+                "limit {} of `limits` is unlimited; a list holds limits only",
+                i + 1
+            ));
+        }
+        if !yaml.replaces.is_empty() {
+            return Err(format!(
+                "limit {} of `limits` has `replaces`; put it on a `rate_limit`",
+                i + 1
+            ));
+        }
+        if yaml.name.is_none() {
+            return Err(format!(
+                "limit {} of `limits` has no `name`: each needs one (the headers and the metrics show it)",
+                i + 1
+            ));
+        }
+        let one = yaml.build(path, Some(i))?;
+        match one.enforce {
+            Enforce::Rules {
+                rules: set,
+                units: mut u,
+            } => {
+                rules.extend(set.rules().iter().cloned());
+                units.append(&mut u);
+            }
+            Enforce::Blocked { .. } => {
+                return Err(format!(
+                    "limit {} of `limits` has requests_per_unit 0; a list holds limits that admit something",
+                    i + 1
+                ));
+            }
+            Enforce::Unlimited => unreachable!("refused above"),
+        }
+    }
+    let rules = RuleSet::new(rules).map_err(|e| e.to_string())?;
+    Ok(Limit {
+        name: String::new(),
+        written: None,
+        listed: true,
+        replaces: Vec::new(),
+        enforce: Enforce::Rules { rules, units },
+    })
+}
