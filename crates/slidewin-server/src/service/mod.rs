@@ -1,0 +1,398 @@
+//! The service: the engine behind Envoy's gRPC, the HTTP API and the dashboard, and the
+//! reloads of its config.
+
+pub(crate) mod grpc;
+mod json;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+
+use crate::access::{AdminHost, AdminHosts, AdminToken};
+use crate::backend::ServiceBackend;
+use crate::config_read::{CONFIG_READ_TIMEOUT, Reader};
+use crate::engine::Engine;
+use crate::snapshot::feed::{Feed, stats_answer};
+use crate::snapshot::{BackendStatus, ConfigStatus, LoadError, Snapshot, SnapshotSource};
+
+/// The largest request body `POST /json` reads, and the largest gRPC message decoded.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The engine, the files its config comes from, and how its loads went. Cloning shares it.
+pub struct Service<B: ServiceBackend> {
+    inner: Arc<ServiceInner<B>>,
+    /// What the admin routes require; none: they are open to [`Service::admin_hosts`].
+    admin_token: Option<AdminToken>,
+    /// The hosts besides the loopback ones that the open admin routes answer.
+    admin_hosts: AdminHosts,
+}
+
+impl<B: ServiceBackend> Clone for Service<B> {
+    fn clone(&self) -> Service<B> {
+        Service {
+            inner: Arc::clone(&self.inner),
+            admin_token: self.admin_token.clone(),
+            admin_hosts: self.admin_hosts.clone(),
+        }
+    }
+}
+
+struct ServiceInner<B: ServiceBackend> {
+    engine: Engine<B>,
+    /// Reads the config's files or directories (none for the built-in example) off the
+    /// workers.
+    reader: Reader,
+    loads: Mutex<Loads>,
+    tally: tokio::sync::watch::Sender<LoadTally>,
+    /// Set once the stop has begun: health fails and the dashboard's event streams end.
+    draining: tokio::sync::watch::Sender<bool>,
+}
+
+/// How many loads took effect and failed: what [`Service::load_tally`] watches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadTally {
+    /// The version in force (1 for the first config).
+    pub version: u64,
+    /// Loads that failed, leaving the config in force.
+    pub errors: u64,
+}
+
+#[derive(Default)]
+struct Loads {
+    last_error: Option<LoadError>,
+    errors_total: u64,
+}
+
+fn rfc3339(at: jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+impl<B: ServiceBackend> Service<B> {
+    /// A service of `engine`, whose config is reloaded from `paths` (none: never reloaded).
+    #[must_use]
+    pub fn new(engine: Engine<B>, paths: Vec<PathBuf>) -> Service<B> {
+        let metrics = engine.metrics().clone();
+        metrics.config_loaded(true);
+        metrics.set_config_version(1);
+        Service {
+            inner: Arc::new(ServiceInner {
+                engine,
+                reader: Reader::new(paths, CONFIG_READ_TIMEOUT),
+                loads: Mutex::new(Loads::default()),
+                tally: tokio::sync::watch::Sender::new(LoadTally {
+                    version: 1,
+                    errors: 0,
+                }),
+                draining: tokio::sync::watch::Sender::new(false),
+            }),
+            admin_token: None,
+            admin_hosts: AdminHosts::default(),
+        }
+    }
+
+    /// This service with its admin routes (the dashboard, `/api/*`, `/metrics`) requiring
+    /// `token`; `POST /json`, `/healthz` and gRPC stay open. See [`AdminToken::protect`].
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{AdminToken, Bounds, Config, Engine, Metrics, Service};
+    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Service::new(engine, vec![]).with_admin_token(AdminToken::new("0123456789abcdef0123")?);
+    /// let _router = service.router(true);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_admin_token(mut self, token: AdminToken) -> Service<B> {
+        self.admin_token = Some(token);
+        self
+    }
+
+    /// This service's admin routes, while it has no admin token, answering requests for
+    /// `hosts` as well as for the loopback ones (`localhost`, `*.localhost`, 127.0.0.0/8,
+    /// `[::1]`); any other host gets `403`, against DNS rebinding. With a token, the token
+    /// decides whatever the host: a rebinding page has neither the token nor the cookie.
+    /// Replaces the hosts given before.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{AdminHost, Bounds, Config, Engine, Metrics, Service};
+    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let host: AdminHost = "slidewin.internal".parse()?;
+    /// let service = Service::new(engine, vec![]).with_admin_hosts([host]);
+    /// assert_eq!(service.admin_hosts()[0].to_string(), "slidewin.internal");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_admin_hosts(mut self, hosts: impl IntoIterator<Item = AdminHost>) -> Service<B> {
+        self.admin_hosts = AdminHosts::new(hosts);
+        self
+    }
+
+    /// The hosts besides the loopback ones that the admin routes answer without a token
+    /// ([`Service::with_admin_hosts`]).
+    #[must_use]
+    pub fn admin_hosts(&self) -> &[AdminHost] {
+        self.admin_hosts.as_slice()
+    }
+
+    /// Marks the admin sign-in cookie `Secure`: the HTTP listener speaks TLS.
+    pub(crate) fn over_tls(mut self) -> Service<B> {
+        self.admin_token = self.admin_token.map(|t| t.with_secure_cookie(true));
+        self
+    }
+
+    /// Begins the stop: from now on health answers 503 (`draining`) and the dashboard's
+    /// event streams end. [`serve`](crate::serve) calls it when its shutdown future completes,
+    /// before it stops accepting.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{Bounds, Config, Engine, Metrics, Service};
+    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Service::new(engine, vec![]);
+    /// assert!(!service.is_draining());
+    /// service.drain();
+    /// assert!(service.is_draining());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn drain(&self) {
+        self.inner.draining.send_replace(true);
+    }
+
+    /// Whether the stop has begun ([`Service::drain`]).
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        *self.inner.draining.borrow()
+    }
+
+    /// Watches the stop: turns `true` when it begins.
+    pub(crate) fn draining(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.draining.subscribe()
+    }
+
+    /// The engine.
+    #[must_use]
+    pub fn engine(&self) -> &Engine<B> {
+        &self.inner.engine
+    }
+
+    /// Reads the config's files again and puts them in force. An invalid config changes
+    /// nothing: it is logged, counted, and shown on the dashboard. The files are read, and the
+    /// config built, on a blocking thread, never on the workers that answer checks, and within
+    /// [`CONFIG_READ_TIMEOUT`]: a read that takes longer is given up (a FIFO or a hung mount),
+    /// and while it has not returned, a reload is refused by name. The config in force answers
+    /// throughout.
+    ///
+    /// # Errors
+    ///
+    /// Why the files were not loaded; the config in force stays.
+    pub async fn reload(&self) -> Result<u64, String> {
+        if self.inner.reader.paths().is_empty() {
+            return Err("the built-in config has no file to reload".to_owned());
+        }
+        let engine = self.inner.engine.clone();
+        let loaded = self
+            .inner
+            .reader
+            .load(move |config| engine.reload(config))
+            .await;
+        let metrics = self.inner.engine.metrics();
+        match &loaded {
+            Ok(version) => {
+                metrics.config_loaded(true);
+                metrics.set_config_version(*version);
+                tracing::info!(version, "config reloaded");
+                // The files are good again: the dashboard's error banner is about the files now.
+                self.loads().last_error = None;
+                self.inner.tally.send_modify(|t| t.version = *version);
+            }
+            Err(why) => {
+                metrics.config_loaded(false);
+                tracing::error!(error = %why, "config not reloaded; the config in force stays");
+                let mut loads = self.loads();
+                loads.errors_total += 1;
+                loads.last_error = Some(LoadError {
+                    at: rfc3339(jiff::Timestamp::now()),
+                    message: why.clone(),
+                });
+                drop(loads);
+                self.inner.tally.send_modify(|t| t.errors += 1);
+            }
+        }
+        loaded
+    }
+
+    fn loads(&self) -> std::sync::MutexGuard<'_, Loads> {
+        self.inner
+            .loads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Watches the loads: each reload that takes effect or fails changes it.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{Bounds, Config, Engine, Metrics, Service};
+    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Service::new(engine, vec![]);
+    /// assert_eq!(service.load_tally().borrow().version, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn load_tally(&self) -> tokio::sync::watch::Receiver<LoadTally> {
+        self.inner.tally.subscribe()
+    }
+
+    /// The paths the config is read from.
+    #[must_use]
+    pub fn paths(&self) -> &[PathBuf] {
+        self.inner.reader.paths()
+    }
+
+    /// The HTTP API: `POST /json`, `GET /healthz`, and unless `admin` is false, `GET
+    /// /api/config`, `GET /api/stats`, `GET /metrics` and the dashboard, which require the
+    /// admin token if the service has one ([`Service::with_admin_token`]), and otherwise
+    /// answer only loopback hosts and [`Service::with_admin_hosts`]'s. `POST /json` takes
+    /// `content-type: application/json` only (else `415`): no web page can send that without
+    /// the browser asking first (a CORS preflight, which is not answered).
+    pub fn router(&self, admin: bool) -> Router {
+        let api = Router::new()
+            .route("/json", post(json::json::<B>))
+            .route("/healthz", get(health::<B>))
+            .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+            .with_state(self.clone());
+        if !admin {
+            return api;
+        }
+        // One feed of snapshots for the dashboard's event streams and `/api/stats` alike.
+        let source: Arc<dyn SnapshotSource> = Arc::new(self.clone());
+        let feed = Feed::new(source, self.draining());
+        let stats = Arc::clone(&feed);
+        let admin = Router::new()
+            .route("/api/config", get(api_config::<B>))
+            .route("/metrics", get(metrics::<B>))
+            .with_state(self.clone())
+            .route("/api/stats", get(move || stats_answer(Arc::clone(&stats))))
+            .merge(crate::dashboard::dashboard_on(feed, self.draining()));
+        match &self.admin_token {
+            Some(token) => api.merge(token.protect(admin)),
+            None => api.merge(self.admin_hosts.protect(admin)),
+        }
+    }
+}
+
+impl<B: ServiceBackend> SnapshotSource for Service<B> {
+    fn snapshot(&self) -> Snapshot {
+        let engine = &self.inner.engine;
+        let (config, version, loaded_at) = engine.config();
+        let (last_error, errors_total) = {
+            let loads = self.loads();
+            (loads.last_error.clone(), loads.errors_total)
+        };
+        let backend = engine.backend();
+        let state = backend.state();
+        engine.metrics().set_backend_state(state);
+        let mut snapshot = Snapshot {
+            now_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            config: ConfigStatus {
+                version,
+                loaded_at: rfc3339(loaded_at),
+                files: config.files().to_vec(),
+                last_error,
+                errors_total,
+            },
+            backend: BackendStatus {
+                kind: backend.kind().to_owned(),
+                state: state.to_owned(),
+                failure_policy: backend.failure_policy().map(str::to_owned),
+                errors_total: engine.metrics().backend_errors(),
+            },
+            top_denied: engine.top_denied(),
+            ..Snapshot::default()
+        };
+        snapshot.show(engine.busiest_rules(crate::snapshot::MAX_SHOWN_RULES));
+        snapshot
+    }
+
+    /// Each load, taken or failed, adds one to the version or to the errors; the store's
+    /// state is the low two bits.
+    fn generation(&self) -> u64 {
+        let loads = *self.inner.tally.borrow();
+        let state = match self.inner.engine.backend().state() {
+            "up" => 0,
+            "probing" => 1,
+            _ => 2,
+        };
+        loads.version.wrapping_add(loads.errors) << 2 | state
+    }
+}
+
+/// `GET /healthz`: 200 `OK` while the service decides with its store; 503 with the reason
+/// while it is stopping or its store does not answer (a failure policy may still be answering
+/// for it: the service is up, but not ready).
+async fn health<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+    let unready = |why: String| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CACHE_CONTROL, "no-store")],
+            format!("not ready: {why}\n"),
+        )
+            .into_response()
+    };
+    if service.is_draining() {
+        return unready("draining (the service is stopping)".to_owned());
+    }
+    let backend = service.engine().backend();
+    match backend.state() {
+        "up" => ([(header::CACHE_CONTROL, "no-store")], "OK\n").into_response(),
+        state => unready(match backend.failure_policy() {
+            Some(policy) => format!(
+                "the {} backend is {state}; answering by the failure policy ({policy})",
+                backend.kind()
+            ),
+            None => format!("the {} backend is {state}", backend.kind()),
+        }),
+    }
+}
+
+async fn api_config<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+    let (config, version, loaded_at) = service.engine().config();
+    Json(serde_json::json!({
+        "version": version,
+        "loaded_at": rfc3339(loaded_at),
+        "files": config.files(),
+        "domains": crate::config_view::domains(&config),
+    }))
+    .into_response()
+}
+
+/// `GET /api/stats`: the snapshot the dashboard's event streams share, or one younger than a
+/// tick: a loop of requests builds one a tick at most, off the async workers.
+async fn metrics<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+    let engine = service.engine();
+    engine.metrics().set_backend_state(engine.backend().state());
+    if let Some((used, max)) = engine.backend().memory() {
+        engine.metrics().set_memory(used, max);
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        engine.metrics().encode(),
+    )
+        .into_response()
+}
