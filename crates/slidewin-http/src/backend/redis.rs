@@ -1,0 +1,105 @@
+//! [`Redis`]: counts on Redis or a Redis Cluster through a `RedisLimiter`, with the `redis`
+//! feature.
+
+use slidewin::Moment;
+use slidewin::limit::RuleSet;
+
+use super::{Backend, BackendError, Checked};
+use crate::error::ConfigError;
+use crate::limit::RequestKey;
+
+/// Counts on Redis or a Redis Cluster, through a
+/// [`RedisLimiter`](slidewin_redis::RedisLimiter): the same decisions as [`Memory`], shared by
+/// every process that uses the same Redis and prefix. Its
+/// [`FailurePolicy`](slidewin_redis::FailurePolicy), if set, answers while Redis cannot, and
+/// the layer can say so in a header
+/// ([`degraded_header`](crate::RateLimitLayerBuilder::degraded_header)).
+///
+/// Time is the Redis server's by default, so that every process agrees;
+/// [`with_layer_clock`](Redis::with_layer_clock) uses the layer's clock instead (for tests
+/// and replays, on the Unix timeline).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use slidewin_redis::{FailurePolicy, RedisLimiter};
+/// let limiter = RedisLimiter::connect("redis://127.0.0.1/").await?
+///     .with_failure_policy(FailurePolicy::Open);
+/// let backend = slidewin_http::Redis::new(limiter);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Redis {
+    limiter: slidewin_redis::RedisLimiter,
+    layer_clock: bool,
+}
+
+impl Redis {
+    /// Counts through `limiter`, at the Redis server's time.
+    #[must_use]
+    pub fn new(limiter: slidewin_redis::RedisLimiter) -> Redis {
+        Redis {
+            limiter,
+            layer_clock: false,
+        }
+    }
+
+    /// The same, at the layer's clock's time, taken as Unix time: every process must then
+    /// share one clock.
+    #[must_use]
+    pub fn with_layer_clock(self) -> Redis {
+        Redis {
+            layer_clock: true,
+            ..self
+        }
+    }
+
+    /// The limiter.
+    #[must_use]
+    pub fn limiter(&self) -> &slidewin_redis::RedisLimiter {
+        &self.limiter
+    }
+}
+
+/// [`carry`](Backend::carry) is the default, which moves nothing: a rule's counts live in
+/// Redis under `{prefix:key}:name:kind`, a key without the quota in it, so a store for the new
+/// quota of a rule kept by name and kind reads the same counts.
+impl Backend for Redis {
+    type Store = slidewin_redis::Rules;
+
+    fn store(&self, rules: RuleSet) -> Result<Self::Store, ConfigError> {
+        slidewin_redis::Rules::new(rules).map_err(|err| ConfigError::Backend {
+            detail: err.to_string(),
+        })
+    }
+
+    async fn check<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Checked, BackendError> {
+        // Redis names a key by its text: an address by its standard text.
+        let text = match key {
+            RequestKey::Text(text) => std::borrow::Cow::Borrowed(text),
+            RequestKey::Address(address) => std::borrow::Cow::Owned(address.to_string()),
+        };
+        let answer = if self.layer_clock {
+            self.limiter.check(store, &text, now, cost).await
+        } else {
+            self.limiter.check_now(store, &text, cost).await
+        };
+        match answer {
+            Ok(decision) => Ok(match decision.made_without_redis() {
+                Some(why) => {
+                    Checked::by_failure_policy(decision.decisions().clone(), why.to_string())
+                }
+                None => Checked::new(decision.decisions().clone()),
+            }),
+            Err(slidewin_redis::RedisError::Limit(err)) => Err(err.into()),
+            Err(err) => Err(BackendError::Unavailable {
+                detail: err.to_string(),
+            }),
+        }
+    }
+}
