@@ -68,7 +68,7 @@ pub trait Backend: Send + Sync + 'static {
     /// the store, which has nothing to move. [`Redis`](crate::Redis) is one: it keeps a rule's
     /// counts in Redis under `{prefix:key}:name:kind`, a key without the quota in it, so a
     /// quota changed under the same name and kind is read from the same counts by the new
-    /// store. [`Memory`] moves its keys, converted as [`Keyed::carry_from`] says.
+    /// store. [`Memory`] moves its keys, converted as [`Keyed::carry_from`](slidewin::Keyed::carry_from) says.
     ///
     /// # Example
     ///

@@ -9,7 +9,7 @@ use crate::error::ConfigError;
 use crate::limit::RequestKey;
 
 /// Counts on Redis or a Redis Cluster, through a
-/// [`RedisLimiter`](slidewin_redis::RedisLimiter): the same decisions as [`Memory`], shared by
+/// [`RedisLimiter`](slidewin_redis::RedisLimiter): the same decisions as [`Memory`](super::Memory), shared by
 /// every process that uses the same Redis and prefix. Its
 /// [`FailurePolicy`](slidewin_redis::FailurePolicy), if set, answers while Redis cannot, and
 /// the layer can say so in a header

@@ -133,7 +133,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
         self
     }
 
-    /// Sends [`Slidewin-Degraded`](SLIDEWIN_DEGRADED) on the responses that a backend's
+    /// Sends [`Slidewin-Degraded`](super::SLIDEWIN_DEGRADED) on the responses that a backend's
     /// failure policy decided (Redis down), saying which way it went.
     #[must_use]
     pub fn degraded_header(mut self, degraded: bool) -> Self {

@@ -46,7 +46,7 @@ pub enum MissingKey {
     Pass,
 }
 
-/// A tower [`Layer`] that limits the rates of the requests to the service it wraps, with
+/// A tower [`Layer`](tower::Layer) that limits the rates of the requests to the service it wraps, with
 /// exact windows, and tells clients where they stand in the IETF `RateLimit-Policy` and
 /// `RateLimit` header fields.
 ///
