@@ -39,7 +39,8 @@ const EXAMPLE9_TRAILING: &str = include_str!("../examples/example9_trailing_wild
 const EXAMPLE9_MIDDLE: &str = include_str!("../examples/example9_middle_wildcard.yaml");
 const EXAMPLE9_MULTIPLE: &str = include_str!("../examples/example9_multiple_wildcards.yaml");
 const EXAMPLE10: &str = include_str!("../examples/example10_value_to_metric.yaml");
-const EXAMPLE10_WILDCARD: &str = include_str!("../examples/example10_value_to_metric_wildcard.yaml");
+const EXAMPLE10_WILDCARD: &str =
+    include_str!("../examples/example10_value_to_metric_wildcard.yaml");
 const EXAMPLE11: &str = include_str!("../examples/example11_share_threshold.yaml");
 const EXAMPLE11_METRICS: &str = include_str!("../examples/example11_share_threshold_metrics.yaml");
 
