@@ -13,6 +13,7 @@ mod config_read;
 mod config_view;
 mod dashboard;
 mod engine;
+mod error;
 mod metrics;
 mod overrides;
 mod run;
@@ -35,6 +36,7 @@ pub use engine::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, RateLimitRequest,
     RateLimitResponse, RequestDescriptor, RequestError,
 };
+pub use error::Error;
 pub use metrics::Metrics;
 pub use overrides::MAX_OVERRIDES;
 pub use run::{BackendChoice, DEFAULT_MAX_MEMORY, EXAMPLE_CONFIG, RunOptions, run};

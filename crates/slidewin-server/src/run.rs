@@ -12,6 +12,7 @@ use crate::backend::{RedisService, ServiceBackend};
 use crate::config::Config;
 use crate::config_read::{CONFIG_READ_TIMEOUT, Reader};
 use crate::engine::{Bounds, Engine};
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::serve::{Listeners, ServeOptions, serve};
 use crate::service::Service;
@@ -95,21 +96,29 @@ impl Default for RunOptions {
 /// # Errors
 ///
 /// A config, a backend or a listener that failed, said in words.
-pub async fn run(options: RunOptions) -> Result<(), String> {
+pub async fn run(options: RunOptions) -> Result<(), Error> {
     let config = if options.config.is_empty() {
-        Config::parse(EXAMPLE_CONFIG, "<built-in example>").map_err(|e| e.to_string())?
+        Config::parse(EXAMPLE_CONFIG, "<built-in example>")
+            .map_err(|e| Error::Config(e.to_string()))?
     } else {
         // Off the workers and within a timeout, as every reload: a FIFO or a hung mount in
         // the config's place fails the start by name rather than hanging it.
         Reader::new(options.config.clone(), CONFIG_READ_TIMEOUT)
             .load(Ok)
-            .await?
+            .await
+            .map_err(Error::Config)?
     };
     if options.max_keys == 0 {
-        return Err("--max-keys 0: a rule must be able to hold a key".to_owned());
+        return Err(Error::setting(
+            "--max-keys",
+            "--max-keys 0: a rule must be able to hold a key",
+        ));
     }
     if options.max_memory == 0 {
-        return Err("--max-memory 0: the keys must be able to hold a byte".to_owned());
+        return Err(Error::setting(
+            "--max-memory",
+            "--max-memory 0: the keys must be able to hold a byte",
+        ));
     }
     match &options.backend {
         BackendChoice::Memory => {
@@ -122,14 +131,14 @@ pub async fn run(options: RunOptions) -> Result<(), String> {
             // The error names the URL, its password hidden: the flag's value is not repeated.
             let backend = RedisService::connect(url, options.failure_policy)
                 .await
-                .map_err(|e| format!("--redis: {e}"))?;
+                .map_err(|e| Error::Backend(format!("--redis: {e}")))?;
             start(backend, config, options).await
         }
         BackendChoice::RedisCluster(nodes) => {
             let urls: Vec<String> = nodes.iter().map(|n| cluster_seed(n)).collect();
             let backend = RedisService::connect_cluster(&urls, options.failure_policy)
                 .await
-                .map_err(|e| format!("--redis-cluster: {e}"))?;
+                .map_err(|e| Error::Backend(format!("--redis-cluster: {e}")))?;
             start(backend, config, options).await
         }
     }
@@ -139,7 +148,7 @@ async fn start<B: ServiceBackend>(
     backend: B,
     config: Config,
     options: RunOptions,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let engine = Engine::new(
         backend,
         config,
@@ -154,10 +163,10 @@ async fn start<B: ServiceBackend>(
     }
     let listeners = Listeners::bind(&options.serve)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(Error::io(""))?;
     let (grpc, http) = (
-        listeners.grpc_addr().map_err(|e| e.to_string())?,
-        listeners.http_addr().map_err(|e| e.to_string())?,
+        listeners.grpc_addr().map_err(Error::io(""))?,
+        listeners.http_addr().map_err(Error::io(""))?,
     );
     let _watch = if options.config.is_empty() {
         // SIGHUP's default would end the process: with nothing to reload, it is only logged.
@@ -212,7 +221,7 @@ async fn start<B: ServiceBackend>(
     );
     serve(service, listeners, options.serve.admin, shutdown)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(Error::io(""))
 }
 
 /// A cluster seed as redis-rs takes it: `host:port` (as `--redis-cluster` documents it) gets

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::backend::ServiceBackend;
+use crate::error::Error;
 use crate::service::Service;
 
 /// Reloads `service`'s config when a file under its paths changes (the directories around
@@ -15,7 +16,7 @@ use crate::service::Service;
 /// # Errors
 ///
 /// The file watcher could not start.
-pub fn watch_config<B: ServiceBackend>(service: &Service<B>) -> Result<ConfigWatch, String> {
+pub fn watch_config<B: ServiceBackend>(service: &Service<B>) -> Result<ConfigWatch, Error> {
     use notify::{RecursiveMode, Watcher};
 
     let (tx, mut rx) = mpsc::channel::<()>(1);
@@ -35,11 +36,17 @@ pub fn watch_config<B: ServiceBackend>(service: &Service<B>) -> Result<ConfigWat
             let _ = on_event.try_send(());
         }
     })
-    .map_err(|e| format!("cannot watch the config: {e}"))?;
+    .map_err(|e| Error::Io {
+        what: "cannot watch the config".to_owned(),
+        source: notify_io(e),
+    })?;
     for dir in watched_dirs(service.paths()) {
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+            .map_err(|e| Error::Io {
+                what: format!("cannot watch {}", dir.display()),
+                source: notify_io(e),
+            })?;
     }
     let reloader = service.clone();
     let task = tokio::spawn(async move {
@@ -54,7 +61,7 @@ pub fn watch_config<B: ServiceBackend>(service: &Service<B>) -> Result<ConfigWat
     // the process).
     #[cfg(unix)]
     let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
+        .map_err(Error::io("cannot listen for SIGHUP"))?;
     let hup = tokio::spawn(async move {
         #[cfg(unix)]
         while hangups.recv().await.is_some() {
@@ -113,6 +120,14 @@ fn watched_dirs(paths: &[PathBuf]) -> Vec<PathBuf> {
     dirs.sort();
     dirs.dedup();
     dirs
+}
+
+/// A file watcher's error as the system's, where it was one.
+fn notify_io(e: notify::Error) -> std::io::Error {
+    match e.kind {
+        notify::ErrorKind::Io(io) => io,
+        _ => std::io::Error::other(e.to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ use slidewin::limit::Binding;
 use slidewin::{Clock, Moment};
 use slidewin_http::{RATELIMIT, RATELIMIT_POLICY, RateLimitFields};
 
+use crate::error::Error;
+
 use self::check::{DescriptorCheck, refused_status};
 use self::matching::{Node, build, find};
 pub use self::request::{
@@ -106,9 +108,9 @@ impl<B: Backend> Engine<B> {
         clock: Arc<dyn Clock + Send + Sync>,
         bounds: Bounds,
         metrics: Metrics,
-    ) -> Result<Engine<B>, String> {
+    ) -> Result<Engine<B>, Error> {
         let now = clock.now();
-        let loaded = build(&backend, config, None, 1, now, &metrics)?;
+        let loaded = build(&backend, config, None, 1, now, &metrics).map_err(Error::Store)?;
         Ok(Engine {
             inner: Arc::new(Inner {
                 backend,
@@ -128,7 +130,7 @@ impl<B: Backend> Engine<B> {
     /// # Errors
     ///
     /// A rule the backend cannot hold; the config in force stays.
-    pub fn reload(&self, config: Config) -> Result<u64, String> {
+    pub fn reload(&self, config: Config) -> Result<u64, Error> {
         let now = self.inner.clock.now();
         let old = self.loaded();
         let loaded = build(
@@ -138,7 +140,8 @@ impl<B: Backend> Engine<B> {
             old.version + 1,
             now,
             &self.inner.metrics,
-        )?;
+        )
+        .map_err(Error::Store)?;
         let version = loaded.version;
         *self
             .inner

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::error::Error;
+
 /// How long a connection may take to send its first bytes and an HTTP/1 request its head:
 /// 10 s.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,7 +56,7 @@ pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// };
 /// assert!(options.limits.validate().is_ok());
 /// let zero = ConnectionLimits { max_connections: 0, ..ConnectionLimits::default() };
-/// assert!(zero.validate().unwrap_err().contains("max_connections"));
+/// assert!(zero.validate().unwrap_err().to_string().contains("max_connections"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -124,7 +126,7 @@ impl ConnectionLimits {
     ///
     /// The first bound that is zero (but the drain timeout, where 0 means at once), or an
     /// idle timeout shorter than the request timeout, named.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
         for (name, value) in [
             ("header_read_timeout", self.header_read_timeout),
             ("request_timeout", self.request_timeout),
@@ -133,26 +135,44 @@ impl ConnectionLimits {
             ("http2_keepalive_timeout", self.http2_keepalive_timeout),
         ] {
             if value.is_zero() {
-                return Err(format!("{name} is zero: it must be a positive duration"));
+                return Err(Error::setting(
+                    name,
+                    format!("{name} is zero: it must be a positive duration"),
+                ));
             }
         }
         if self.max_connections == 0 {
-            return Err("max_connections is 0: a listener must take at least one".to_owned());
+            return Err(Error::setting(
+                "max_connections",
+                "max_connections is 0: a listener must take at least one",
+            ));
         }
         if self.max_concurrent_streams == 0 {
-            return Err("max_concurrent_streams is 0: a connection must carry a call".to_owned());
+            return Err(Error::setting(
+                "max_concurrent_streams",
+                "max_concurrent_streams is 0: a connection must carry a call",
+            ));
         }
         if self.max_calls_in_flight == 0 {
-            return Err("max_calls_in_flight is 0: the service must take a call".to_owned());
+            return Err(Error::setting(
+                "max_calls_in_flight",
+                "max_calls_in_flight is 0: the service must take a call",
+            ));
         }
         if self.max_body_bytes_in_flight == 0 {
-            return Err("max_body_bytes_in_flight is 0: a call's body must fit".to_owned());
+            return Err(Error::setting(
+                "max_body_bytes_in_flight",
+                "max_body_bytes_in_flight is 0: a call's body must fit",
+            ));
         }
         if self.idle_timeout < self.request_timeout {
-            return Err(format!(
-                "idle_timeout ({:?}) is shorter than request_timeout ({:?}): it would cut \
+            return Err(Error::setting(
+                "idle_timeout",
+                format!(
+                    "idle_timeout ({:?}) is shorter than request_timeout ({:?}): it would cut \
                  requests in flight",
-                self.idle_timeout, self.request_timeout
+                    self.idle_timeout, self.request_timeout
+                ),
             ));
         }
         Ok(())

@@ -18,6 +18,7 @@ use crate::access::{AdminHost, AdminHosts, AdminToken};
 use crate::backend::ServiceBackend;
 use crate::config_read::{CONFIG_READ_TIMEOUT, Reader};
 use crate::engine::Engine;
+use crate::error::Error;
 use crate::snapshot::feed::{Feed, stats_answer};
 use crate::snapshot::{BackendStatus, ConfigStatus, LoadError, Snapshot, SnapshotSource};
 
@@ -195,16 +196,17 @@ impl<B: ServiceBackend> Service<B> {
     /// # Errors
     ///
     /// Why the files were not loaded; the config in force stays.
-    pub async fn reload(&self) -> Result<u64, String> {
+    pub async fn reload(&self) -> Result<u64, Error> {
         if self.inner.reader.paths().is_empty() {
-            return Err("the built-in config has no file to reload".to_owned());
+            return Err(Error::NoConfigFile);
         }
         let engine = self.inner.engine.clone();
         let loaded = self
             .inner
             .reader
-            .load(move |config| engine.reload(config))
-            .await;
+            .load(move |config| engine.reload(config).map_err(|e| e.to_string()))
+            .await
+            .map_err(Error::Config);
         let metrics = self.inner.engine.metrics();
         match &loaded {
             Ok(version) => {
@@ -222,7 +224,7 @@ impl<B: ServiceBackend> Service<B> {
                 loads.errors_total += 1;
                 loads.last_error = Some(LoadError {
                     at: rfc3339(jiff::Timestamp::now()),
-                    message: why.clone(),
+                    message: why.to_string(),
                 });
                 drop(loads);
                 self.inner.tally.send_modify(|t| t.errors += 1);
