@@ -1164,16 +1164,17 @@ mod tests {
         fn fresh(&self) -> A::State {
             self.inner.fresh()
         }
-        fn check(
+        type Pending = A::Pending;
+        fn prepare(
             &self,
-            state: &mut A::State,
+            state: &A::State,
             now: Moment,
             cost: u64,
-        ) -> Result<A::Output, LimitError> {
-            self.inner.check(state, now, cost)
+        ) -> Result<(A::Output, A::Pending), LimitError> {
+            self.inner.prepare(state, now, cost)
         }
-        fn peek(&self, state: &A::State, now: Moment, cost: u64) -> Result<A::Output, LimitError> {
-            self.inner.peek(state, now, cost)
+        fn commit(state: &mut A::State, pending: A::Pending, cost: u64) {
+            A::commit(state, pending, cost);
         }
         fn idle_at(&self, state: &A::State) -> Option<Moment> {
             LOOKS.fetch_add(1, Ordering::Relaxed);
