@@ -4,9 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::*;
-use crate::limit::{LimitError, SlidingLog};
 use crate::limit::algorithm::Locked;
 use crate::limit::algorithm::sealed::Enforce;
+use crate::limit::{LimitError, SlidingLog};
 
 /// How often `Counting` looked at a state to tell whether it is idle.
 static LOOKS: AtomicUsize = AtomicUsize::new(0);
