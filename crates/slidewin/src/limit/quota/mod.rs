@@ -228,7 +228,8 @@ impl Quota {
 
 /// `100 per 1m`, with ` burst N` when the burst is not the limit. The span is written in parts
 /// from hours down to nanoseconds (`1m 30s`, `24h`, `1s 500ms`, `1µs`), so the text is in the
-/// grammar and [`Quota::from_str`] reads it back to the same quota.
+/// grammar and [`Quota::from_str`](std::str::FromStr::from_str) reads it back to the same
+/// quota.
 impl fmt::Display for Quota {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} per ", self.limit)?;

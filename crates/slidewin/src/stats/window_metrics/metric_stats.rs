@@ -7,7 +7,7 @@ use super::MetricEvent;
 use super::slot::{RT_COUNT, RT_SUM, SlotRead};
 use crate::time::Moment;
 
-/// The figures of a [`WindowMetrics`] window or of one of its buckets: counts per
+/// The figures of a [`WindowMetrics`](crate::WindowMetrics) window or of one of its buckets: counts per
 /// [`MetricEvent`], response times, and the time they cover.
 ///
 /// Counts saturate rather than wrap: a count is exact unless it reads `u64::MAX`, which means
