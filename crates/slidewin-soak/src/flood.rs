@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tonic::transport::Endpoint;
 
-use crate::{Decision, Record, Via, grpc_check, grpc_request, nanos, rss_kib};
+use crate::client::{Decision, Record, Via, grpc_check, grpc_request, nanos};
+use crate::server::rss_kib;
 
 /// `--max-keys`: the flood's rule holds at most this many keys.
 pub(crate) const KEY_CAP: u64 = 1000;
