@@ -66,10 +66,10 @@ pub(crate) fn key_entry(key: u32) -> (&'static str, String) {
 }
 
 /// A small generator of our own (xorshift), one per client.
-pub(crate) struct Rng(u64);
+struct Rng(u64);
 
 impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
+    fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -77,7 +77,7 @@ impl Rng {
     }
 
     /// Half the checks on a hot key, half on a cold one.
-    pub(crate) fn key(&mut self) -> u32 {
+    fn key(&mut self) -> u32 {
         let r = self.next();
         let pick = u32::try_from(r >> 40).unwrap_or(0);
         if r & 1 == 0 {

@@ -29,7 +29,7 @@ pub(crate) fn secs(nanos: u64) -> String {
     format!("{:.3} s", Duration::from_nanos(nanos).as_secs_f64())
 }
 
-pub(crate) fn millis(nanos: u64) -> String {
+fn millis(nanos: u64) -> String {
     format!(
         "{:.0} ms",
         Duration::from_nanos(nanos).as_secs_f64() * 1000.0
@@ -46,7 +46,7 @@ pub(crate) fn millis(nanos: u64) -> String {
 ///   would have opened after it, which the service did not process (RFC 9113, 6.8);
 /// - cancelled with "connection closed": hyper's for a request still queued for its connection
 ///   when the connection ended, never written to it.
-pub(crate) fn never_reached(said: &str) -> bool {
+fn never_reached(said: &str) -> bool {
     said.contains("Connection refused")
         || said.contains("tcp connect error")
         || said.contains("connection error received: not a result of an error")

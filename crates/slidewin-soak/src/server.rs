@@ -115,7 +115,7 @@ pub(crate) enum Store {
 
 /// The soak's cluster's node timeout: a lost master's replica takes over after it, and an
 /// election of half a second to a second more (Redis Cluster's default is 15 s).
-pub(crate) const NODE_TIMEOUT: Duration = Duration::from_millis(1000);
+const NODE_TIMEOUT: Duration = Duration::from_millis(1000);
 
 impl Store {
     pub(crate) fn cluster() -> Store {

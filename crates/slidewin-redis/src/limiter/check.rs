@@ -394,7 +394,7 @@ impl RedisLimiter {
             .collect())
     }
 
-    pub(super) async fn eval(
+    async fn eval(
         &self,
         rules: &Rules,
         key: &str,
@@ -427,7 +427,7 @@ impl RedisLimiter {
 
     /// Whether a call of `key` (a Redis key) goes to Redis: not while its circuit is open.
     #[inline]
-    pub(super) fn gate(&self, key: &str) -> Result<(), RedisError> {
+    fn gate(&self, key: &str) -> Result<(), RedisError> {
         self.circuits.gate(|| self.connection.place(key))
     }
 

@@ -179,7 +179,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// The check of `key` in its shard, `index`, at the time `now()` reads while the shard is
     /// locked; `owned` makes the key to keep when it is new.
     #[inline]
-    pub(super) fn check_in<Q>(
+    fn check_in<Q>(
         &self,
         index: usize,
         hash: u64,
@@ -248,7 +248,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// A check of `state`, held on `budget`: the room its state may grow into is taken first
     /// (a denial is still answered when none is left), and what it holds after is settled.
     #[inline(never)]
-    pub(super) fn check_on_budget(
+    fn check_on_budget(
         &self,
         budget: &OnBudget<K>,
         state: &mut A::State,
@@ -278,7 +278,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// be refused there, its shard kept: at worst every shard, as a limiter used to start with).
     #[cold]
     #[inline(never)]
-    pub(super) fn check_before_shard(
+    fn check_before_shard(
         &self,
         index: usize,
         now: &impl Fn() -> Moment,
@@ -377,7 +377,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     }
 
     /// The peek of `key` at the time `now()` reads, while holding its shard if it has one.
-    pub(super) fn peek_in<Q>(
+    fn peek_in<Q>(
         &self,
         key: &Q,
         now: impl FnOnce() -> Moment,

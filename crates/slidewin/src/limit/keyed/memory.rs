@@ -26,7 +26,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// A key's entry, as a budget counts it: twice its size in the table (which grows by
     /// doubling), two control bytes, and with a cap its deadline, twice (a heap that doubles).
     #[inline]
-    pub(super) fn entry_bytes(&self) -> usize {
+    fn entry_bytes(&self) -> usize {
         let deadline = if self.capped() {
             2 * size_of::<Reverse<(u64, u64)>>()
         } else {

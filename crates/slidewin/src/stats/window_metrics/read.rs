@@ -9,7 +9,7 @@ use crate::time::{Clock, Moment};
 
 impl WindowMetrics {
     /// The slot of `epoch`, if it holds that epoch.
-    pub(super) fn read_epoch(&self, epoch: u64) -> Option<SlotRead> {
+    fn read_epoch(&self, epoch: u64) -> Option<SlotRead> {
         self.slot(epoch).read_if(|e| e == epoch)
     }
 
@@ -152,7 +152,7 @@ impl WindowMetrics {
         self.rate(clock.now(), event)
     }
 
-    pub(super) fn window_count(&self, now: Moment, event: MetricEvent) -> (u64, Duration) {
+    fn window_count(&self, now: Moment, event: MetricEvent) -> (u64, Duration) {
         let (top, now) = self.read_at(now);
         let bottom = top.saturating_sub(self.bucket_count - 1);
         let from = self.start.max(Moment::from_nanos(bottom * self.bucket));
@@ -296,7 +296,7 @@ impl WindowMetrics {
         self.buckets(clock.now())
     }
 
-    pub(super) fn bucket_stats(&self, epoch: u64) -> Option<MetricStats> {
+    fn bucket_stats(&self, epoch: u64) -> Option<MetricStats> {
         let read = self.read_epoch(epoch)?;
         let mut stats = MetricStats::empty(
             Moment::from_nanos(epoch * self.bucket),
