@@ -142,6 +142,13 @@ pub(crate) async fn grpc_check(
     }
 }
 
+/// A client of the service's gRPC address, connected at its first check; `None` for an
+/// address that is not one.
+pub(crate) fn grpc_connect(grpc: &str) -> Option<RateLimitServiceClient<Channel>> {
+    let endpoint = Endpoint::from_shared(format!("http://{grpc}")).ok()?;
+    Some(RateLimitServiceClient::new(endpoint.connect_lazy()))
+}
+
 pub(crate) async fn grpc_client(
     grpc: String,
     base: Instant,
@@ -149,10 +156,9 @@ pub(crate) async fn grpc_client(
     seed: u64,
 ) -> Vec<Record> {
     let mut records = Vec::new();
-    let Ok(endpoint) = Endpoint::from_shared(format!("http://{grpc}")) else {
+    let Some(mut client) = grpc_connect(&grpc) else {
         return records;
     };
-    let mut client = RateLimitServiceClient::new(endpoint.connect_lazy());
     let mut rng = Rng(seed | 1);
     while !stop.load(Ordering::Relaxed) {
         let key = rng.key();
