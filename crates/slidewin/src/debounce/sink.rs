@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::Moment;
 
-/// Why a call ran: what [`Debounced`] reports with each run.
+/// Why a call ran: what [`Debounced`](crate::debounce::Debounced) reports with each run.
 ///
 /// ```
 /// use slidewin::debounce::Edge;
@@ -21,7 +21,7 @@ pub enum Edge {
     /// The call ran the moment it was made because `max_wait` had passed since the last run
     /// (lodash's "invocations in a tight loop"; it happens whatever `leading` says).
     MaxWait,
-    /// The held call ran early, on [`flush`](Debounced::flush).
+    /// The held call ran early, on [`flush`](crate::debounce::Debounced::flush).
     Flush,
 }
 
@@ -36,7 +36,7 @@ impl fmt::Display for Edge {
     }
 }
 
-/// What to do with a new call ([`Debounced::call`]).
+/// What to do with a new call ([`Debounced::call`](crate::debounce::Debounced::call)).
 ///
 /// ```
 /// use std::time::Duration;
@@ -54,14 +54,15 @@ impl fmt::Display for Edge {
 pub enum Admit {
     /// Run the call now.
     Run(Edge),
-    /// Hand the call to [`buffer`](Debounced::buffer): it waits for the trailing edge.
+    /// Hand the call to [`buffer`](crate::debounce::Debounced::buffer): it waits for the trailing
+    /// edge.
     Buffer,
     /// Drop the call: it falls in a window and `trailing` is off, so it can never run.
     Refuse,
 }
 
-/// Where a [`Debounced`] reports what becomes of the call it holds. Only
-/// [`run`](Sink::run) is required; a closure `FnMut(Edge, Moment, C)` is a sink that runs
+/// Where a [`Debounced`](crate::debounce::Debounced) reports what becomes of the call it holds.
+/// Only [`run`](Sink::run) is required; a closure `FnMut(Edge, Moment, C)` is a sink that runs
 /// calls and drops replaced ones.
 ///
 /// # Example

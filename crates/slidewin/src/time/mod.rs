@@ -220,7 +220,7 @@ impl Moment {
     }
 
     /// The time from `earlier` to `self`, or zero if `earlier` is later than `self` (as
-    /// [`Instant::saturating_duration_since`]).
+    /// [`Instant::saturating_duration_since`](std::time::Instant::saturating_duration_since)).
     ///
     /// ```
     /// use std::time::Duration;

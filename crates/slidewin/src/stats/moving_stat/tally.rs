@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-/// The figures of a [`MovingStat`] at one time: what [`tally`](MovingStat::tally) returns.
+/// The figures of a [`MovingStat`](super::MovingStat) at one time: what
+/// [`tally`](super::MovingStat::tally) returns.
 ///
 /// # Example
 ///
@@ -31,8 +32,9 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// The sum of the samples: each bucket's sum is finite (see [`MovingStat::add`]), so this
-    /// is never NaN, and an infinity only if the window's sum passes `f64::MAX`.
+    /// The sum of the samples: each bucket's sum is finite (see
+    /// [`MovingStat::add`](super::MovingStat::add)), so this is never NaN, and an infinity only if
+    /// the window's sum passes `f64::MAX`.
     #[must_use]
     pub fn sum(&self) -> f64 {
         self.sum
