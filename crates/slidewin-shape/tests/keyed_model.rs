@@ -13,25 +13,19 @@ use proptest::prelude::*;
 use slidewin::Moment;
 use slidewin::debounce::{Admit, Debounce, Debounced, Edge};
 use slidewin_shape::{DebounceOptions, Debouncer, Runtime};
+use slidewin_test_support::lodash::{
+    Kind, Op, Options, TIGHT_LOOP_RUNS, ops, options, streams, tight_loop,
+};
 use tokio::time::{Instant, sleep, sleep_until};
 
-#[derive(Clone, Copy, Debug)]
-struct Options {
-    wait: u64,
-    max_wait: Option<u64>,
-    leading: bool,
-    trailing: bool,
-}
-
-impl Options {
-    fn debounce(self) -> DebounceOptions {
-        let opts = DebounceOptions::new(Duration::from_millis(self.wait))
-            .leading(self.leading)
-            .trailing(self.trailing);
-        match self.max_wait {
-            Some(m) => opts.max_wait(Duration::from_millis(m)),
-            None => opts,
-        }
+/// The options as `DebounceOptions`.
+fn debounce(o: Options) -> DebounceOptions {
+    let opts = DebounceOptions::new(Duration::from_millis(o.wait))
+        .leading(o.leading)
+        .trailing(o.trailing);
+    match o.max_wait {
+        Some(m) => opts.max_wait(Duration::from_millis(m)),
+        None => opts,
     }
 }
 
@@ -50,7 +44,7 @@ fn millis(t: Moment) -> u64 {
 impl Reference {
     fn new(o: Options) -> Reference {
         Reference {
-            d: Debounce::new(o.debounce()).unwrap(),
+            d: Debounce::new(debounce(o)).unwrap(),
             keys: Default::default(),
             runs: Vec::new(),
         }
@@ -92,68 +86,6 @@ impl Reference {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Call,
-    Flush,
-    Cancel,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Op {
-    gap: u64,
-    key: u8,
-    kind: Kind,
-}
-
-fn options() -> impl Strategy<Value = Options> {
-    (
-        1u64..=50,
-        prop_oneof![
-            3 => Just(None),
-            1 => Just(Some(0)), // throttle: max_wait = wait
-            2 => (1u64..=100).prop_map(Some),
-        ],
-        prop_oneof![Just((false, true)), Just((true, false)), Just((true, true))],
-    )
-        .prop_map(|(wait, extra, (leading, trailing))| Options {
-            wait,
-            max_wait: extra.map(|e| wait + e),
-            leading,
-            trailing,
-        })
-}
-
-fn ops(o: Options) -> impl Strategy<Value = Vec<Op>> {
-    let w = o.wait;
-    let m = o.max_wait.unwrap_or(w);
-    // Streams of calls closer than `wait` (where max_wait and lodash's tight-loop path matter),
-    // ties, boundaries, and pauses long enough for keys to go quiet.
-    let gap = prop_oneof![
-        3 => Just(0u64),
-        8 => 1..=w.div_ceil(2),
-        3 => 1..=w,
-        2 => Just(w),
-        1 => Just(w - 1),
-        1 => Just(w + 1),
-        1 => Just(m),
-        2 => 0..=3 * m,
-    ];
-    let kind = prop_oneof![
-        12 => Just(Kind::Call),
-        1 => Just(Kind::Flush),
-        1 => Just(Kind::Cancel),
-    ];
-    prop::collection::vec(
-        (gap, prop_oneof![3 => Just(0u8), 1 => 1u8..3], kind).prop_map(|(gap, key, kind)| Op {
-            gap,
-            key,
-            kind,
-        }),
-        1..80,
-    )
-}
-
 /// Runs the ops through a real `Debouncer` under paused time: the calls that ran (with the
 /// millisecond their future was first polled) and every call's outcome, checking `pending`
 /// against the reference after each op. The runs, (ms, call), sorted.
@@ -165,7 +97,7 @@ fn check(o: Options, ops: &[Op]) -> Result<Vec<(u64, usize)>, TestCaseError> {
         .unwrap();
     tokio_rt.block_on(async {
         let rt = Runtime::new(10_000).unwrap();
-        let d: Debouncer<u8, usize> = Debouncer::with_options(&rt, o.debounce()).unwrap();
+        let d: Debouncer<u8, usize> = Debouncer::with_options(&rt, debounce(o)).unwrap();
         let mut model = Reference::new(o);
         let polled = Arc::new(Mutex::new(Vec::new()));
         let start = Instant::now();
@@ -239,32 +171,6 @@ proptest! {
     }
 }
 
-/// Steady streams of calls on one key with small waits and a max wait, where lodash's
-/// tight-loop path, and the timer it replaces, decide when calls run.
-fn streams() -> impl Strategy<Value = (Options, Vec<Op>)> {
-    (2u64..=8, 0u64..=4, any::<bool>(), 10usize..60).prop_flat_map(|(wait, extra, leading, n)| {
-        let o = Options {
-            wait,
-            max_wait: Some(wait + extra),
-            leading,
-            trailing: true,
-        };
-        let gaps = prop::collection::vec(0..wait, n);
-        (
-            Just(o),
-            gaps.prop_map(|gaps| {
-                gaps.into_iter()
-                    .map(|gap| Op {
-                        gap,
-                        key: 0,
-                        kind: Kind::Call,
-                    })
-                    .collect()
-            }),
-        )
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -274,34 +180,10 @@ proptest! {
     }
 }
 
-/// Throttle's tight-loop path (the call at 80, 40 after the run at 40, while the timer started
-/// at 50 is due at 90) clears that timer, as lodash 4.17.21 does: the call at 130 then waits
-/// for its own timer, until 170. Lodash before 4.17.12 left the old timer firing, and it ran
-/// that call at 160.
+/// Throttle's tight-loop path clears the pending timer, as lodash 4.17.21 does (see
+/// `slidewin_test_support::lodash::TIGHT_LOOP_TIMES`).
 #[test]
 fn lodash_4_17_21_max_wait_clears_the_pending_timer() {
-    let o = Options {
-        wait: 40,
-        max_wait: Some(40),
-        leading: true,
-        trailing: true,
-    };
-    let times = [0, 10, 30, 50, 70, 80, 90, 100, 110, 130];
-    let mut last = 0;
-    let ops: Vec<Op> = times
-        .iter()
-        .map(|&t| {
-            let op = Op {
-                gap: t - last,
-                key: 0,
-                kind: Kind::Call,
-            };
-            last = t;
-            op
-        })
-        .collect();
-    assert_eq!(
-        check(o, &ops).unwrap(),
-        [(0, 0), (40, 2), (80, 5), (120, 8), (170, 9)]
-    );
+    let (o, ops) = tight_loop();
+    assert_eq!(check(o, &ops).unwrap(), TIGHT_LOOP_RUNS);
 }

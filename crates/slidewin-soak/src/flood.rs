@@ -16,10 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use tonic::transport::Endpoint;
-
-use crate::{Decision, Record, Via, grpc_check, grpc_request, nanos, rss_kib};
+use crate::client::{Decision, Record, Via, grpc_check, grpc_connect, grpc_request, nanos};
+use crate::server::rss_kib;
 
 /// `--max-keys`: the flood's rule holds at most this many keys.
 pub(crate) const KEY_CAP: u64 = 1000;
@@ -134,10 +132,9 @@ pub(crate) async fn flood_client(
     pid: u32,
 ) -> Vec<Record> {
     let mut records = Vec::new();
-    let Ok(endpoint) = Endpoint::from_shared(format!("http://{grpc}")) else {
+    let Some(mut client) = grpc_connect(&grpc) else {
         return records;
     };
-    let mut client = RateLimitServiceClient::new(endpoint.connect_lazy());
     while !stop.load(Ordering::Relaxed) && flood.decided.load(Ordering::Acquire) < FLOOD_KEYS {
         let n = flood.next.fetch_add(1, Ordering::Relaxed);
         let send = nanos(base);

@@ -52,9 +52,11 @@
 
 mod debounced;
 mod options;
+mod sink;
 
-pub use debounced::{Admit, Debounced, Edge, Sink};
+pub use debounced::Debounced;
 pub use options::{Debounce, DebounceOptions, ThrottleOptions};
+pub use sink::{Admit, Edge, Sink};
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,88 @@ use std::time::Duration;
 
 use crate::ConfigError;
 
+/// The builders and getters that [`DebounceOptions`] and [`ThrottleOptions`] share (`wait`,
+/// `leading`, `trailing`), written once for both: the two stay types of their own, each with
+/// its defaults, and only a debounce has a max wait. `leading:` is the type's default for the
+/// leading edge (its examples say it); the trailing edge runs by default in both.
+macro_rules! edges {
+    ($Options:ident, leading: $leading:literal) => {
+        impl $Options {
+            /// Whether a call on a quiet key runs at once.
+            ///
+            /// ```
+            #[doc = concat!("use slidewin::debounce::", stringify!($Options), " as Options;")]
+            /// use std::time::Duration;
+            ///
+            /// let opts = Options::new(Duration::from_millis(1)).leading(true);
+            /// assert!(opts.get_leading());
+            /// ```
+            #[must_use]
+            pub const fn leading(mut self, leading: bool) -> $Options {
+                self.leading = leading;
+                self
+            }
+
+            /// Whether the last call of a window runs when the window closes. With `leading`
+            /// on too, a window's only call runs once, at the leading edge.
+            ///
+            /// ```
+            #[doc = concat!("use slidewin::debounce::", stringify!($Options), " as Options;")]
+            /// use std::time::Duration;
+            ///
+            /// let opts = Options::new(Duration::from_millis(1)).trailing(false);
+            /// assert!(!opts.get_trailing());
+            /// ```
+            #[must_use]
+            pub const fn trailing(mut self, trailing: bool) -> $Options {
+                self.trailing = trailing;
+                self
+            }
+
+            /// The wait.
+            ///
+            /// ```
+            #[doc = concat!("use slidewin::debounce::", stringify!($Options), " as Options;")]
+            /// use std::time::Duration;
+            ///
+            /// let opts = Options::new(Duration::from_millis(3));
+            /// assert_eq!(opts.get_wait(), Duration::from_millis(3));
+            /// ```
+            #[must_use]
+            pub const fn get_wait(&self) -> Duration {
+                self.wait
+            }
+
+            /// Whether the leading edge runs.
+            ///
+            /// ```
+            #[doc = concat!("use slidewin::debounce::", stringify!($Options), " as Options;")]
+            /// use std::time::Duration;
+            ///
+            /// let opts = Options::new(Duration::from_millis(3));
+            #[doc = concat!("assert_eq!(opts.get_leading(), ", stringify!($leading), ");")]
+            /// ```
+            #[must_use]
+            pub const fn get_leading(&self) -> bool {
+                self.leading
+            }
+
+            /// Whether the trailing edge runs.
+            ///
+            /// ```
+            #[doc = concat!("use slidewin::debounce::", stringify!($Options), " as Options;")]
+            /// use std::time::Duration;
+            ///
+            /// assert!(Options::new(Duration::from_millis(3)).get_trailing());
+            /// ```
+            #[must_use]
+            pub const fn get_trailing(&self) -> bool {
+                self.trailing
+            }
+        }
+    };
+}
+
 /// Lodash's `debounce` options: `wait`, `leading` (default false), `trailing` (default true)
 /// and `maxWait` (default none). Checked when a [`Debounce`] is made from them.
 ///
@@ -46,33 +128,6 @@ impl DebounceOptions {
         }
     }
 
-    /// Whether a call on a quiet key runs at once.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin::debounce::DebounceOptions::new(Duration::from_millis(1)).leading(true);
-    /// assert!(opts.get_leading());
-    /// ```
-    #[must_use]
-    pub const fn leading(mut self, leading: bool) -> DebounceOptions {
-        self.leading = leading;
-        self
-    }
-
-    /// Whether the last call of a window runs when the window closes. With `leading` on too, a
-    /// window's only call runs once, at the leading edge.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin::debounce::DebounceOptions::new(Duration::from_millis(1)).trailing(false);
-    /// assert!(!opts.get_trailing());
-    /// ```
-    #[must_use]
-    pub const fn trailing(mut self, trailing: bool) -> DebounceOptions {
-        self.trailing = trailing;
-        self
-    }
-
     /// The longest calls may be put off while they keep coming: a run is forced once
     /// `max_wait` has passed since the last run. At least `wait`.
     ///
@@ -88,40 +143,6 @@ impl DebounceOptions {
         self
     }
 
-    /// The wait.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin::debounce::DebounceOptions::new(Duration::from_millis(3));
-    /// assert_eq!(opts.get_wait(), Duration::from_millis(3));
-    /// ```
-    #[must_use]
-    pub const fn get_wait(&self) -> Duration {
-        self.wait
-    }
-
-    /// Whether the leading edge runs.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert!(!slidewin::debounce::DebounceOptions::new(Duration::from_millis(3)).get_leading());
-    /// ```
-    #[must_use]
-    pub const fn get_leading(&self) -> bool {
-        self.leading
-    }
-
-    /// Whether the trailing edge runs.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert!(slidewin::debounce::DebounceOptions::new(Duration::from_millis(3)).get_trailing());
-    /// ```
-    #[must_use]
-    pub const fn get_trailing(&self) -> bool {
-        self.trailing
-    }
-
     /// The max wait, if any.
     ///
     /// ```
@@ -134,6 +155,8 @@ impl DebounceOptions {
         self.max_wait
     }
 }
+
+edges!(DebounceOptions, leading: false);
 
 /// Lodash's `throttle` options: `wait`, `leading` and `trailing` (both default true). A
 /// throttle is a debounce whose max wait is its wait, as lodash defines it: see the
@@ -176,67 +199,9 @@ impl ThrottleOptions {
             trailing: true,
         }
     }
-
-    /// Whether a call on a quiet key runs at once.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin::debounce::ThrottleOptions::new(Duration::from_millis(1)).leading(false);
-    /// assert!(!opts.get_leading());
-    /// ```
-    #[must_use]
-    pub const fn leading(mut self, leading: bool) -> ThrottleOptions {
-        self.leading = leading;
-        self
-    }
-
-    /// Whether the last call of a window runs when the window closes.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin::debounce::ThrottleOptions::new(Duration::from_millis(1)).trailing(false);
-    /// assert!(!opts.get_trailing());
-    /// ```
-    #[must_use]
-    pub const fn trailing(mut self, trailing: bool) -> ThrottleOptions {
-        self.trailing = trailing;
-        self
-    }
-
-    /// The wait.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let opts = slidewin::debounce::ThrottleOptions::new(Duration::from_millis(7));
-    /// assert_eq!(opts.get_wait(), Duration::from_millis(7));
-    /// ```
-    #[must_use]
-    pub const fn get_wait(&self) -> Duration {
-        self.wait
-    }
-
-    /// Whether the leading edge runs.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert!(slidewin::debounce::ThrottleOptions::new(Duration::from_millis(7)).get_leading());
-    /// ```
-    #[must_use]
-    pub const fn get_leading(&self) -> bool {
-        self.leading
-    }
-
-    /// Whether the trailing edge runs.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert!(slidewin::debounce::ThrottleOptions::new(Duration::from_millis(7)).get_trailing());
-    /// ```
-    #[must_use]
-    pub const fn get_trailing(&self) -> bool {
-        self.trailing
-    }
 }
+
+edges!(ThrottleOptions, leading: true);
 
 /// A throttle is a debounce with `max_wait = wait` (lodash's `throttle` calls its `debounce`
 /// so).

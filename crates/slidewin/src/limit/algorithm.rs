@@ -61,21 +61,51 @@ pub(crate) mod sealed {
         /// The state with the full quota available.
         fn fresh(&self) -> Self::State;
 
-        /// Decides about `cost` at `now`, and consumes it from `state` when admitted.
+        /// What an admission records, found by [`prepare`](Enforce::prepare) and written by
+        /// [`commit`](Enforce::commit): the state after it, or where in the state it goes.
+        type Pending;
+
+        /// A check's first half: the decision about `cost` at `now`, and what `commit` records
+        /// if it admits. (A rule set decides all its rules before it records on any.)
+        fn prepare(
+            &self,
+            state: &Self::State,
+            now: Moment,
+            cost: u64,
+        ) -> Result<(Self::Output, Self::Pending), LimitError>;
+
+        /// A check's second half, for an admitted cost above 0 only: records what `prepare`
+        /// found, on the state it found it on.
+        fn commit(state: &mut Self::State, pending: Self::Pending, cost: u64);
+
+        /// Decides about `cost` at `now`, and consumes it from `state` when admitted: every
+        /// algorithm's check, [`prepare`](Enforce::prepare) then
+        /// [`commit`](Enforce::commit).
+        #[inline(always)]
         fn check(
             &self,
             state: &mut Self::State,
             now: Moment,
             cost: u64,
-        ) -> Result<Self::Output, LimitError>;
+        ) -> Result<Self::Output, LimitError> {
+            let (output, pending) = self.prepare(state, now, cost)?;
+            if cost > 0 && output.as_ref().allowed() {
+                Self::commit(state, pending, cost);
+            }
+            Ok(output)
+        }
 
-        /// Decides as `check` would, consuming nothing.
+        /// Decides as `check` would, consuming nothing: the decision
+        /// [`prepare`](Enforce::prepare) finds.
+        #[inline(always)]
         fn peek(
             &self,
             state: &Self::State,
             now: Moment,
             cost: u64,
-        ) -> Result<Self::Output, LimitError>;
+        ) -> Result<Self::Output, LimitError> {
+            Ok(self.prepare(state, now, cost)?.0)
+        }
 
         /// When `state` is back at the full quota if nothing more is admitted: from then on,
         /// replacing it with `fresh()` would change no decision. `None`: never (the end of the

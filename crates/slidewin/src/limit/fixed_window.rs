@@ -110,24 +110,6 @@ impl FixedWindow {
         }
     }
 
-    /// A check's first half: the decision, and the state it leaves (the same state when it
-    /// denies, or when the cost is 0, a question, which changes nothing).
-    #[inline]
-    pub(crate) fn prepare(
-        &self,
-        state: FixedWindowState,
-        now: Moment,
-        cost: u64,
-    ) -> Result<(Decision, FixedWindowState), LimitError> {
-        let current = self.current(state, now);
-        let decision = self.decide(current, now, cost)?;
-        if decision.allowed() && cost > 0 {
-            let count = current.count + cost; // at most the limit: admitted
-            return Ok((decision, FixedWindowState { count, ..current }));
-        }
-        Ok((decision, state))
-    }
-
     #[inline]
     fn decide(
         &self,
@@ -172,26 +154,30 @@ impl Enforce for FixedWindow {
         FixedWindowState::default()
     }
 
-    #[inline]
-    fn check(
-        &self,
-        state: &mut FixedWindowState,
-        now: Moment,
-        cost: u64,
-    ) -> Result<Decision, LimitError> {
-        let (decision, next) = self.prepare(*state, now, cost)?;
-        *state = next;
-        Ok(decision)
-    }
+    /// The state it leaves when admitted.
+    type Pending = FixedWindowState;
 
+    /// The decision, and the state it leaves (the same state when it denies, or when the cost
+    /// is 0, a question, which changes nothing).
     #[inline]
-    fn peek(
+    fn prepare(
         &self,
         state: &FixedWindowState,
         now: Moment,
         cost: u64,
-    ) -> Result<Decision, LimitError> {
-        self.decide(self.current(*state, now), now, cost)
+    ) -> Result<(Decision, FixedWindowState), LimitError> {
+        let current = self.current(*state, now);
+        let decision = self.decide(current, now, cost)?;
+        if decision.allowed() && cost > 0 {
+            let count = current.count + cost; // at most the limit: admitted
+            return Ok((decision, FixedWindowState { count, ..current }));
+        }
+        Ok((decision, *state))
+    }
+
+    #[inline]
+    fn commit(state: &mut FixedWindowState, next: FixedWindowState, _cost: u64) {
+        *state = next;
     }
 
     /// The same span: the same window, its count cut to the new limit. The cut changes no

@@ -144,12 +144,7 @@ impl Gcra {
     /// the end of the timeline (584 years from its origin), where a TAT cannot be recorded, so
     /// a cost that would need one is denied for good.
     #[inline(always)]
-    pub(crate) fn decide(
-        &self,
-        tat: u64,
-        now: Moment,
-        cost: u64,
-    ) -> Result<(Decision, u64), LimitError> {
+    fn decide(&self, tat: u64, now: Moment, cost: u64) -> Result<(Decision, u64), LimitError> {
         let burst = self.quota.burst();
         // A burst is at least 1: a cost of 1, the usual one and often a constant, needs no
         // comparison (the one instruction that governor's loop does not have).
@@ -210,16 +205,17 @@ impl Enforce for Gcra {
         0
     }
 
+    /// The TAT after an admission.
+    type Pending = u64;
+
     #[inline(always)]
-    fn check(&self, tat: &mut u64, now: Moment, cost: u64) -> Result<Decision, LimitError> {
-        let (decision, next) = self.decide(*tat, now, cost)?;
-        *tat = next;
-        Ok(decision)
+    fn prepare(&self, tat: &u64, now: Moment, cost: u64) -> Result<(Decision, u64), LimitError> {
+        self.decide(*tat, now, cost)
     }
 
-    #[inline]
-    fn peek(&self, tat: &u64, now: Moment, cost: u64) -> Result<Decision, LimitError> {
-        Ok(self.decide(*tat, now, cost)?.0)
+    #[inline(always)]
+    fn commit(tat: &mut u64, next: u64, _cost: u64) {
+        *tat = next;
     }
 
     /// The bucket keeps what it owes. The TAT stays, or moves later, never earlier:

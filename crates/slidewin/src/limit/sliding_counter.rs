@@ -130,27 +130,6 @@ impl SlidingCounter {
         }
     }
 
-    /// A check's first half: the decision, and the state it leaves (the same state when it
-    /// denies, or when the cost is 0, a question, which changes nothing).
-    #[inline]
-    pub(crate) fn prepare(
-        &self,
-        state: SlidingCounterState,
-        now: Moment,
-        cost: u64,
-    ) -> Result<(Decision, SlidingCounterState), LimitError> {
-        let rolled = self.roll(state, now);
-        let decision = self.decide(&rolled, now, cost)?;
-        if decision.allowed() && cost > 0 {
-            let next = SlidingCounterState {
-                current: rolled.state.current + cost,
-                ..rolled.state
-            };
-            return Ok((decision, next));
-        }
-        Ok((decision, state))
-    }
-
     #[inline]
     fn decide(&self, rolled: &Rolled, now: Moment, cost: u64) -> Result<Decision, LimitError> {
         let limit = self.quota.limit();
@@ -243,26 +222,33 @@ impl Enforce for SlidingCounter {
         SlidingCounterState::default()
     }
 
-    #[inline]
-    fn check(
-        &self,
-        state: &mut SlidingCounterState,
-        now: Moment,
-        cost: u64,
-    ) -> Result<Decision, LimitError> {
-        let (decision, next) = self.prepare(*state, now, cost)?;
-        *state = next;
-        Ok(decision)
-    }
+    /// The state it leaves when admitted.
+    type Pending = SlidingCounterState;
 
+    /// The decision, and the state it leaves (the same state when it denies, or when the cost
+    /// is 0, a question, which changes nothing).
     #[inline]
-    fn peek(
+    fn prepare(
         &self,
         state: &SlidingCounterState,
         now: Moment,
         cost: u64,
-    ) -> Result<Decision, LimitError> {
-        self.decide(&self.roll(*state, now), now, cost)
+    ) -> Result<(Decision, SlidingCounterState), LimitError> {
+        let rolled = self.roll(*state, now);
+        let decision = self.decide(&rolled, now, cost)?;
+        if decision.allowed() && cost > 0 {
+            let next = SlidingCounterState {
+                current: rolled.state.current + cost,
+                ..rolled.state
+            };
+            return Ok((decision, next));
+        }
+        Ok((decision, *state))
+    }
+
+    #[inline]
+    fn commit(state: &mut SlidingCounterState, next: SlidingCounterState, _cost: u64) {
+        *state = next;
     }
 
     /// The same span: the counters as they are, even above a lower limit. The estimate is

@@ -73,7 +73,8 @@ struct Stamp {
 
 /// A log as counted for one request: the stamps that have left, and the units of those left.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Counted {
+#[allow(unreachable_pub)] // opaque: named by the sealed trait only
+pub struct Counted {
     /// The time counted at: the request's, or the newest admission's if later.
     at: Moment,
     /// How many stamps (the oldest) have left the window ending at `at`.
@@ -200,45 +201,6 @@ impl SlidingLog {
         )
     }
 
-    /// A check's first half: the decision, and the log as counted, which
-    /// [`commit`](Self::commit) records an admission on. (A rule set decides all its rules
-    /// before it records on any.)
-    #[inline]
-    pub(crate) fn prepare(
-        &self,
-        state: &SlidingLogState,
-        now: Moment,
-        cost: u64,
-    ) -> Result<(Decision, Counted), LimitError> {
-        self.check_cost(cost)?;
-        let counted = self.count(state, now);
-        Ok((self.decide(state, &counted, now, cost), counted))
-    }
-
-    /// A check's second half, for an admitted cost above 0, on the state `counted` was
-    /// counted on.
-    #[inline]
-    pub(crate) fn commit(state: &mut SlidingLogState, counted: Counted, cost: u64) {
-        // `at` becomes the newest admission, and every later check counts at it or after:
-        // what has left the window ending at `at` will never count again. (A denial forgets
-        // nothing: the newest admission, not `at`, bounds the later checks.)
-        if counted.gone > 0 {
-            state.base = counted.before;
-            state.stamps.take_front(counted.gone, drop);
-        }
-        let total = counted
-            .before
-            .wrapping_add(counted.count)
-            .wrapping_add(cost);
-        match state.stamps.last_mut() {
-            Some(newest) if newest.at == counted.at => newest.total = total,
-            _ => state.stamps.push(Stamp {
-                at: counted.at,
-                total,
-            }),
-        }
-    }
-
     /// Nanoseconds from `now` until an admission at `t` leaves the window.
     #[inline]
     fn until_leaves(&self, t: Moment, now: Moment) -> u64 {
@@ -278,29 +240,42 @@ impl Enforce for SlidingLog {
         }
     }
 
-    #[inline]
-    fn check(
-        &self,
-        state: &mut SlidingLogState,
-        now: Moment,
-        cost: u64,
-    ) -> Result<Decision, LimitError> {
-        let (decision, counted) = self.prepare(state, now, cost)?;
-        if decision.allowed() && cost > 0 {
-            Self::commit(state, counted, cost);
-        }
-        Ok(decision)
-    }
+    type Pending = Counted;
 
-    #[inline]
-    fn peek(
+    /// The decision, and the log as counted, which [`commit`](Enforce::commit) records an
+    /// admission on.
+    #[inline(always)]
+    fn prepare(
         &self,
         state: &SlidingLogState,
         now: Moment,
         cost: u64,
-    ) -> Result<Decision, LimitError> {
+    ) -> Result<(Decision, Counted), LimitError> {
         self.check_cost(cost)?;
-        Ok(self.decide(state, &self.count(state, now), now, cost))
+        let counted = self.count(state, now);
+        Ok((self.decide(state, &counted, now, cost), counted))
+    }
+
+    #[inline]
+    fn commit(state: &mut SlidingLogState, counted: Counted, cost: u64) {
+        // `at` becomes the newest admission, and every later check counts at it or after:
+        // what has left the window ending at `at` will never count again. (A denial forgets
+        // nothing: the newest admission, not `at`, bounds the later checks.)
+        if counted.gone > 0 {
+            state.base = counted.before;
+            state.stamps.take_front(counted.gone, drop);
+        }
+        let total = counted
+            .before
+            .wrapping_add(counted.count)
+            .wrapping_add(cost);
+        match state.stamps.last_mut() {
+            Some(newest) if newest.at == counted.at => newest.total = total,
+            _ => state.stamps.push(Stamp {
+                at: counted.at,
+                total,
+            }),
+        }
     }
 
     /// The stamps' buffer.

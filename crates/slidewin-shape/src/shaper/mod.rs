@@ -1,28 +1,31 @@
 //! [`Shaper`]: keyed debounce and throttle with lodash's timing, one answer per call;
 //! [`Debouncer`] and [`Throttler`] are its two kinds.
+//!
+//! The shaper's face is here; what it keeps per key is in `state`, and a key's timer task in
+//! `timer`.
+
+mod state;
+mod timer;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use slidewin::debounce::{
-    Admit, Debounce, DebounceOptions, Debounced, Edge, Sink, ThrottleOptions,
-};
-use slidewin::{Clock, Moment};
+use slidewin::Moment;
+use slidewin::debounce::{Admit, Debounce, DebounceOptions, Debounced, ThrottleOptions};
 use tokio::sync::oneshot;
-use tokio::task::AbortHandle;
-use tokio::time::Instant;
 
 use crate::clock::TokioClock;
 use crate::error::ConfigError;
 use crate::event::Event;
 use crate::pending::Pending;
-use crate::runtime::{Runtime, Task};
+use crate::runtime::Runtime;
+use state::{Call, Effects, Garbage, Shared, Slot, State, shrink};
+use timer::{keep_clock, spawn_clock};
 
 /// Keyed debounce: for each key, the calls that come less than `wait` apart are merged and
 /// only one of them runs, at the times lodash's `debounce` would run it. A [`Shaper`] made
@@ -149,127 +152,6 @@ impl<K, T, O> Clone for Shaper<K, T, O> {
             shared: Arc::clone(&self.shared),
             kind: PhantomData,
         }
-    }
-}
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// A buffered call: its future, unpolled, and where to send its task if it runs.
-struct Call<T> {
-    future: BoxFuture<T>,
-    reply: oneshot::Sender<Task<T>>,
-}
-
-struct Shared<K, T> {
-    runtime: Runtime,
-    debounce: Debounce,
-    /// This shaper's timeline: from tokio's clock when it was made.
-    clock: TokioClock,
-    /// Made with the `Debug` bound known, so that `Drop` can label keys too.
-    label_of: fn(&K) -> Arc<str>,
-    state: Mutex<State<K, T>>,
-}
-
-struct State<K, T> {
-    slots: HashMap<K, Slot<T>>,
-    next_generation: u64,
-}
-
-struct Slot<T> {
-    state: Debounced<Call<T>>,
-    /// Tells this slot from a later one of the same key, for its clock task.
-    generation: u64,
-    label: Option<Arc<str>>,
-    clock: Option<AbortHandle>,
-    /// When the clock task will next look at the state (zero until its first look).
-    wake_at: Moment,
-}
-
-/// Values dropped only after the lock is released: a user's future may do anything in its
-/// `Drop`, even call this shaper again.
-struct Garbage<T> {
-    one: Option<Call<T>>,
-    more: Vec<Call<T>>,
-}
-
-impl<T> Garbage<T> {
-    fn new() -> Garbage<T> {
-        Garbage {
-            one: None,
-            more: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, call: Call<T>) {
-        match self.one.take() {
-            None => self.one = Some(call),
-            Some(first) => {
-                self.more.push(first);
-                self.more.push(call);
-            }
-        }
-    }
-}
-
-/// The shaper's side of a key's reports, under the lock.
-struct Effects<'a, K, T> {
-    shared: &'a Shared<K, T>,
-    key: &'a K,
-    label: &'a mut Option<Arc<str>>,
-    garbage: &'a mut Garbage<T>,
-}
-
-impl<K, T> Effects<'_, K, T>
-where
-    T: Send + 'static,
-{
-    fn label(&mut self) -> Arc<str> {
-        let label_of = self.shared.label_of;
-        let key = self.key;
-        Arc::clone(self.label.get_or_insert_with(|| label_of(key)))
-    }
-
-    fn emit(&mut self, event: impl FnOnce(Arc<str>) -> Event) {
-        if self.shared.runtime.events().observed() {
-            let key = self.label();
-            self.shared.runtime.events().emit(|| event(key));
-        }
-    }
-
-    /// Dispatches a chosen call to the runtime: `Fired`, then the task's own events.
-    fn fire<F>(&mut self, edge: Edge, future: F) -> Task<T>
-    where
-        F: Future<Output = T> + Send + 'static,
-    {
-        let id = self.shared.runtime.next_id();
-        self.emit(|key| Event::Fired { key, edge, id });
-        self.shared.runtime.spawn(id, future)
-    }
-
-    /// A buffered call that will never run.
-    fn cancelled(&mut self, call: Call<T>) {
-        self.emit(|key| Event::Cancelled { key });
-        self.garbage.push(call);
-    }
-}
-
-impl<K, T> Sink<Call<T>> for Effects<'_, K, T>
-where
-    T: Send + 'static,
-{
-    fn run(&mut self, edge: Edge, _at: Moment, call: Call<T>) {
-        let task = self.fire(edge, call.future);
-        // If the caller dropped its `Pending`, the task runs detached.
-        let _ = call.reply.send(task);
-    }
-
-    fn armed(&mut self) {
-        self.emit(|key| Event::Armed { key });
-    }
-
-    fn replaced(&mut self, old: Call<T>) {
-        self.emit(|key| Event::Replaced { key });
-        self.garbage.push(old);
     }
 }
 
@@ -514,8 +396,8 @@ where
         pending
     }
 
-    /// Runs `key`'s buffered call now, if there is one, and stops its timer: the `Pending` of
-    /// that call resolves with its output. Whether a call ran ([`Edge::Flush`]).
+    /// Runs `key`'s buffered call now, if there is one, and stops its timer: the `Pending` of that
+    /// call resolves with its output. Whether a call ran ([`Edge::Flush`](crate::Edge::Flush)).
     ///
     /// The key's window is not reopened: lodash's `flush` is its trailing edge, brought
     /// forward. Unlike lodash before PR #4656, no timer is left behind to fire later.
@@ -693,180 +575,6 @@ where
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Runs `f` on `key`'s slot, if it has one, under the lock; drops garbage after.
-    fn with_slot<R>(
-        &self,
-        key: &K,
-        f: impl FnOnce(&mut Slot<T>, Moment, &mut Effects<'_, K, T>) -> R,
-    ) -> Option<R> {
-        let now = self.shared.now();
-        let mut garbage = Garbage::new();
-        let result = {
-            let mut state = self.shared.lock();
-            let state = &mut *state;
-            let slot = state.slots.get_mut(key)?;
-            let mut label = slot.label.take();
-            let mut fx = self.shared.effects(key, &mut label, &mut garbage);
-            let result = f(slot, now, &mut fx);
-            slot.label = label;
-            keep_clock(&self.shared, key, slot, &mut state.next_generation);
-            result
-        };
-        drop(garbage);
-        Some(result)
-    }
-}
-
-impl<K, T> Shared<K, T>
-where
-    K: Hash + Eq,
-    T: Send + 'static,
-{
-    fn lock(&self) -> MutexGuard<'_, State<K, T>> {
-        // The state is consistent between statements that can panic; keep going after one.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Now, on this shaper's timeline: one read of tokio's clock (the runtime's, so that a
-    /// paused clock is seen from any thread).
-    fn now(&self) -> Moment {
-        let _tokio = self.runtime.handle().enter();
-        self.clock.now()
-    }
-
-    fn effects<'a>(
-        &'a self,
-        key: &'a K,
-        label: &'a mut Option<Arc<str>>,
-        garbage: &'a mut Garbage<T>,
-    ) -> Effects<'a, K, T> {
-        Effects {
-            shared: self,
-            key,
-            label,
-            garbage,
-        }
-    }
-
-    /// The clock task's turn: handles what is due for the state of `key` of this
-    /// `generation`, and frees it if it went idle. When to come back, or `None` to stop.
-    fn tick(&self, key: &K, generation: u64) -> Option<Moment> {
-        let now = self.now();
-        let mut garbage = Garbage::new();
-        let next = {
-            let mut state = self.lock();
-            let slot = state.slots.get_mut(key)?;
-            if slot.generation != generation {
-                return None;
-            }
-            let mut fx = self.effects(key, &mut slot.label, &mut garbage);
-            slot.state.settle(&self.debounce, now, &mut fx);
-            if slot.state.is_idle(&self.debounce, now) {
-                state.slots.remove(key);
-                shrink(&mut state.slots);
-                None
-            } else {
-                slot.wake_at = slot.state.wake_at(&self.debounce);
-                Some(slot.wake_at)
-            }
-        };
-        drop(garbage);
-        next
-    }
-}
-
-/// Gives memory back as keys go quiet, so that a flood of keys leaves nothing behind. Halving
-/// only when three quarters are empty keeps the rehashing amortized O(1) per removal.
-fn shrink<K: Hash + Eq, V>(slots: &mut HashMap<K, V>) {
-    if slots.is_empty() {
-        *slots = HashMap::new();
-    } else if slots.len() * 4 < slots.capacity() {
-        slots.shrink_to(slots.len() * 2);
-    }
-}
-
-fn spawn_clock<K, T>(shared: &Arc<Shared<K, T>>, key: &K, generation: u64) -> AbortHandle
-where
-    K: Hash + Eq + Clone + Send + 'static,
-    T: Send + 'static,
-{
-    shared
-        .runtime
-        .handle()
-        .spawn(clock(Arc::downgrade(shared), key.clone(), generation))
-        .abort_handle()
-}
-
-/// Makes sure the key's clock task looks at the state in time after an operation changed it.
-/// A state's next wake-up only moves later (new timers are due `wait` after a call, later than
-/// any timer already live), so this is a safeguard: if it ever moved earlier than the clock's
-/// sleep, a new clock task takes over (the old one sees a newer generation and stops).
-fn keep_clock<K, T>(
-    shared: &Arc<Shared<K, T>>,
-    key: &K,
-    slot: &mut Slot<T>,
-    next_generation: &mut u64,
-) where
-    K: Hash + Eq + Clone + Send + 'static,
-    T: Send + 'static,
-{
-    if slot.state.wake_at(&shared.debounce) >= slot.wake_at {
-        return;
-    }
-    if let Some(clock) = slot.clock.take() {
-        clock.abort();
-    }
-    slot.generation = *next_generation;
-    *next_generation += 1;
-    slot.clock = Some(spawn_clock(shared, key, slot.generation));
-    slot.wake_at = Moment::ZERO;
-}
-
-/// A key's timer: sleeps until the state next has something to do, handles it, and ends when
-/// the state is freed (or replaced, or the shaper dropped). It never sleeps past what is
-/// due: the wake-up it computed only ever moves later (see `Debounced::wake_at`), and a call
-/// that finds something overdue settles it itself.
-async fn clock<K, T>(shared: Weak<Shared<K, T>>, key: K, generation: u64)
-where
-    K: Hash + Eq,
-    T: Send + 'static,
-{
-    loop {
-        let Some(strong) = shared.upgrade() else {
-            return;
-        };
-        let Some(wake) = strong.tick(&key, generation) else {
-            return;
-        };
-        // Far past the end of tokio's timer (about two years), sleep in steps and look again.
-        let step = Duration::from_secs(60 * 60 * 24 * 365);
-        let at = strong
-            .clock
-            .instant(wake)
-            .unwrap_or_else(|| Instant::now() + step);
-        drop(strong);
-        tokio::time::sleep_until(at).await;
-    }
-}
-
-impl<K, T> Drop for Shared<K, T> {
-    fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for (key, mut slot) in state.slots.drain() {
-            if let Some(clock) = slot.clock.take() {
-                clock.abort();
-            }
-            if slot.state.pending() {
-                let events = self.runtime.events();
-                let label_of = self.label_of;
-                events.emit(|| Event::Cancelled {
-                    key: slot.label.take().unwrap_or_else(|| label_of(&key)),
-                });
-            }
-            // Dropping the call drops its reply, which answers its `Pending` with `Cancelled`.
-        }
     }
 }
 

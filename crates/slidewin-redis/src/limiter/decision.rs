@@ -1,0 +1,98 @@
+//! What a [`RedisLimiter`](super::RedisLimiter) answers: a [`RedisDecision`], from Redis or,
+//! under a [`FailurePolicy`], made without it.
+
+use std::ops::Deref;
+use std::time::Duration;
+
+use slidewin::limit::{Decision, Decisions};
+
+use crate::error::RedisError;
+use crate::rules::Rules;
+
+/// What a check answers when Redis cannot: for callers who want a decision anyway. The
+/// [`RedisDecision`] then says it was made without Redis, and why.
+///
+/// It answers every check that Redis could not: those that failed, and while Redis is known to be
+/// down (the limiter's circuit is open, see
+/// [`RedisLimiter`](crate::RedisLimiter#when-redis-is-down)) every check, at once, without asking
+/// it. A cost above the limit is still an error: no Redis could admit it.
+///
+/// ```
+/// use slidewin_redis::FailurePolicy;
+/// assert_ne!(FailurePolicy::Open, FailurePolicy::Closed);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailurePolicy {
+    /// Admit: the service stays up, unlimited while Redis is away.
+    Open,
+    /// Deny, with `retry_after` one span: nothing passes unchecked.
+    Closed,
+}
+
+impl FailurePolicy {
+    pub(super) fn decide(self, rules: &Rules, cost: u64) -> Decisions {
+        let each = rules
+            .rule_set()
+            .rules()
+            .iter()
+            .map(|rule| {
+                let (most, span) = (rule.max_cost(), rule.quota().span());
+                match self {
+                    FailurePolicy::Open => {
+                        Decision::allow(most, most.saturating_sub(cost), Duration::ZERO)
+                    }
+                    FailurePolicy::Closed => Decision::deny(most, 0, span, span),
+                }
+            })
+            .collect();
+        Decisions::new(each).unwrap_or_else(|| unreachable!("a rule set has a rule"))
+    }
+}
+
+/// The [`Decisions`] of a check on Redis, one per rule, or a [`FailurePolicy`]'s when Redis
+/// could not answer. Dereferences to the binding rule's [`Decision`] (see
+/// [`Decisions::binding`]), as the in-memory limiters' answers do.
+///
+/// ```
+/// # fn show(d: slidewin_redis::RedisDecision) {
+/// if let Some(why) = d.made_without_redis() {
+///     eprintln!("decided without Redis: {why}");
+/// }
+/// let admitted: bool = d.allowed();
+/// let each_rule = d.decisions().as_slice();
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisDecision {
+    pub(super) decisions: Decisions,
+    pub(super) without_redis: Option<RedisError>,
+}
+
+impl RedisDecision {
+    /// The binding rule's decision: the one that denied, or when all admitted the one
+    /// closest to its limit.
+    #[must_use]
+    pub fn decision(&self) -> Decision {
+        self.decisions.decision()
+    }
+
+    /// Every rule's decision, in the order of the rules.
+    #[must_use]
+    pub fn decisions(&self) -> &Decisions {
+        &self.decisions
+    }
+
+    /// Why Redis could not answer, when the decision came from the [`FailurePolicy`].
+    #[must_use]
+    pub fn made_without_redis(&self) -> Option<&RedisError> {
+        self.without_redis.as_ref()
+    }
+}
+
+impl Deref for RedisDecision {
+    type Target = Decision;
+
+    fn deref(&self) -> &Decision {
+        &self.decisions
+    }
+}

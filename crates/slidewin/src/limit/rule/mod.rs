@@ -1,0 +1,348 @@
+//! [`Kind`], [`Rule`] and [`RuleSet`]: limits chosen at run time, several to a key.
+//!
+//! A rule is here; a set of them, and its check of all its rules at once, is in `set`.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::error::ConfigError;
+use crate::limit::algorithm::sealed::Enforce;
+use crate::limit::{FixedWindow, Gcra, Quota, SlidingCounter, SlidingLog};
+use crate::time::Moment;
+
+/// Which of the four algorithms a [`Rule`] runs, chosen at run time (from a configuration
+/// file, say). Written and read as `sliding_log`, `sliding_counter`, `fixed_window` and
+/// `gcra`.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::limit::Kind;
+///
+/// let kind: Kind = "sliding_log".parse()?;
+/// assert_eq!(kind, Kind::SlidingLog);
+/// assert_eq!(Kind::Gcra.to_string(), "gcra");
+/// assert!("leaky_bucket".parse::<Kind>().is_err());
+/// # Ok::<(), slidewin::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// The exact log, [`SlidingLog`].
+    SlidingLog,
+    /// The two-counter estimate, [`SlidingCounter`].
+    SlidingCounter,
+    /// A counter per aligned window, [`FixedWindow`].
+    FixedWindow,
+    /// The token bucket, [`Gcra`].
+    Gcra,
+}
+
+impl Kind {
+    /// Every kind, in the order of the docs.
+    ///
+    /// ```
+    /// assert_eq!(slidewin::limit::Kind::ALL.len(), 4);
+    /// ```
+    pub const ALL: [Kind; 4] = [
+        Kind::SlidingLog,
+        Kind::SlidingCounter,
+        Kind::FixedWindow,
+        Kind::Gcra,
+    ];
+
+    /// Its name in configuration files: `sliding_log`, `sliding_counter`, `fixed_window` or
+    /// `gcra`.
+    ///
+    /// ```
+    /// assert_eq!(slidewin::limit::Kind::FixedWindow.name(), "fixed_window");
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::SlidingLog => "sliding_log",
+            Kind::SlidingCounter => "sliding_counter",
+            Kind::FixedWindow => "fixed_window",
+            Kind::Gcra => "gcra",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = ConfigError;
+
+    /// A kind from its [`name`](Kind::name), in any case.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::UnknownAlgorithm`], naming the text (cut to 64 bytes).
+    fn from_str(text: &str) -> Result<Kind, ConfigError> {
+        Kind::ALL
+            .into_iter()
+            .find(|kind| kind.name().eq_ignore_ascii_case(text))
+            .ok_or_else(|| ConfigError::UnknownAlgorithm {
+                name: cut(text, Rule::MAX_NAME_LEN),
+            })
+    }
+}
+
+/// One algorithm for one quota, built when the rule is.
+#[derive(Clone, Debug)]
+enum Engine {
+    Log(SlidingLog),
+    Counter(SlidingCounter),
+    Fixed(FixedWindow),
+    Gcra(Gcra),
+}
+
+/// The state of one rule of a [`RuleSet`].
+#[derive(Clone, Debug)]
+#[allow(unreachable_pub)] // opaque: named by the sealed trait only
+pub enum RuleState {
+    Log(<SlidingLog as Enforce>::State),
+    Counter(<SlidingCounter as Enforce>::State),
+    Fixed(<FixedWindow as Enforce>::State),
+    Gcra(<Gcra as Enforce>::State),
+}
+
+/// Runs `$body` with `$engine` bound to the rule's algorithm and `$state` to its state of the
+/// same kind (a rule's state is always of its own kind: both come from the rule).
+macro_rules! each_kind {
+    ($engine:expr, $state:expr, |$e:ident, $s:ident| $body:expr) => {
+        match ($engine, $state) {
+            (Engine::Log($e), RuleState::Log($s)) => $body,
+            (Engine::Counter($e), RuleState::Counter($s)) => $body,
+            (Engine::Fixed($e), RuleState::Fixed($s)) => $body,
+            (Engine::Gcra($e), RuleState::Gcra($s)) => $body,
+            _ => unreachable!("a rule's state is of the rule's kind"),
+        }
+    };
+}
+
+mod set;
+
+pub use set::RuleSet;
+
+/// A named limit whose algorithm is chosen at run time: one of the rules a [`RuleSet`] checks
+/// together, in memory or on Redis.
+///
+/// The name tells the rule's state apart from the other rules' on the same key (on Redis it is
+/// part of the key), so a quota changed under the same name keeps its counts. It is 1 to 64
+/// bytes of ASCII letters, digits, `_`, `-` and `.`.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::limit::{Kind, Rule};
+///
+/// let burst = Rule::new("burst", Kind::Gcra, "10/s burst 20".parse()?)?;
+/// assert_eq!((burst.name(), burst.kind(), burst.max_cost()), ("burst", Kind::Gcra, 20));
+///
+/// let err = Rule::new("per ip", Kind::SlidingLog, "5/s".parse()?).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "the rule name `per ip` is not valid: only ASCII letters, digits, `_`, `-` and `.` are allowed"
+/// );
+/// assert!(Rule::new("log", Kind::SlidingLog, "10/s burst 20".parse()?).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Rule {
+    name: Arc<str>,
+    engine: Engine,
+}
+
+impl Rule {
+    /// The longest name a rule can have, in bytes.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// let long = "x".repeat(Rule::MAX_NAME_LEN + 1);
+    /// assert!(Rule::new(&long, Kind::Gcra, "1/s".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const MAX_NAME_LEN: usize = 64;
+
+    /// The rule `name`: `quota` under the algorithm `kind`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BadRuleName`] for a name that is empty, longer than
+    /// [`MAX_NAME_LEN`](Rule::MAX_NAME_LEN) or has other characters than ASCII letters,
+    /// digits, `_`, `-` and `.`; the algorithm's own error for a quota it cannot take (a burst
+    /// where it has none, say).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    ///
+    /// let hourly = Rule::new("hourly", Kind::SlidingCounter, "1000/hour".parse()?)?;
+    /// assert_eq!(hourly.quota().to_string(), "1000 per 1h");
+    /// assert!(Rule::new("", Kind::SlidingCounter, "1/s".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(name: &str, kind: Kind, quota: Quota) -> Result<Rule, ConfigError> {
+        let bad = |reason| ConfigError::BadRuleName {
+            name: cut(name, Rule::MAX_NAME_LEN),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(bad("a rule needs a name"));
+        }
+        if name.len() > Rule::MAX_NAME_LEN {
+            return Err(bad("it is longer than 64 bytes"));
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            return Err(bad(
+                "only ASCII letters, digits, `_`, `-` and `.` are allowed",
+            ));
+        }
+        let engine = match kind {
+            Kind::SlidingLog => Engine::Log(SlidingLog::new(quota)?),
+            Kind::SlidingCounter => Engine::Counter(SlidingCounter::new(quota)?),
+            Kind::FixedWindow => Engine::Fixed(FixedWindow::new(quota)?),
+            Kind::Gcra => Engine::Gcra(Gcra::new(quota)?),
+        };
+        Ok(Rule {
+            name: name.into(),
+            engine,
+        })
+    }
+
+    /// Its name.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// assert_eq!(Rule::new("login", Kind::SlidingLog, "5/minute".parse()?)?.name(), "login");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its algorithm.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// assert_eq!(Rule::new("a", Kind::FixedWindow, "5/s".parse()?)?.kind(), Kind::FixedWindow);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        match self.engine {
+            Engine::Log(_) => Kind::SlidingLog,
+            Engine::Counter(_) => Kind::SlidingCounter,
+            Engine::Fixed(_) => Kind::FixedWindow,
+            Engine::Gcra(_) => Kind::Gcra,
+        }
+    }
+
+    /// Its quota.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// let rule = Rule::new("a", Kind::Gcra, "5/s burst 2".parse()?)?;
+    /// assert_eq!(rule.quota().burst(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        match &self.engine {
+            Engine::Log(e) => e.quota(),
+            Engine::Counter(e) => e.quota(),
+            Engine::Fixed(e) => e.quota(),
+            Engine::Gcra(e) => e.quota(),
+        }
+    }
+
+    /// The most cost it admits at once: the limit, or for [`Kind::Gcra`] the burst. A larger
+    /// cost is [`LimitError::CostTooHigh`](crate::limit::LimitError::CostTooHigh).
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// assert_eq!(Rule::new("a", Kind::SlidingLog, "5/s".parse()?)?.max_cost(), 5);
+    /// assert_eq!(Rule::new("b", Kind::Gcra, "5/s burst 2".parse()?)?.max_cost(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn max_cost(&self) -> u64 {
+        match &self.engine {
+            Engine::Gcra(e) => e.quota().burst(),
+            _ => self.quota().limit(),
+        }
+    }
+
+    /// `state`, kept by `old` (a rule of the same name), as a state of this rule: carried
+    /// by the kind's own rules when the kind is the same, fresh (`None`) otherwise.
+    fn carry(&self, old: &Rule, state: RuleState, now: Moment) -> Option<RuleState> {
+        match (&self.engine, &old.engine, state) {
+            (Engine::Log(e), Engine::Log(o), RuleState::Log(s)) => {
+                e.carry(o, s, now).map(RuleState::Log)
+            }
+            (Engine::Counter(e), Engine::Counter(o), RuleState::Counter(s)) => {
+                e.carry(o, s, now).map(RuleState::Counter)
+            }
+            (Engine::Fixed(e), Engine::Fixed(o), RuleState::Fixed(s)) => {
+                e.carry(o, s, now).map(RuleState::Fixed)
+            }
+            (Engine::Gcra(e), Engine::Gcra(o), RuleState::Gcra(s)) => {
+                e.carry(o, s, now).map(RuleState::Gcra)
+            }
+            _ => None, // another kind: its state means something else
+        }
+    }
+
+    fn fresh(&self) -> RuleState {
+        match &self.engine {
+            Engine::Log(e) => RuleState::Log(e.fresh()),
+            Engine::Counter(e) => RuleState::Counter(e.fresh()),
+            Engine::Fixed(e) => RuleState::Fixed(e.fresh()),
+            Engine::Gcra(e) => RuleState::Gcra(e.fresh()),
+        }
+    }
+}
+
+impl PartialEq for Rule {
+    fn eq(&self, other: &Rule) -> bool {
+        self.name == other.name && self.kind() == other.kind() && self.quota() == other.quota()
+    }
+}
+
+impl Eq for Rule {}
+
+impl fmt::Debug for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rule")
+            .field("name", &self.name)
+            .field("kind", &self.kind())
+            .field("quota", &self.quota())
+            .finish()
+    }
+}
+
+/// `name: quota (kind)`, as in `burst: 10 per 1s burst 20 (gcra)`.
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.name, self.quota(), self.kind())
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a char boundary.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
