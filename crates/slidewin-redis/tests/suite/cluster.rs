@@ -3,7 +3,7 @@
 //! slot that moves under a batch costs a round trip, never a wrong answer, and a lost node is
 //! an error that heals.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
