@@ -441,10 +441,10 @@ fn prober(connection: Connection) -> Box<ProbeFn> {
             let mut exists = redis::cmd("EXISTS");
             exists.arg(&key);
             let answer = query(connection.clone(), &exists, false, timeout, &key).await;
-            if answer.is_ok() {
-                if let Connection::Cluster(cluster, nodes) = &connection {
-                    nodes.refresh_soon(cluster.clone());
-                }
+            if answer.is_ok()
+                && let Connection::Cluster(cluster, nodes) = &connection
+            {
+                nodes.refresh_soon(cluster.clone());
             }
             answer.map(drop)
         })

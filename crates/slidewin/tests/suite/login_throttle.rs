@@ -1,10 +1,10 @@
 //! The login throttle example, run on a replay: its exact output, and its answers to bad flags
 //! and bad lines.
 
-#[path = "../examples/login_throttle/throttle.rs"]
+#[path = "../../examples/login_throttle/throttle.rs"]
 mod throttle;
 
-const REPLAY: &str = include_str!("../examples/login_throttle/replay.txt");
+const REPLAY: &str = include_str!("../../examples/login_throttle/replay.txt");
 
 fn run(args: &[&str], input: &str) -> (u8, String, String) {
     run_bytes(args, input.as_bytes())

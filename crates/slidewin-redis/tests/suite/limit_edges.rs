@@ -6,7 +6,7 @@
 //! `u64::MAX`) are in slidewin's `tests/limit_extremes.rs`; Redis's own (the last time it
 //! counts exactly, its keys) in `tests/single.rs`.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;

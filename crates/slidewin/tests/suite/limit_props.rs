@@ -6,7 +6,7 @@
     reason = "counts and indices in tests are far below 2^32"
 )]
 
-mod reference;
+use crate::reference;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The Runtime: the concurrency cap with exact counts and times under paused time, the order
 //! of its events, aborts, panics, and bad configuration.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

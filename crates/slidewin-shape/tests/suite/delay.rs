@@ -1,7 +1,7 @@
 //! `delay`: runs after exactly its duration, and a cancelled delay never runs and never
 //! registers a task.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

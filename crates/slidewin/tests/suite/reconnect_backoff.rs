@@ -2,7 +2,7 @@
 //! second over the time the stat has covered (close #4, at 3.65 s), where Facebook's formula
 //! (over the whole 30 s window) read 0.13/s; and it spares the server most of its retries.
 
-#[path = "../examples/reconnect_backoff/simulation.rs"]
+#[path = "../../examples/reconnect_backoff/simulation.rs"]
 mod simulation;
 
 #[test]

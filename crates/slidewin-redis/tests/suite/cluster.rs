@@ -3,7 +3,7 @@
 //! slot that moves under a batch costs a round trip, never a wrong answer, and a lost node is
 //! an error that heals.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -295,7 +295,7 @@ async fn a_nodes_full_batch_goes_without_waiting_for_a_call_to_come_back() {
     while_nodes_paused(&cluster, &redis, &rule, &keys, Moment::from_secs(500), true).await;
     for (node, n) in cluster.nodes.iter().zip(per_node) {
         let queued = n - ALONE;
-        let expected = ALONE + queued / FULL + u64::from(queued % FULL > 0);
+        let expected = ALONE + queued / FULL + u64::from(!queued.is_multiple_of(FULL));
         assert_eq!(
             node.script_calls(),
             expected,

@@ -1,6 +1,6 @@
 //! Many clients on one key: the script never over-admits; three separate commands do.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! so that which checks wait is decided by the test, not by timing: on the current-thread
 //! runtime, every spawned task has made its check by the time the test task runs again.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The search box example, run as a test: its exact output under paused time.
 
 #[allow(dead_code)] // its `main` is the example's
-#[path = "../examples/search_box.rs"]
+#[path = "../../examples/search_box.rs"]
 mod search_box;
 
 #[tokio::test(start_paused = true)]

@@ -4,7 +4,7 @@
 //! probe and its backoff are tested on a fake Redis in `src/circuit.rs`; a server killed and
 //! restarted in `single.rs` and `cluster.rs`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! `ManualClock` (the Redis backend on the layer's clock), and must give the same answers on
 //! all three.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,7 +1,7 @@
 //! The `RateLimit` fields parsed back with `sfv`, as a client would: for random rule sets and
 //! random checks, every field is a valid structured field whose numbers are the decisions'.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The `joined` example: its report for the fixed "now", line by line.
 
-#[path = "../examples/joined.rs"]
+#[path = "../../examples/joined.rs"]
 #[allow(dead_code)] // the example's `main`
 mod joined;
 

@@ -2,7 +2,7 @@
 //! claim: `WindowMetrics` within one bucket of the exact QPS, Sentinel's formula at half of it on
 //! a boundary.
 
-#[path = "../examples/qps_monitor/monitor.rs"]
+#[path = "../../examples/qps_monitor/monitor.rs"]
 mod monitor;
 
 #[test]

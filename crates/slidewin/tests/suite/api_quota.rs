@@ -1,6 +1,6 @@
 //! The `api_quota` example: its chart is the same on every run, and shows what the docs claim.
 
-#[path = "../examples/api_quota/chart.rs"]
+#[path = "../../examples/api_quota/chart.rs"]
 mod chart;
 
 #[test]

@@ -1,6 +1,7 @@
 //! One check by the engine alone, against limitador's in-memory `RateLimiter`, on the same
 //! rules and keys, in the same run.
-//! `cargo bench -p slidewin-server --bench engine_vs_limitador`.
+//! `cargo bench --manifest-path crates/slidewin-limitador-bench/Cargo.toml` (a package outside
+//! the workspace, so that limitador's tree is built for this bench alone).
 //!
 //! The rules, alike on both sides: a descriptor `client` (any value) with two limits, `burst`
 //! 1000 a second and `hourly` 10,000 an hour (the most a sliding log holds on Redis; the same

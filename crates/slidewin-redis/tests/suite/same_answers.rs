@@ -2,7 +2,7 @@
 //! traces, under random sets of one to three rules, and compares every decision, rule by
 //! rule, field by field: the in-memory [`RuleSet`] is the reference.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

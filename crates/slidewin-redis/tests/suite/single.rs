@@ -1,7 +1,7 @@
 //! One Redis server of the test's own: the script, its keys, the rules of one key, and the
 //! faults.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Each Lua source is a valid script on its own: Redis compiles it as it is, with nothing
 //! pasted around it at run time.
 
-mod support;
+use crate::support;
 
 use support::RedisServer;
 

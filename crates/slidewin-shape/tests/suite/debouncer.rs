@@ -2,7 +2,7 @@
 //! of debounce and throttle and the events they leave, the per-key operations, the
 //! regressions named after lodash's bugs, and the answers each call gets.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

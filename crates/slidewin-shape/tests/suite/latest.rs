@@ -1,7 +1,7 @@
 //! `Latest` (restart coordination) and `SequenceGuard`: exact counts of what a newer call
 //! cancels, and stale results discarded for work that ignores cancellation.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

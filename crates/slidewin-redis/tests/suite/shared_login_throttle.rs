@@ -2,9 +2,9 @@
 //! through an outage by its policy, and its flags and lines are read as `login_throttle`
 //! reads them.
 
-mod support;
+use crate::support;
 
-#[path = "../examples/shared_login_throttle/throttle.rs"]
+#[path = "../../examples/shared_login_throttle/throttle.rs"]
 mod throttle;
 
 use std::io::Write;

@@ -1,0 +1,5 @@
+//! The `slidewin` command's tests, run on the built binary, one module a file, in one binary:
+//! one link instead of one a file.
+
+mod period;
+mod serve;
