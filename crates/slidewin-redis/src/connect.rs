@@ -87,7 +87,7 @@ impl RedisLimiter {
     /// let api = Rules::try_from(Rule::new("api", Kind::Gcra, "10/s".parse()?)?)?;
     /// let decision = redis.check_now(&api, "alice", 1).await?;
     /// assert!(decision.allowed());
-    /// assert!(decision.made_without_redis().is_some());
+    /// assert!(decision.degraded().is_some());
     /// # Ok(())
     /// # }
     /// ```

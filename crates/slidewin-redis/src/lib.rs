@@ -25,7 +25,7 @@
 //!     Rule::new("hour", Kind::SlidingLog, "20/hour".parse()?)?,
 //! ])?)?;
 //! let decision = redis.check_now(&login, "alice", 1).await?;
-//! if let Some(why) = decision.made_without_redis() {
+//! if let Some(why) = decision.degraded() {
 //!     eprintln!("Redis is away ({why}): denied to be safe");
 //! }
 //! # Ok(())

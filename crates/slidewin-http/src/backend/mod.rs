@@ -122,7 +122,7 @@ pub trait Backend: Send + Sync + 'static {
 ///
 /// let each = Decisions::new(vec![Decision::allow(10, 9, Duration::ZERO)]).unwrap();
 /// let checked = Checked::new(each);
-/// assert!(checked.allowed() && checked.without_store().is_none());
+/// assert!(checked.allowed() && checked.degraded().is_none());
 /// assert_eq!(checked, Checked::one(Decision::allow(10, 9, Duration::ZERO)));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,9 +189,9 @@ impl Checked {
         }
     }
 
-    /// Decisions made without the store (by a failure policy), and why.
+    /// Degraded decisions: made without the store, by a failure policy, and why.
     #[must_use]
-    pub fn by_failure_policy(decisions: Decisions, why: String) -> Checked {
+    pub fn degraded_by(decisions: Decisions, why: String) -> Checked {
         Checked {
             answer: Answer::Many(decisions),
             without_store: Some(why),
@@ -222,9 +222,9 @@ impl Checked {
         self.answer.decision()
     }
 
-    /// Why the store could not decide, when a failure policy did.
+    /// When the answer is degraded (a failure policy decided, not the store), why.
     #[must_use]
-    pub fn without_store(&self) -> Option<&str> {
+    pub fn degraded(&self) -> Option<&str> {
         self.without_store.as_deref()
     }
 

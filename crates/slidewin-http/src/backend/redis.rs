@@ -90,10 +90,8 @@ impl Backend for Redis {
             self.limiter.check_now(store, &text, cost).await
         };
         match answer {
-            Ok(decision) => Ok(match decision.made_without_redis() {
-                Some(why) => {
-                    Checked::by_failure_policy(decision.decisions().clone(), why.to_string())
-                }
+            Ok(decision) => Ok(match decision.degraded() {
+                Some(why) => Checked::degraded_by(decision.decisions().clone(), why.to_string()),
                 None => Checked::new(decision.decisions().clone()),
             }),
             Err(slidewin_redis::RedisError::Limit(err)) => Err(err.into()),

@@ -251,7 +251,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
             if armed.shadowed.is_none()
                 && let Ok(answer) = &result
                 && answer.allowed()
-                && answer.without_store().is_none()
+                && answer.degraded().is_none()
             {
                 return AtOnce::Admitted(Some((part.rules[answer.binding()], answer.decision())));
             }

@@ -288,7 +288,7 @@ struct Outage {
 impl Outage {
     /// Notes where `decision` came from; true when it was made without Redis.
     fn note(&mut self, decision: &RedisDecision, err: &mut impl Write) -> io::Result<bool> {
-        match (decision.made_without_redis(), self.down) {
+        match (decision.degraded(), self.down) {
             (Some(why), false) => {
                 self.down = true;
                 let doing = match self.policy {

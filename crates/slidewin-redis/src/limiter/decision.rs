@@ -55,7 +55,7 @@ impl FailurePolicy {
 ///
 /// ```
 /// # fn show(d: slidewin_redis::RedisDecision) {
-/// if let Some(why) = d.made_without_redis() {
+/// if let Some(why) = d.degraded() {
 ///     eprintln!("decided without Redis: {why}");
 /// }
 /// let admitted: bool = d.allowed();
@@ -82,9 +82,10 @@ impl RedisDecision {
         &self.decisions
     }
 
-    /// Why Redis could not answer, when the decision came from the [`FailurePolicy`].
+    /// When the decision is degraded (it came from the [`FailurePolicy`]), why Redis could not
+    /// answer.
     #[must_use]
-    pub fn made_without_redis(&self) -> Option<&RedisError> {
+    pub fn degraded(&self) -> Option<&RedisError> {
         self.without_redis.as_ref()
     }
 }

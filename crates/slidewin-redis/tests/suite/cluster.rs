@@ -341,7 +341,7 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     cluster.nodes[0].kill();
     let lost = format!("127.0.0.1:{}", cluster.nodes[0].port);
     let first = redis.check_now(&rule, &keys[0], 1).await.unwrap();
-    let why = first.made_without_redis().expect("decided without Redis");
+    let why = first.degraded().expect("decided without Redis");
     assert!(
         matches!(
             why,
@@ -357,7 +357,7 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
         let again = at_once(redis.check_now(&rule, &keys[0], 1))
             .expect("an answer without waiting")
             .unwrap();
-        let why = again.made_without_redis().expect("decided without Redis");
+        let why = again.degraded().expect("decided without Redis");
         let said = format!("Redis at {lost} is unavailable: not asked: the circuit is open since ");
         assert!(why.to_string().starts_with(&said), "{why}");
     }
@@ -365,7 +365,7 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     // The other nodes' keys still go to Redis, exactly.
     for key in &keys[1..] {
         let decision = redis.check_now(&rule, key, 1).await.unwrap();
-        assert_eq!(decision.made_without_redis(), None, "{key}");
+        assert_eq!(decision.degraded(), None, "{key}");
         assert_eq!(decision.remaining(), 8, "{key}");
     }
 
@@ -373,7 +373,7 @@ async fn a_lost_node_answers_at_once_naming_it_while_the_others_stay_exact() {
     cluster.nodes[0].restart();
     until_available(&redis).await;
     let back = redis.check_now(&rule, &keys[0], 1).await.unwrap();
-    assert_eq!(back.made_without_redis(), None);
+    assert_eq!(back.degraded(), None);
     assert_eq!(back.remaining(), 9);
 }
 
@@ -403,7 +403,7 @@ async fn after_a_failover_the_checks_follow_the_promoted_replica_exactly() {
     cluster.nodes[master].kill();
     let lost = format!("127.0.0.1:{}", cluster.nodes[master].port);
     let first = redis.check_now(&rule, key, 1).await.unwrap();
-    assert!(first.made_without_redis().is_some() && !first.allowed());
+    assert!(first.degraded().is_some() && !first.allowed());
     // A probe goes, and fails: the node is still down.
     assert_eq!(
         redis.circuit_changed(CircuitState::Open).await,
@@ -414,7 +414,7 @@ async fn after_a_failover_the_checks_follow_the_promoted_replica_exactly() {
         CircuitState::Open
     );
     let again = redis.check_now(&rule, key, 1).await.unwrap();
-    let why = again.made_without_redis().expect("decided without Redis");
+    let why = again.degraded().expect("decided without Redis");
     let said = format!("Redis at {lost} is unavailable: not asked: the circuit is open since ");
     assert!(why.to_string().starts_with(&said), "{why}");
     assert!(
@@ -429,7 +429,7 @@ async fn after_a_failover_the_checks_follow_the_promoted_replica_exactly() {
     // Three admitted before the failover, on the old master: two more fit, then none.
     for left in [1, 0] {
         let decision = redis.check_now(&rule, key, 1).await.unwrap();
-        assert_eq!(decision.made_without_redis(), None);
+        assert_eq!(decision.degraded(), None);
         assert!(decision.allowed());
         assert_eq!(decision.remaining(), left);
     }

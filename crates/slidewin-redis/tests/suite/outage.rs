@@ -40,15 +40,13 @@ async fn an_outage_answers_the_failure_policy_without_waiting_a_second() {
 
     server.kill();
     let first = redis.check_now(&rule, "alice", 1).await.unwrap();
-    assert!(!first.allowed() && first.made_without_redis().is_some());
+    assert!(!first.allowed() && first.degraded().is_some());
     for i in 0..100 {
         let decision = at_once(redis.check_now(&rule, "alice", 1))
             .unwrap_or_else(|| panic!("check {i} waited for Redis"))
             .unwrap();
         assert!(!decision.allowed(), "check {i}");
-        let why = decision
-            .made_without_redis()
-            .expect("decided without Redis");
+        let why = decision.degraded().expect("decided without Redis");
         assert!(why.to_string().contains(&server.url()), "{why}");
     }
 }
@@ -135,7 +133,7 @@ async fn while_the_circuit_is_open_nothing_reaches_redis_and_each_check_says_why
         .expect("at once")
         .unwrap();
     assert!(!decision.allowed());
-    assert_eq!(decision.made_without_redis(), Some(&open));
+    assert_eq!(decision.degraded(), Some(&open));
 
     server.cli(&["client", "unpause"]);
     // Only the check that timed out was ever sent.
@@ -197,7 +195,7 @@ async fn a_limiter_made_while_redis_is_down_answers_by_policy_then_exactly_once_
                 .unwrap();
             assert_eq!(decision.allowed(), admitted, "{policy:?}");
             // The same fault, at the same place (its "next try in" counts down as time goes).
-            let without = decision.made_without_redis().expect("made without Redis");
+            let without = decision.degraded().expect("made without Redis");
             assert!(
                 matches!(without, RedisError::Unavailable { at, .. } if *at == url),
                 "{policy:?}: {without}"
@@ -222,7 +220,7 @@ async fn a_limiter_made_while_redis_is_down_answers_by_policy_then_exactly_once_
     assert_eq!(redis.why_unavailable(), None);
     let at = Moment::from_secs(100);
     let first = redis.check(&login, "alice", at, 2).await.unwrap();
-    assert!(first.allowed() && first.made_without_redis().is_none());
+    assert!(first.allowed() && first.degraded().is_none());
     assert_eq!(first.remaining(), 0);
     assert!(!redis.check(&login, "alice", at, 1).await.unwrap().allowed());
     assert!(server.script_calls() >= 2);
@@ -238,7 +236,7 @@ async fn made_lazily_with_redis_up_it_is_up_and_a_bad_setup_is_still_an_error() 
     assert_eq!(redis.circuit_state(), CircuitState::Closed);
     let api = rules("api", Kind::Gcra, "10/s");
     let decision = redis.check_now(&api, "k", 1).await.unwrap();
-    assert!(decision.allowed() && decision.made_without_redis().is_none());
+    assert!(decision.allowed() && decision.degraded().is_none());
 
     let wrong = format!("redis://:hunter2@127.0.0.1:{}/", server.port);
     let err = RedisLimiter::connect_lazily(&wrong).await.unwrap_err();
@@ -292,9 +290,7 @@ async fn a_cluster_limiter_made_while_the_cluster_is_down_is_exact_once_it_is_up
         .expect("an answer at once")
         .unwrap();
     assert!(!decision.allowed());
-    let why = decision
-        .made_without_redis()
-        .expect("decided without Redis");
+    let why = decision.degraded().expect("decided without Redis");
     assert!(why.to_string().contains(&url), "{why}");
 
     let cluster = RedisCluster::start_at(seed);
@@ -306,7 +302,7 @@ async fn a_cluster_limiter_made_while_the_cluster_is_down_is_exact_once_it_is_up
         nodes_used[cluster.node_of(&format!("{{slidewin:{key}}}"))] = true;
         for left in [2, 1, 0] {
             let decision = redis.check(&api, &key, at, 1).await.unwrap();
-            assert_eq!(decision.made_without_redis(), None, "{key}");
+            assert_eq!(decision.degraded(), None, "{key}");
             assert_eq!(decision.remaining(), left, "{key}");
         }
         assert!(!redis.check(&api, &key, at, 1).await.unwrap().allowed());

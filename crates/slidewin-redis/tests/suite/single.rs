@@ -760,17 +760,17 @@ async fn redis_down_then_back_errors_at_once_then_recovers() {
     assert!(err.to_string().contains("not asked"), "{err}");
     let open = redis.clone().with_failure_policy(FailurePolicy::Open);
     let decision = open.check(&rules, "k", secs(2), 1).await.unwrap();
-    assert!(decision.allowed() && decision.made_without_redis().is_some());
+    assert!(decision.allowed() && decision.degraded().is_some());
     let closed = redis.clone().with_failure_policy(FailurePolicy::Closed);
     let decision = closed.check(&rules, "k", secs(2), 1).await.unwrap();
-    assert!(!decision.allowed() && decision.made_without_redis().is_some());
+    assert!(!decision.allowed() && decision.degraded().is_some());
 
     // Back, and empty (it keeps nothing on disk): the probe finds it by itself.
     server.restart();
     until_available(&redis).await;
     assert!(redis.is_available());
     let first = redis.check(&rules, "k", secs(3), 2).await.unwrap();
-    assert!(first.allowed() && first.made_without_redis().is_none());
+    assert!(first.allowed() && first.degraded().is_none());
     assert!(
         !redis
             .check(&rules, "k", secs(3), 1)

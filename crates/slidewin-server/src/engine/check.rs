@@ -110,7 +110,7 @@ impl<B: Backend> Engine<B> {
         entries: &[Entry],
         current_limit: CurrentLimit,
     ) -> DescriptorCheck {
-        let without_store = checked.without_store().is_some();
+        let without_store = checked.degraded().is_some();
         if without_store {
             self.inner.metrics.backend_error();
         }
