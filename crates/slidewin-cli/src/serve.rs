@@ -64,11 +64,11 @@ pub(crate) struct ServeArgs {
     tls_key: Option<PathBuf>,
     /// The most connections open at once on each listener; past it, new ones wait until one
     /// closes (an idle HTTP connection is closed after 10 s, a gRPC one with no call after 60 s).
-    #[arg(long, env = "SLIDEWIN_MAX_CONNECTIONS", default_value_t = slidewin_server::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, env = "SLIDEWIN_MAX_CONNECTIONS", default_value_t = ConnectionLimits::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// The most calls (gRPC calls and POST /json requests) in flight at once across every
     /// connection; past it a call is refused at once (RESOURCE_EXHAUSTED, or 503).
-    #[arg(long, env = "SLIDEWIN_MAX_CALLS_IN_FLIGHT", default_value_t = slidewin_server::DEFAULT_MAX_CALLS_IN_FLIGHT)]
+    #[arg(long, env = "SLIDEWIN_MAX_CALLS_IN_FLIGHT", default_value_t = ConnectionLimits::DEFAULT_MAX_CALLS_IN_FLIGHT)]
     max_calls_in_flight: usize,
     /// On SIGTERM, how long the calls in flight may take to finish before the connections
     /// still open are closed and the process exits: seconds (5, 0.5) or milliseconds (500ms).

@@ -8,7 +8,7 @@ use http::HeaderMap;
 use http::header::FORWARDED;
 use ipnet::IpNet;
 
-use crate::error::ConfigError;
+use crate::error::HttpConfigError;
 
 /// Which header your proxies append the address they received a request from to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,8 +74,8 @@ impl TrustedProxies {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::BadNetwork`] naming a network that is neither a CIDR block nor an
-    /// address; [`ConfigError::TooManyNetworks`] past
+    /// [`HttpConfigError::BadNetwork`] naming a network that is neither a CIDR block nor an
+    /// address; [`HttpConfigError::TooManyNetworks`] past
     /// [`MAX_NETWORKS`](TrustedProxies::MAX_NETWORKS).
     ///
     /// # Example
@@ -89,17 +89,17 @@ impl TrustedProxies {
     pub fn new<'a>(
         networks: impl IntoIterator<Item = &'a str>,
         header: ForwardedHeader,
-    ) -> Result<TrustedProxies, ConfigError> {
+    ) -> Result<TrustedProxies, HttpConfigError> {
         let mut parsed = Vec::new();
         for text in networks {
             if parsed.len() == TrustedProxies::MAX_NETWORKS {
-                return Err(ConfigError::TooManyNetworks {
+                return Err(HttpConfigError::TooManyNetworks {
                     max: TrustedProxies::MAX_NETWORKS,
                 });
             }
             let network = IpNet::from_str(text)
                 .or_else(|_| IpAddr::from_str(text).map(IpNet::from))
-                .map_err(|_| ConfigError::BadNetwork { text: cut(text) })?;
+                .map_err(|_| HttpConfigError::BadNetwork { text: cut(text) })?;
             parsed.push(network);
         }
         Ok(TrustedProxies {

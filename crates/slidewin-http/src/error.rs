@@ -1,17 +1,17 @@
-//! [`ConfigError`]: a value the HTTP layer cannot use, named.
+//! [`HttpConfigError`]: a value the HTTP layer cannot use, named.
 
 use std::fmt;
 
 /// A value that cannot be used, naming it.
 ///
 /// ```
-/// use slidewin_http::{ConfigError, ForwardedHeader, TrustedProxies};
+/// use slidewin_http::{HttpConfigError, ForwardedHeader, TrustedProxies};
 /// let err = TrustedProxies::new(["not a network"], ForwardedHeader::XForwardedFor).unwrap_err();
-/// assert_eq!(err, ConfigError::BadNetwork { text: "not a network".into() });
+/// assert_eq!(err, HttpConfigError::BadNetwork { text: "not a network".into() });
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum HttpConfigError {
     /// A rule's number is larger than a structured field's Integer holds (fifteen digits).
     NotRepresentable {
         /// The rule's name.
@@ -42,57 +42,52 @@ pub enum ConfigError {
         /// The name given.
         name: String,
     },
-    /// A value the core library refused: a metrics window, a cap of zero keys.
+    /// A value the core library or the backend refused: a metrics window, a cap of zero
+    /// keys, a rule Redis cannot count.
     Limit(slidewin::ConfigError),
-    /// A value the backend refused, naming it (a Redis rule set it cannot hold, say).
-    Backend {
-        /// What the backend said.
-        detail: String,
-    },
 }
 
-impl From<slidewin::ConfigError> for ConfigError {
-    fn from(err: slidewin::ConfigError) -> ConfigError {
-        ConfigError::Limit(err)
+impl From<slidewin::ConfigError> for HttpConfigError {
+    fn from(err: slidewin::ConfigError) -> HttpConfigError {
+        HttpConfigError::Limit(err)
     }
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for HttpConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::NotRepresentable { rule, what, value } => write!(
+            HttpConfigError::NotRepresentable { rule, what, value } => write!(
                 f,
                 "the rule `{rule}` has a {what} of {value}, larger than the RateLimit header \
                  fields can carry (999999999999999 at most)"
             ),
-            ConfigError::BadNetwork { text } => write!(
+            HttpConfigError::BadNetwork { text } => write!(
                 f,
                 "the trusted proxy network `{text}` is neither a CIDR block (10.0.0.0/8) nor an \
                  address"
             ),
-            ConfigError::TooManyNetworks { max } => {
+            HttpConfigError::TooManyNetworks { max } => {
                 write!(f, "more than {max} trusted proxy networks were given")
             }
-            ConfigError::DuplicatePolicy { name } => write!(
+            HttpConfigError::DuplicatePolicy { name } => write!(
                 f,
                 "two policies of the layer are named `{name}`; each needs a name of its own"
             ),
-            ConfigError::UnknownPolicy { name } => {
+            HttpConfigError::UnknownPolicy { name } => {
                 write!(
                     f,
                     "`{name}` is not a policy of this limit, so it cannot be shadowed"
                 )
             }
-            ConfigError::Limit(err) => err.fmt(f),
-            ConfigError::Backend { detail } => write!(f, "the backend refused the rules: {detail}"),
+            HttpConfigError::Limit(err) => err.fmt(f),
         }
     }
 }
 
-impl std::error::Error for ConfigError {
+impl std::error::Error for HttpConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ConfigError::Limit(err) => Some(err),
+            HttpConfigError::Limit(err) => Some(err),
             _ => None,
         }
     }

@@ -8,7 +8,7 @@ use sfv::{Integer, KeyRef, ListSerializer};
 use slidewin::Decision;
 use slidewin::limit::{Decisions, RuleSet};
 
-use crate::error::ConfigError;
+use crate::error::HttpConfigError;
 
 /// `RateLimit-Policy`: the policies, the same on every response.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -87,7 +87,7 @@ impl RateLimitFields {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::NotRepresentable`] for a rule whose limit or burst is above
+    /// [`HttpConfigError::NotRepresentable`] for a rule whose limit or burst is above
     /// [`MAX_NUMBER`](RateLimitFields::MAX_NUMBER), which no field could carry.
     ///
     /// # Example
@@ -101,13 +101,13 @@ impl RateLimitFields {
     /// assert!(err.to_string().contains("1000000000000000"), "{err}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(rules: &RuleSet) -> Result<RateLimitFields, ConfigError> {
+    pub fn new(rules: &RuleSet) -> Result<RateLimitFields, HttpConfigError> {
         let mut policy = String::new();
         let mut list = ListSerializer::with_buffer(&mut policy);
         let mut members = Vec::with_capacity(rules.rules().len());
         for rule in rules.rules() {
             let quota = rule.quota();
-            let refuse = |what: &'static str, value: u64| ConfigError::NotRepresentable {
+            let refuse = |what: &'static str, value: u64| HttpConfigError::NotRepresentable {
                 rule: rule.name().to_string(),
                 what,
                 value,

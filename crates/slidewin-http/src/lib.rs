@@ -36,7 +36,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod backend;
 mod client_ip;
 mod clock;
 mod error;
@@ -46,12 +45,10 @@ mod limit;
 mod refusal;
 mod stats;
 
-#[cfg(feature = "redis")]
-pub use backend::Redis;
-pub use backend::{Backend, BackendError, Checked, Memory};
+// The store seam, re-exported: a layer is built over one of these backends.
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub use clock::TscClock;
-pub use error::ConfigError;
+pub use error::HttpConfigError;
 pub use fields::{
     RATELIMIT, RATELIMIT_POLICY, RateLimitFields, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
     X_RATELIMIT_RESET, retry_after,
@@ -59,8 +56,13 @@ pub use fields::{
 pub use layer::{
     MissingKey, RateLimit, RateLimitLayer, RateLimitLayerBuilder, ResponseFuture, SLIDEWIN_DEGRADED,
 };
-pub use limit::{Key, Limit, RequestKey};
+pub use limit::{Key, Limit};
 pub use refusal::{QUOTA_EXCEEDED, Refusal, TEMPORARY_REDUCED_CAPACITY, problem};
+#[cfg(feature = "redis")]
+pub use slidewin_store::Redis;
+pub use slidewin_store::{
+    Backend, BackendError, BackendKind, BackendState, Checked, Memory, MemoryStore, RequestKey,
+};
 pub use stats::{PolicySnapshot, PolicyStats};
 
 // The README's examples are compiled as tests too.

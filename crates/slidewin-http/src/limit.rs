@@ -8,9 +8,10 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::{HeaderName, Method};
 use slidewin::limit::RuleSet;
+use slidewin_store::RequestKey;
 
 use crate::client_ip::TrustedProxies;
-use crate::error::ConfigError;
+use crate::error::HttpConfigError;
 
 type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
@@ -147,54 +148,6 @@ impl Key {
                 .map(Extracted::Borrowed),
             KeyKind::Fn(f) => f(parts).map(Extracted::Owned),
         }
-    }
-}
-
-/// The key a request is counted under, as a limit's [`Key`] took it from the request: the
-/// client's address ([`Key::peer_ip`], [`Key::client_ip`]) or text (a header's value, a
-/// closure's answer, or the empty text of [`Key::global`]). What a [`Backend`](crate::Backend)
-/// checks.
-///
-/// Its text ([`Display`](fmt::Display)) is the address's standard text or the text itself:
-/// what [`Key::extract`] answers and what Redis names the key by. In memory an address is
-/// kept as its bits, without its text, and so is another key than the text that spells it (a
-/// limit has one [`Key`], which extracts one kind).
-///
-/// ```
-/// use std::net::{IpAddr, Ipv4Addr};
-/// use slidewin_http::RequestKey;
-///
-/// let address = RequestKey::from(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 7)));
-/// assert_eq!(address.to_string(), "203.0.113.7");
-/// assert_eq!(RequestKey::from("k-42").to_string(), "k-42");
-/// assert_ne!(address, RequestKey::from("203.0.113.7"));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RequestKey<'a> {
-    /// A client's address.
-    Address(IpAddr),
-    /// Text.
-    Text(&'a str),
-}
-
-impl fmt::Display for RequestKey<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RequestKey::Address(address) => address.fmt(f),
-            RequestKey::Text(text) => f.write_str(text),
-        }
-    }
-}
-
-impl<'a> From<&'a str> for RequestKey<'a> {
-    fn from(text: &'a str) -> RequestKey<'a> {
-        RequestKey::Text(text)
-    }
-}
-
-impl From<IpAddr> for RequestKey<'_> {
-    fn from(address: IpAddr) -> RequestKey<'static> {
-        RequestKey::Address(address)
     }
 }
 
@@ -453,11 +406,11 @@ impl Limit {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::UnknownPolicy`] when no policy of the limit has that name.
+    /// [`HttpConfigError::UnknownPolicy`] when no policy of the limit has that name.
     ///
     /// ```
     /// use slidewin::limit::{Kind, Rule, RuleSet};
-    /// use slidewin_http::{ConfigError, Limit};
+    /// use slidewin_http::{HttpConfigError, Limit};
     ///
     /// let rules = RuleSet::new([
     ///     Rule::new("burst", Kind::Gcra, "10/s".parse()?)?,
@@ -466,14 +419,14 @@ impl Limit {
     /// let limit = Limit::new(rules).shadow("daily")?;
     /// assert!(limit.is_shadow("daily") && !limit.is_shadow("burst"));
     /// let err = limit.shadow("dialy").unwrap_err();
-    /// assert_eq!(err, ConfigError::UnknownPolicy { name: "dialy".into() });
+    /// assert_eq!(err, HttpConfigError::UnknownPolicy { name: "dialy".into() });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn shadow(mut self, name: &str) -> Result<Limit, ConfigError> {
+    pub fn shadow(mut self, name: &str) -> Result<Limit, HttpConfigError> {
         let (index, _) = self
             .rules
             .get(name)
-            .ok_or_else(|| ConfigError::UnknownPolicy { name: name.into() })?;
+            .ok_or_else(|| HttpConfigError::UnknownPolicy { name: name.into() })?;
         self.shadow[index] = true;
         Ok(self)
     }

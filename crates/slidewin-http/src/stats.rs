@@ -7,7 +7,7 @@ use std::time::Duration;
 use slidewin::stats::MetricEvent;
 use slidewin::{Clock, Moment, WindowMetrics};
 
-use crate::error::ConfigError;
+use crate::error::HttpConfigError;
 
 /// What one policy of a [`RateLimitLayer`](crate::RateLimitLayer) did, over a sliding window
 /// (the last minute, in one-second buckets, by default): requests passed, denied and
@@ -67,7 +67,7 @@ impl PolicyStats {
         span: Duration,
         buckets: u32,
         start: Moment,
-    ) -> Result<PolicyStats, ConfigError> {
+    ) -> Result<PolicyStats, HttpConfigError> {
         Ok(PolicyStats {
             name: name.into(),
             shadow,

@@ -50,9 +50,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use slidewin::time::MonotonicClock;
-use slidewin_server::{
-    Bounds, Config, Engine, Listeners, Metrics, ServeOptions, Service, SnapshotSource,
-};
+use slidewin_server::{Bounds, Config, Endpoints, Engine, Listeners, Metrics, ServeOptions};
 use tokio::sync::oneshot;
 
 /// What the environment says, with the defaults.
@@ -96,14 +94,14 @@ struct Started {
     grpc: SocketAddr,
     http: SocketAddr,
     stop: oneshot::Sender<()>,
-    service: Service<slidewin_http::Memory>,
+    service: Endpoints<slidewin_store::Memory>,
 }
 
 /// The service on free ports of 127.0.0.1.
 async fn start(rules: usize) -> Started {
     let config = Config::parse(&config(rules), "bench.yaml").unwrap();
     let engine = Engine::new(
-        slidewin_http::Memory::new(),
+        slidewin_store::Memory::new(),
         config,
         Arc::new(MonotonicClock),
         Bounds::default(),
@@ -122,7 +120,7 @@ async fn start(rules: usize) -> Started {
         listeners.http_addr().unwrap(),
     );
     let (stop, stopped) = oneshot::channel::<()>();
-    let service = Service::new(engine, vec![]);
+    let service = Endpoints::new(engine, vec![]);
     let served = service.clone();
     tokio::spawn(async move {
         slidewin_server::serve(served, listeners, true, async {
@@ -141,7 +139,7 @@ async fn start(rules: usize) -> Started {
 
 /// What one snapshot costs, built and serialised as the dashboard's feed does (on this
 /// thread, with no check running): the median and the most of `n`, in milliseconds.
-fn snapshot_cost(service: &Service<slidewin_http::Memory>, n: usize) -> (f64, f64) {
+fn snapshot_cost(service: &Endpoints<slidewin_store::Memory>, n: usize) -> (f64, f64) {
     let mut took: Vec<f64> = (0..n)
         .map(|_| {
             let start = Instant::now();

@@ -67,9 +67,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use slidewin::time::MonotonicClock;
-use slidewin_server::{
-    Bounds, Config, Engine, Listeners, Metrics, ServeOptions, Service, ServiceBackend,
-};
+use slidewin_server::{Bounds, Config, Endpoints, Engine, Listeners, Metrics, ServeOptions};
+use slidewin_store::Backend;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -190,7 +189,7 @@ async fn ceiling() -> Server {
 }
 
 /// `slidewin serve` on `backend`, with [`CONFIG`].
-async fn slidewin<B: ServiceBackend>(name: &'static str, backend: B) -> Server {
+async fn slidewin<B: Backend>(name: &'static str, backend: B) -> Server {
     let config = Config::parse(CONFIG, "bench.yaml").unwrap();
     let engine = Engine::new(
         backend,
@@ -200,7 +199,7 @@ async fn slidewin<B: ServiceBackend>(name: &'static str, backend: B) -> Server {
         Metrics::new(),
     )
     .unwrap();
-    let service = Service::new(engine, vec![]);
+    let service = Endpoints::new(engine, vec![]);
     let options = ServeOptions {
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         http_addr: "127.0.0.1:0".parse().unwrap(),
@@ -419,17 +418,15 @@ fn main() {
     let servers: Vec<Server> = server_rt.block_on(async {
         let mut servers = vec![
             ceiling().await,
-            slidewin("slidewin-memory", slidewin_http::Memory::new()).await,
+            slidewin("slidewin-memory", slidewin_store::Memory::new()).await,
         ];
         if let Some(redis) = &redis {
             let limiter = slidewin_redis::RedisLimiter::connect(&redis.url())
                 .await
                 .unwrap()
                 .with_failure_policy(slidewin_server::FailurePolicy::Closed);
-            let backend = slidewin_server::RedisService::new(
-                slidewin_http::Redis::new(limiter),
-                false,
-                slidewin_server::FailurePolicy::Closed,
+            let backend = slidewin_store::Redis::new(
+                limiter.with_failure_policy(slidewin_server::FailurePolicy::Closed),
             );
             servers.push(slidewin("slidewin-redis", backend).await);
         }

@@ -37,9 +37,6 @@ use subtle::ConstantTimeEq;
 pub use browsers::{AdminHost, AdminHostError};
 pub(crate) use browsers::{AdminHosts, json_content_type, startup_lines};
 
-/// The cookie a browser keeps the token in.
-pub const ADMIN_COOKIE: &str = "slidewin_admin";
-
 /// The query parameter a browser hands the token in, once.
 const TOKEN_PARAM: &str = "token";
 
@@ -163,6 +160,9 @@ fn cookie_octet(byte: u8) -> bool {
 }
 
 impl AdminToken {
+    /// The cookie a browser keeps the token in.
+    pub const COOKIE: &str = "slidewin_admin";
+
     /// The same token, its sign-in cookie marked `Secure` when `secure` (the HTTP listener
     /// speaks TLS: `serve` sets it).
     ///
@@ -264,7 +264,7 @@ impl AdminToken {
     }
 
     /// `router` with each of its routes requiring this token: in `Authorization: Bearer`, in
-    /// the [`ADMIN_COOKIE`] cookie, or once in `?token=` (answered by a redirect that sets
+    /// the [`AdminToken::COOKIE`] cookie, or once in `?token=` (answered by a redirect that sets
     /// the cookie). Paths that match no route are left as they were (404).
     ///
     /// ```
@@ -341,12 +341,12 @@ fn bearer_token(value: &[u8]) -> Option<&[u8]> {
     Some(rest[start..].trim_ascii_end())
 }
 
-/// The values of every [`ADMIN_COOKIE`] in a `Cookie` header.
+/// The values of every [`AdminToken::COOKIE`] in a `Cookie` header.
 fn cookie_values(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value.split(|&b| b == b';').filter_map(|pair| {
         let pair = pair.trim_ascii();
         let eq = pair.iter().position(|&b| b == b'=')?;
-        (&pair[..eq] == ADMIN_COOKIE.as_bytes()).then(|| &pair[eq + 1..])
+        (&pair[..eq] == AdminToken::COOKIE.as_bytes()).then(|| &pair[eq + 1..])
     })
 }
 
@@ -422,7 +422,8 @@ fn signed_in(token: &AdminToken, uri: &Uri, rest_query: &str) -> Response {
     // The cookie's value is hex, a valid header value; the path and query came in a valid URI.
     // `Secure` only over TLS: a browser drops a `Secure` cookie sent over plain http.
     let cookie = format!(
-        "{ADMIN_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{}",
+        "{}={}; Path=/; HttpOnly; SameSite=Strict{}",
+        AdminToken::COOKIE,
         String::from_utf8_lossy(&token.cookie),
         if token.secure { "; Secure" } else { "" }
     );

@@ -5,27 +5,13 @@
 //! recursion limit (128) can refuse the document: 50,000 levels of `{a: ` (250 KB) took 31 s
 //! in a release build, and a 4 MiB file would take hours. So a config is scanned first, in one
 //! pass, for the depth the YAML scanner would reach, and refused at the first bracket past
-//! [`MAX_FLOW_NESTING`]. Block nesting needs no such bound: it costs the scanner linear time.
+//! [`Config::MAX_FLOW_NESTING`]. Block nesting needs no such bound: it costs the scanner linear time.
 //!
 //! The pass knows YAML only as far as bracket counting needs: comments, quoted scalars, block
 //! scalars, and where a node may start (a `[` inside a block-context plain scalar, `a[b`, is
 //! text). Where it cannot tell, it counts, so a text it passes never nests deeper; the one
 //! such case, brackets on a plain scalar's continuation line, must be unbalanced by more than
 //! a hundred levels to be refused.
-
-/// The deepest nesting of flow collections (`[...]`, `{...}`) a config file may have: 128,
-/// the depth past which `yaml_serde` refuses any document. A deeper one is refused before it is
-/// parsed, naming the bracket past the bound, since parsing it would take time quadratic in
-/// its depth.
-///
-/// ```
-/// use slidewin_server::{Config, MAX_FLOW_NESTING};
-/// let deep = format!("domain: d\ndescriptors: {}", "[".repeat(MAX_FLOW_NESTING + 1));
-/// let err = Config::parse(&deep, "deep.yaml").unwrap_err();
-/// assert_eq!((err.line(), err.column()), (Some(2), Some(14 + MAX_FLOW_NESTING)));
-/// assert!(err.to_string().contains("128"), "{err}");
-/// ```
-pub const MAX_FLOW_NESTING: usize = 128;
 
 /// The byte offset of the first `[` or `{` in `text` that opens a flow collection deeper than
 /// `max`, if any.
@@ -146,6 +132,7 @@ fn block_scalar_end(b: &[u8], line_start: usize, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     fn depth_ok(text: &str, max: usize) -> bool {
         too_deep(text, max).is_none()
@@ -192,8 +179,11 @@ f: [it's, \"[[[[\", '{{{{', a#b]
     #[test]
     fn a_million_brackets_are_refused_at_the_bound() {
         let text = "[".repeat(1_000_000);
-        assert_eq!(too_deep(&text, MAX_FLOW_NESTING), Some(MAX_FLOW_NESTING));
+        assert_eq!(
+            too_deep(&text, Config::MAX_FLOW_NESTING),
+            Some(Config::MAX_FLOW_NESTING)
+        );
         let closed = format!("{}{}", "[".repeat(100), "]".repeat(100)).repeat(10_000);
-        assert!(depth_ok(&closed, MAX_FLOW_NESTING));
+        assert!(depth_ok(&closed, Config::MAX_FLOW_NESTING));
     }
 }

@@ -5,7 +5,7 @@
 //! it likes. So a file is opened without waiting (`O_NONBLOCK`, which a FIFO honours and a
 //! regular file ignores) and refused unless it is a regular file once opened, after its links
 //! are followed; and every load runs on a blocking thread ([`Reader::load`]), within
-//! [`CONFIG_READ_TIMEOUT`], one at a time. A read that outlasts the timeout is given up: the
+//! [`Config::READ_TIMEOUT`], one at a time. A read that outlasts the timeout is given up: the
 //! config in force stays, and while that read has not returned, the next load is refused by name
 //! rather than stuck behind it.
 
@@ -15,11 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use crate::config::{Config, ConfigFileError, MAX_FILE_BYTES};
-
-/// How long a load of the config (reading its files and building it) may take before it is
-/// given up and the config in force stays: 10 s.
-pub const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::config::{Config, ConfigFileError};
 
 /// The files `paths` stand for, in order: a file as it is, a directory's `.yaml` and `.yml`
 /// files (names starting with `.` skipped, as Kubernetes' `..data` is) in name order.
@@ -63,7 +59,7 @@ fn has_config_name(path: &Path) -> bool {
         })
 }
 
-/// The text of the regular file at `path`, at most [`MAX_FILE_BYTES`].
+/// The text of the regular file at `path`, at most [`Config::MAX_FILE_BYTES`].
 pub(crate) fn read_file(path: &Path, shown: &str) -> Result<String, ConfigFileError> {
     use std::io::Read;
     let cannot = |e: std::io::Error| ConfigFileError::new(shown, format!("cannot read it: {e}"));
@@ -80,13 +76,13 @@ pub(crate) fn read_file(path: &Path, shown: &str) -> Result<String, ConfigFileEr
     }
     let mut text = String::new();
     let read = file
-        .take(MAX_FILE_BYTES + 1)
+        .take(Config::MAX_FILE_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(cannot)?;
-    if read as u64 > MAX_FILE_BYTES {
+    if read as u64 > Config::MAX_FILE_BYTES {
         return Err(ConfigFileError::new(
             shown,
-            format!("the file is larger than {MAX_FILE_BYTES} bytes"),
+            format!("the file is larger than {} bytes", Config::MAX_FILE_BYTES),
         ));
     }
     Ok(text)

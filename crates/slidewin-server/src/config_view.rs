@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::config::{Config, Descriptor, Enforce};
+use crate::config::{Action, Config, Descriptor};
 
 pub(crate) fn domains(config: &Config) -> Value {
     Value::Array(
@@ -20,10 +20,10 @@ fn descriptors(list: &[Descriptor]) -> Value {
 
 fn descriptor(d: &Descriptor) -> Value {
     let limit = d.limit().map(|limit| {
-        let rules = match limit.enforce() {
-            Enforce::Unlimited => json!("unlimited"),
-            Enforce::Blocked { unit } => json!(format!("0 per {}", unit.name())),
-            Enforce::Rules { rules, .. } => Value::Array(
+        let rules = match limit.action() {
+            Action::Unlimited => json!("unlimited"),
+            Action::Blocked { unit } => json!(format!("0 per {}", unit.name())),
+            Action::Rules { rules, .. } => Value::Array(
                 rules
                     .rules()
                     .iter()

@@ -6,7 +6,7 @@
 //!
 //! `GET /api/events` sends one [`Snapshot`](crate::Snapshot) as JSON at once, then one a
 //! second. At most [`MAX_EVENT_STREAMS`] streams are open at once; the next request gets
-//! `503 Service Unavailable` until one closes. The streams share one snapshot a second, built
+//! `503 Endpoints Unavailable` until one closes. The streams share one snapshot a second, built
 //! and serialised once ([`Feed`]).
 
 use std::convert::Infallible;
@@ -22,7 +22,8 @@ use axum::routing::get;
 use futures_util::stream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use crate::SnapshotSource;
+#[cfg(test)]
+use crate::snapshot::SnapshotSource;
 use crate::snapshot::feed::{Feed, Latest, Looking};
 
 /// At most this many `GET /api/events` streams are open at once; the next request gets 503.
@@ -132,8 +133,13 @@ struct Dashboard {
 /// Every event stream ends, and a new one is refused (503), once `stop` is `true`: a stop
 /// never waits for a dashboard left open.
 ///
-/// Merge it into the service's router, or nest it under a prefix ending in `/`.
-pub fn dashboard_router(source: Arc<dyn SnapshotSource>, stop: watch::Receiver<bool>) -> Router {
+/// The tests serve it over a fake source; the service builds its own with [`dashboard_on`],
+/// on the feed `/api/stats` shares.
+#[cfg(test)]
+pub(crate) fn dashboard_router(
+    source: Arc<dyn SnapshotSource>,
+    stop: watch::Receiver<bool>,
+) -> Router {
     dashboard_on(Feed::new(source, stop.clone()), stop)
 }
 
@@ -326,3 +332,6 @@ impl Reader {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod browser_tests;

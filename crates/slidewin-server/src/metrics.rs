@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use slidewin_store::BackendState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RuleLabels {
@@ -297,9 +298,10 @@ impl Metrics {
             .set(i64::try_from(version).unwrap_or(i64::MAX));
     }
 
-    pub(crate) fn set_backend_state(&self, state: &str) {
-        for known in ["up", "down", "probing"] {
+    pub(crate) fn set_backend_state(&self, state: BackendState) {
+        for known in [BackendState::Up, BackendState::Down, BackendState::Probing] {
             let value = i64::from(known == state);
+            let known = known.as_str();
             self.inner
                 .backend_state
                 .get_or_create(&StateLabels { state: known })

@@ -5,8 +5,8 @@
 //! A request override comes from the data plane: any client of `POST /json` or of gRPC may send
 //! one. So what it can reach is bounded by the operator ([`Bounds`]): its unit is at most
 //! [`Bounds::max_override_unit`] (a day by default; a year-long key was the attack), its limit
-//! is counted by the exact sliding log only up to [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT) and by `sliding_counter`
-//! past it, at most [`MAX_OVERRIDES`] stores are held at once, and a store with no live key
+//! is counted by the exact sliding log only up to [`Config::MAX_LOG_LIMIT`](Config::MAX_LOG_LIMIT) and by `sliding_counter`
+//! past it, at most [`Bounds::MAX_OVERRIDES`] stores are held at once, and a store with no live key
 //! (and no request using it) is dropped when room is needed, so the table never fills for good.
 //! An override that cannot be honoured is refused for its descriptor alone: `OVER_LIMIT`, with
 //! the reason as its `current_limit`'s name, never the whole request and never a limit
@@ -19,15 +19,10 @@ use slidewin::Moment;
 use slidewin::limit::{Quota, Rule, RuleSet};
 use slidewin_http::RateLimitFields;
 
-use crate::backend::ServiceBackend;
 use crate::config::{Unit, algorithm_for};
-use crate::engine::{Bounds, EnforceRt, LimitOverride, RuleRt, RuleWindow};
+use crate::engine::{ActionRt, Bounds, LimitOverride, RuleRt, RuleWindow};
 use crate::metrics::Metrics;
-
-/// The most distinct limit overrides (domain, limit, unit) an engine holds at once: each is a
-/// store of its own, and requests choose them. Past it, stores with no live key make room; if
-/// none can, the descriptor that asks for another is refused.
-pub const MAX_OVERRIDES: usize = 256;
+use slidewin_store::Backend;
 
 /// Why a descriptor's override was not honoured: its descriptor is `OVER_LIMIT`, and this,
 /// in words, is its `current_limit`'s name.
@@ -35,7 +30,7 @@ pub const MAX_OVERRIDES: usize = 256;
 pub(crate) enum Refused {
     /// A unit longer than the operator allows.
     UnitTooLong { unit: Unit, max: Unit },
-    /// [`MAX_OVERRIDES`] stores are held, each with live keys or in use.
+    /// [`Bounds::MAX_OVERRIDES`] stores are held, each with live keys or in use.
     TableFull,
     /// The backend could not make a store for it.
     Store(String),
@@ -52,8 +47,9 @@ impl std::fmt::Display for Refused {
             ),
             Refused::TableFull => write!(
                 f,
-                "override refused: {MAX_OVERRIDES} distinct overrides with live counts are held \
-                 (MAX_OVERRIDES)"
+                "override refused: {max} distinct overrides with live counts are held \
+                 (Bounds::MAX_OVERRIDES)",
+                max = Bounds::MAX_OVERRIDES
             ),
             Refused::Store(why) => write!(f, "override refused: {why}"),
         }
@@ -64,11 +60,11 @@ impl std::fmt::Display for Refused {
 type Table<B> = HashMap<(String, LimitOverride), Arc<RuleRt<B>>>;
 
 /// The stores of the limits requests set, by domain and limit.
-pub(crate) struct Overrides<B: ServiceBackend> {
+pub(crate) struct Overrides<B: Backend> {
     table: Mutex<Table<B>>,
 }
 
-impl<B: ServiceBackend> Overrides<B> {
+impl<B: Backend> Overrides<B> {
     pub(crate) fn new() -> Overrides<B> {
         Overrides {
             table: Mutex::new(HashMap::new()),
@@ -98,10 +94,10 @@ impl<B: ServiceBackend> Overrides<B> {
         if let Some(rule) = table.get(&key) {
             return Ok(Arc::clone(rule));
         }
-        if table.len() >= MAX_OVERRIDES {
+        if table.len() >= Bounds::MAX_OVERRIDES {
             drop_idle(&mut table, backend, metrics, now);
         }
-        if table.len() >= MAX_OVERRIDES {
+        if table.len() >= Bounds::MAX_OVERRIDES {
             return Err(Refused::TableFull);
         }
         let rule = Arc::new(make(backend, metrics, domain, limit, now)?);
@@ -122,12 +118,12 @@ impl<B: ServiceBackend> Overrides<B> {
 /// Drops the stores no request holds and that hold no live key at `now`, and their metric
 /// series. (A request clones a store's `Arc` under the table's lock, so one held by nobody
 /// else here stays so while it is looked at.)
-fn drop_idle<B: ServiceBackend>(table: &mut Table<B>, backend: &B, metrics: &Metrics, now: Moment) {
+fn drop_idle<B: Backend>(table: &mut Table<B>, backend: &B, metrics: &Metrics, now: Moment) {
     table.retain(|_, rule| {
         let idle = Arc::strong_count(rule) == 1
-            && match &rule.enforce {
-                EnforceRt::Rules { store, .. } => !backend.holds_keys(store, now),
-                EnforceRt::Blocked { .. } | EnforceRt::Unlimited => true,
+            && match &rule.action {
+                ActionRt::Rules { store, .. } => !backend.holds_keys(store, now),
+                ActionRt::Blocked { .. } | ActionRt::Unlimited => true,
             };
         if idle {
             metrics.forget_rule(&rule.domain, &rule.shown);
@@ -136,9 +132,9 @@ fn drop_idle<B: ServiceBackend>(table: &mut Table<B>, backend: &B, metrics: &Met
     });
 }
 
-/// The store of `limit` in `domain`: a sliding log up to [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT), `sliding_counter`
+/// The store of `limit` in `domain`: a sliding log up to [`Config::MAX_LOG_LIMIT`](Config::MAX_LOG_LIMIT), `sliding_counter`
 /// past it; a limit of 0 denies every request, as in envoy ratelimit.
-fn make<B: ServiceBackend>(
+fn make<B: Backend>(
     backend: &B,
     metrics: &Metrics,
     domain: &str,
@@ -150,8 +146,8 @@ fn make<B: ServiceBackend>(
     // `domain.…`, so none can be this path, which holds no `.`.
     let spelled = format!("{}_per_{}", limit.requests_per_unit, limit.unit.name());
     let (name, path) = (format!("override.{spelled}"), format!("override:{spelled}"));
-    let enforce = if limit.requests_per_unit == 0 {
-        EnforceRt::Blocked { unit: limit.unit }
+    let action = if limit.requests_per_unit == 0 {
+        ActionRt::Blocked { unit: limit.unit }
     } else {
         let store = |e: String| Refused::Store(e);
         let quota = Quota::new(u64::from(limit.requests_per_unit), limit.unit.span())
@@ -163,7 +159,7 @@ fn make<B: ServiceBackend>(
             .store(spec.clone())
             .map_err(|e| store(e.to_string()))?;
         let fields = RateLimitFields::new(&spec).map_err(|e| store(e.to_string()))?;
-        EnforceRt::Rules {
+        ActionRt::Rules {
             spec,
             units: vec![Some(limit.unit)],
             store: Arc::new(made),
@@ -179,7 +175,7 @@ fn make<B: ServiceBackend>(
         replaces: Vec::new(),
         shadow: false,
         quota_mode: false,
-        enforce,
+        action,
         stats: Arc::new(RuleWindow::new(now)),
     })
 }
@@ -189,10 +185,10 @@ mod tests {
     use std::time::Duration;
 
     use slidewin::limit::Kind;
-    use slidewin_http::Memory;
+    use slidewin_store::Memory;
 
     use super::*;
-    use crate::MAX_LOG_LIMIT;
+    use crate::config::Config;
 
     fn asked(requests_per_unit: u32, unit: Unit) -> LimitOverride {
         LimitOverride {
@@ -201,16 +197,16 @@ mod tests {
         }
     }
 
-    fn kind_of<B: ServiceBackend>(rule: &RuleRt<B>) -> Kind {
-        match &rule.enforce {
-            EnforceRt::Rules { spec, .. } => spec.rules()[0].kind(),
+    fn kind_of<B: Backend>(rule: &RuleRt<B>) -> Kind {
+        match &rule.action {
+            ActionRt::Rules { spec, .. } => spec.rules()[0].kind(),
             _ => unreachable!("a limit over 0 has rules"),
         }
     }
 
     #[test]
     fn a_limit_too_large_for_an_exact_log_gets_the_bounded_algorithm() {
-        let first_counted = u32::try_from(MAX_LOG_LIMIT + 1).unwrap();
+        let first_counted = u32::try_from(Config::MAX_LOG_LIMIT + 1).unwrap();
         let overrides = Overrides::<Memory>::new();
         let (memory, metrics, bounds) = (Memory::new(), Metrics::new(), Bounds::default());
         let now = Moment::from_secs(1);
@@ -268,16 +264,16 @@ mod tests {
     /// not.
     #[tokio::test]
     async fn hostile_29_stores_with_no_live_keys_make_room() {
-        use slidewin_http::Backend;
+        use slidewin_store::Backend;
         let overrides = Overrides::<Memory>::new();
         let (memory, metrics, bounds) = (Memory::new(), Metrics::new(), Bounds::default());
         let start = Moment::from_secs(100);
         let limit_of = |i: usize| asked(u32::try_from(i).unwrap() + 1, Unit::Second);
-        for i in 0..MAX_OVERRIDES {
+        for i in 0..Bounds::MAX_OVERRIDES {
             let rule = overrides
                 .rule(&memory, &metrics, &bounds, ("d", limit_of(i)), start)
                 .unwrap();
-            if let EnforceRt::Rules { store, .. } = &rule.enforce {
+            if let ActionRt::Rules { store, .. } = &rule.action {
                 memory.check(store, "k".into(), start, 1).await.unwrap();
             }
         }

@@ -4,27 +4,21 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use slidewin::time::MonotonicClock;
-use slidewin_http::Memory;
 use slidewin_redis::FailurePolicy;
+use slidewin_store::Memory;
 
 use crate::access::{AdminHost, AdminToken};
-use crate::backend::{RedisService, ServiceBackend};
+use slidewin_store::{Backend, BackendState};
+
 use crate::config::Config;
-use crate::config_read::{CONFIG_READ_TIMEOUT, Reader};
+use crate::config_read::Reader;
+use crate::endpoints::Endpoints;
 use crate::engine::{Bounds, Engine};
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::redis::{connect_redis, connect_redis_cluster};
 use crate::serve::{Listeners, ServeOptions, serve};
-use crate::service::Service;
 use crate::watch::watch_config;
-
-/// The bytes every rule's keys may hold together in memory, by default: 1 GiB. Past it a new
-/// key, or an admission that would grow a sliding log, is over the limit (and counted in
-/// `slidewin_memory_refusals_total`) until keys go idle.
-pub const DEFAULT_MAX_MEMORY: usize = 1 << 30;
-
-/// The built-in config `slidewin serve` runs with when given none.
-pub const EXAMPLE_CONFIG: &str = include_str!("../config/example.yaml");
 
 /// Where the counts are kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,7 +46,7 @@ pub enum BackendChoice {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// Config files or directories; none runs [`EXAMPLE_CONFIG`].
+    /// Config files or directories; none runs [`Config::EXAMPLE`].
     pub config: Vec<PathBuf>,
     /// Listeners and admin surfaces.
     pub serve: ServeOptions,
@@ -62,7 +56,7 @@ pub struct RunOptions {
     pub failure_policy: FailurePolicy,
     /// The cap on live keys per rule, in memory.
     pub max_keys: usize,
-    /// The bytes every rule's keys may hold together, in memory ([`DEFAULT_MAX_MEMORY`]).
+    /// The bytes every rule's keys may hold together, in memory ([`RunOptions::DEFAULT_MAX_MEMORY`]).
     pub max_memory: usize,
     /// The bounds on a request.
     pub bounds: Bounds,
@@ -70,8 +64,15 @@ pub struct RunOptions {
     /// are open, to requests for a loopback host or one of `admin_hosts`.
     pub admin_token: Option<AdminToken>,
     /// The hosts besides the loopback ones that the admin surfaces answer without a token
-    /// ([`Service::with_admin_hosts`]).
+    /// ([`Endpoints::with_admin_hosts`]).
     pub admin_hosts: Vec<AdminHost>,
+}
+
+impl RunOptions {
+    /// The bytes every rule's keys may hold together in memory, by default: 1 GiB. Past it a new
+    /// key, or an admission that would grow a sliding log, is over the limit (and counted in
+    /// `slidewin_memory_refusals_total`) until keys go idle.
+    pub const DEFAULT_MAX_MEMORY: usize = 1 << 30;
 }
 
 impl Default for RunOptions {
@@ -82,7 +83,7 @@ impl Default for RunOptions {
             backend: BackendChoice::Memory,
             failure_policy: FailurePolicy::Open,
             max_keys: Memory::DEFAULT_MAX_KEYS,
-            max_memory: DEFAULT_MAX_MEMORY,
+            max_memory: RunOptions::DEFAULT_MAX_MEMORY,
             bounds: Bounds::default(),
             admin_token: None,
             admin_hosts: Vec::new(),
@@ -98,12 +99,12 @@ impl Default for RunOptions {
 /// A config, a backend or a listener that failed, said in words.
 pub async fn run(options: RunOptions) -> Result<(), Error> {
     let config = if options.config.is_empty() {
-        Config::parse(EXAMPLE_CONFIG, "<built-in example>")
+        Config::parse(Config::EXAMPLE, "<built-in example>")
             .map_err(|e| Error::Config(e.to_string()))?
     } else {
         // Off the workers and within a timeout, as every reload: a FIFO or a hung mount in
         // the config's place fails the start by name rather than hanging it.
-        Reader::new(options.config.clone(), CONFIG_READ_TIMEOUT)
+        Reader::new(options.config.clone(), Config::READ_TIMEOUT)
             .load(Ok)
             .await
             .map_err(Error::Config)?
@@ -129,14 +130,14 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
         }
         BackendChoice::Redis(url) => {
             // The error names the URL, its password hidden: the flag's value is not repeated.
-            let backend = RedisService::connect(url, options.failure_policy)
+            let backend = connect_redis(url, options.failure_policy)
                 .await
                 .map_err(|e| Error::Backend(format!("--redis: {e}")))?;
             start(backend, config, options).await
         }
         BackendChoice::RedisCluster(nodes) => {
             let urls: Vec<String> = nodes.iter().map(|n| cluster_seed(n)).collect();
-            let backend = RedisService::connect_cluster(&urls, options.failure_policy)
+            let backend = connect_redis_cluster(&urls, options.failure_policy)
                 .await
                 .map_err(|e| Error::Backend(format!("--redis-cluster: {e}")))?;
             start(backend, config, options).await
@@ -144,11 +145,7 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
     }
 }
 
-async fn start<B: ServiceBackend>(
-    backend: B,
-    config: Config,
-    options: RunOptions,
-) -> Result<(), Error> {
+async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> Result<(), Error> {
     let engine = Engine::new(
         backend,
         config,
@@ -156,8 +153,8 @@ async fn start<B: ServiceBackend>(
         options.bounds,
         Metrics::new(),
     )?;
-    let mut service =
-        Service::new(engine, options.config.clone()).with_admin_hosts(options.admin_hosts.clone());
+    let mut service = Endpoints::new(engine, options.config.clone())
+        .with_admin_hosts(options.admin_hosts.clone());
     if let Some(token) = &options.admin_token {
         service = service.with_admin_token(token.clone());
     }
@@ -180,15 +177,15 @@ async fn start<B: ServiceBackend>(
     tracing::info!(
         %grpc,
         %http,
-        backend = backend.kind(),
-        state = backend.state(),
+        backend = backend.kind().as_str(),
+        state = backend.state().as_str(),
         "slidewin serve is listening"
     );
     println!(
         "slidewin serve: {} backend{}, config {}",
         backend.kind(),
         match (backend.state(), backend.failure_policy()) {
-            ("up", _) | (_, None) => String::new(),
+            (BackendState::Up, _) | (_, None) => String::new(),
             (state, Some(policy)) =>
                 format!(" ({state}: answering by --failure-policy {policy} until it answers)"),
         },

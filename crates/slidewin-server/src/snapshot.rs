@@ -93,7 +93,7 @@ pub struct BackendStatus {
 pub struct RuleStats {
     /// The domain it belongs to.
     pub domain: String,
-    /// Its one name (see [`crate::config::Limit::name`]).
+    /// Its one name (see [`crate::config::DescriptorLimit::name`]).
     pub name: String,
     /// Its quota, as `10 per 1s`.
     pub quota: String,
@@ -149,7 +149,7 @@ pub struct TopKey {
 ///
 /// The dashboard asks it once a second at most, however many watch, and only while someone
 /// does, on one of tokio's blocking threads: a snapshot may take its time.
-pub trait SnapshotSource: Send + Sync + 'static {
+pub(crate) trait SnapshotSource: Send + Sync + 'static {
     /// The service now.
     fn snapshot(&self) -> Snapshot;
 
@@ -158,17 +158,6 @@ pub trait SnapshotSource: Send + Sync + 'static {
     /// back. A snapshot taken under another number is never reused, even within its second.
     /// It is asked on the async workers, before each reuse: it must be cheap. The default
     /// never changes.
-    ///
-    /// ```
-    /// use slidewin_server::{Snapshot, SnapshotSource};
-    /// struct Idle;
-    /// impl SnapshotSource for Idle {
-    ///     fn snapshot(&self) -> Snapshot {
-    ///         Snapshot::default()
-    ///     }
-    /// }
-    /// assert_eq!(Idle.generation(), 0);
-    /// ```
     fn generation(&self) -> u64 {
         0
     }
@@ -330,7 +319,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        Bounds, Config, Engine, Entry, Metrics, RateLimitRequest, RequestDescriptor, Service,
+        Bounds, Config, Endpoints, Engine, Entry, Metrics, RateLimitRequest, RequestDescriptor,
     };
 
     fn named(name: &str) -> RuleStats {
@@ -428,7 +417,7 @@ mod tests {
         let config = Config::parse(&yaml, "many.yaml").expect("a valid config");
         let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
         let engine = Engine::new(
-            slidewin_http::Memory::new(),
+            slidewin_store::Memory::new(),
             config,
             clock.clone(),
             Bounds::default(),
@@ -446,7 +435,7 @@ mod tests {
         }
         // A second on, the checks are in the last whole second.
         clock.advance(std::time::Duration::from_secs(1));
-        let service = Service::new(engine, vec![]);
+        let service = Endpoints::new(engine, vec![]);
         let snapshot = service.snapshot();
         assert_eq!(snapshot.rules_total, 120);
         assert_eq!(snapshot.rules.len(), MAX_SHOWN_RULES);

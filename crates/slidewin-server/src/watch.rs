@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::backend::ServiceBackend;
+use crate::endpoints::Endpoints;
 use crate::error::Error;
-use crate::service::Service;
+use slidewin_store::Backend;
 
 /// Reloads `service`'s config when a file under its paths changes (the directories around
 /// them are watched, so that Kubernetes' swap of a `ConfigMap`'s `..data` link is seen) and on
@@ -16,7 +16,7 @@ use crate::service::Service;
 /// # Errors
 ///
 /// The file watcher could not start.
-pub fn watch_config<B: ServiceBackend>(service: &Service<B>) -> Result<ConfigWatch, Error> {
+pub fn watch_config<B: Backend>(service: &Endpoints<B>) -> Result<ConfigWatch, Error> {
     use notify::{RecursiveMode, Watcher};
 
     let (tx, mut rx) = mpsc::channel::<()>(1);

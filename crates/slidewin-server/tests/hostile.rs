@@ -35,12 +35,12 @@ use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestCaseError};
 use slidewin::Moment;
 use slidewin::time::ManualClock;
-use slidewin_http::{Memory, Redis};
 use slidewin_redis::RedisLimiter;
 use slidewin_server::{
-    Bounds, Code, Config, Engine, Entry, FailurePolicy, LimitOverride, MAX_BODY_BYTES, Metrics,
-    RateLimitRequest, RedisService, RequestDescriptor, ServeOptions, Service, ServiceBackend, Unit,
+    Bounds, Code, Config, Endpoints, Engine, Entry, FailurePolicy, LimitOverride, Metrics,
+    RateLimitRequest, RequestDescriptor, ServeOptions, Unit,
 };
+use slidewin_store::{Backend, Memory, Redis};
 use slidewin_test_support::redis::RedisServer;
 use support::server::{self, Served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -83,17 +83,17 @@ impl std::ops::Deref for Running {
 
 /// A service of `yaml` on `backend` with `bounds`, its engine on a manual clock at 1,000 s:
 /// the service, its clock and its metrics.
-fn service_of<B: ServiceBackend>(
+fn service_of<B: Backend>(
     backend: B,
     yaml: &str,
     bounds: Bounds,
-) -> (Service<B>, Arc<ManualClock>, Metrics) {
+) -> (Endpoints<B>, Arc<ManualClock>, Metrics) {
     let config = Config::parse(yaml, "test.yaml").expect("the test's config is valid");
     let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
     let metrics = Metrics::new();
     let engine = Engine::new(backend, config, clock.clone(), bounds, metrics.clone())
         .expect("the backend holds the rules");
-    (Service::new(engine, vec![]), clock, metrics)
+    (Endpoints::new(engine, vec![]), clock, metrics)
 }
 
 /// The test listeners' options: free ports, the admin surfaces closed.
@@ -104,7 +104,7 @@ fn data_plane_only() -> ServeOptions {
     }
 }
 
-async fn start<B: ServiceBackend>(backend: B, yaml: &str) -> Running {
+async fn start<B: Backend>(backend: B, yaml: &str) -> Running {
     let (service, _, _) = service_of(backend, yaml, Bounds::default());
     Running {
         served: Served::start(service, &data_plane_only()).await,
@@ -209,15 +209,11 @@ fn assert_status(status: &tonic::Status, code: tonic::Code, names: &[&str]) {
     }
 }
 
-async fn redis_backend(server: &RedisServer) -> RedisService {
+async fn redis_backend(server: &RedisServer) -> Redis {
     let limiter = RedisLimiter::connect(&server.url())
         .await
         .expect("redis connects");
-    RedisService::new(
-        Redis::new(limiter).with_layer_clock(),
-        false,
-        FailurePolicy::Closed,
-    )
+    Redis::new(limiter.with_failure_policy(FailurePolicy::Closed)).with_layer_clock()
 }
 
 // ---- gRPC: too many descriptors, too large a message ----
@@ -231,12 +227,12 @@ async fn grpc_with_100_000_descriptors_is_refused_by_size() {
         hits_addend: 0,
     };
     let len = prost::Message::encoded_len(&many);
-    assert!(len > MAX_BODY_BYTES, "{len} bytes");
+    assert!(len > Bounds::MAX_BODY_BYTES, "{len} bytes");
     let err = running.grpc(many).await.unwrap_err();
     assert_status(
         &err,
         tonic::Code::OutOfRange,
-        &[&len.to_string(), &MAX_BODY_BYTES.to_string()],
+        &[&len.to_string(), &Bounds::MAX_BODY_BYTES.to_string()],
     );
     running.still_serving().await;
 
@@ -246,7 +242,7 @@ async fn grpc_with_100_000_descriptors_is_refused_by_size() {
         descriptors: vec![descriptor(&[("client", "value")]); 50_000],
         hits_addend: 0,
     };
-    assert!(prost::Message::encoded_len(&under) < MAX_BODY_BYTES);
+    assert!(prost::Message::encoded_len(&under) < Bounds::MAX_BODY_BYTES);
     let err = running.grpc(under).await.unwrap_err();
     assert_status(
         &err,
@@ -276,13 +272,13 @@ async fn a_10_mb_key_is_refused_by_the_size_bound() {
     assert_status(
         &err,
         tonic::Code::OutOfRange,
-        &["too large", &MAX_BODY_BYTES.to_string()],
+        &["too large", &Bounds::MAX_BODY_BYTES.to_string()],
     );
     running.still_serving().await;
     let (status, body) = running.json(json_request(&huge, "v")).await;
     assert_eq!(status, 413, "{body}");
     assert!(
-        body.contains("too large") && body.contains(&MAX_BODY_BYTES.to_string()),
+        body.contains("too large") && body.contains(&Bounds::MAX_BODY_BYTES.to_string()),
         "{body}"
     );
     running.still_serving().await;
@@ -494,7 +490,7 @@ async fn an_empty_domain_is_an_invalid_argument() {
 
 // ---- huge hits_addend ----
 
-async fn huge_hits_are_over_the_limit_and_consume_nothing<B: ServiceBackend>(backend: B) {
+async fn huge_hits_are_over_the_limit_and_consume_nothing<B: Backend>(backend: B) {
     let running = start(backend, CONFIG).await;
     for key in LIMITED {
         let value = "hungry";
@@ -670,7 +666,7 @@ fn every_config_error_has_its_line() {
 }
 
 /// A config nested deep, in flow and in block style: refused with its place, no stack
-/// overflow. Flow nesting past `MAX_FLOW_NESTING` (128) is refused before parsing, at its
+/// overflow. Flow nesting past `Config::MAX_FLOW_NESTING` (128) is refused before parsing, at its
 /// 129th bracket (the YAML scanner takes time quadratic in the flow depth: 31 s for 50,000
 /// levels of `{a: ` in a release build); block nesting at `yaml_serde`'s recursion limit (128).
 #[test]
@@ -781,7 +777,7 @@ async fn a_100_mb_body_is_refused_before_it_is_sent() {
     let body = String::from_utf8_lossy(&body[..n]);
     assert!(
         body.contains(&format!("{} bytes is too large", 100 << 20))
-            && body.contains(&MAX_BODY_BYTES.to_string()),
+            && body.contains(&Bounds::MAX_BODY_BYTES.to_string()),
         "{body}"
     );
     drop(stream);
@@ -1298,7 +1294,7 @@ fn crafted_probes() -> Vec<(RateLimitRequest, u32)> {
     probes
 }
 
-async fn crafted_keys_keep_to_their_own_counts<B: ServiceBackend>(backend: B) {
+async fn crafted_keys_keep_to_their_own_counts<B: Backend>(backend: B) {
     let config = multi_domain_config(&CRAFTED_DOMAINS);
     let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
     let engine = Engine::new(backend, config, clock, Bounds::default(), Metrics::new()).unwrap();

@@ -1,5 +1,5 @@
 //! Errors, written by hand: [`Cancelled`] for a call that will never give a result, and
-//! [`ConfigError`] for a value refused at construction, which names the value.
+//! [`ShapeConfigError`] for a value refused at construction, which names the value.
 
 use std::fmt;
 
@@ -44,30 +44,30 @@ impl std::error::Error for Cancelled {}
 ///
 /// Returned at construction, before anything is built. A shaper's options are checked by
 /// [`slidewin::debounce::Debounce::new`], whose error comes wrapped in
-/// [`Options`](ConfigError::Options) (and converts into this type with `?`).
+/// [`Options`](ShapeConfigError::Options) (and converts into this type with `?`).
 ///
 /// # Example
 ///
 /// ```
 /// use std::time::Duration;
-/// use slidewin_shape::{ConfigError, DebounceOptions, Debouncer, Runtime};
+/// use slidewin_shape::{ShapeConfigError, DebounceOptions, Debouncer, Runtime};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let rt = Runtime::new(4)?;
 /// let opts = DebounceOptions::new(Duration::from_millis(60)).max_wait(Duration::from_millis(30));
 /// let err = Debouncer::<&str, ()>::with_options(&rt, opts).unwrap_err();
-/// assert_eq!(err, ConfigError::Options(slidewin::ConfigError::MaxWaitShorterThanWait {
+/// assert_eq!(err, ShapeConfigError::Options(slidewin::ConfigError::MaxWaitShorterThanWait {
 ///     max_wait: Duration::from_millis(30),
 ///     wait: Duration::from_millis(60),
 /// }));
 /// assert_eq!(err.to_string(), "max_wait must be at least wait: got max_wait 30ms and wait 60ms");
-/// assert_eq!(Runtime::new(0).unwrap_err(), ConfigError::ZeroConcurrency);
+/// assert_eq!(Runtime::new(0).unwrap_err(), ShapeConfigError::ZeroConcurrency);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum ShapeConfigError {
     /// A shaper's options were refused: a zero wait, a wait too long, a `max_wait` shorter
     /// than the wait, or neither edge on. Its message is the inner error's.
     Options(slidewin::ConfigError),
@@ -90,36 +90,36 @@ pub enum ConfigError {
     NoTokioRuntime,
 }
 
-/// The options' error, as [`ConfigError::Options`].
+/// The options' error, as [`ShapeConfigError::Options`].
 ///
 /// ```
-/// use slidewin_shape::ConfigError;
-/// let err = ConfigError::from(slidewin::ConfigError::NoEdge);
-/// assert_eq!(err, ConfigError::Options(slidewin::ConfigError::NoEdge));
+/// use slidewin_shape::ShapeConfigError;
+/// let err = ShapeConfigError::from(slidewin::ConfigError::NoEdge);
+/// assert_eq!(err, ShapeConfigError::Options(slidewin::ConfigError::NoEdge));
 /// ```
-impl From<slidewin::ConfigError> for ConfigError {
-    fn from(err: slidewin::ConfigError) -> ConfigError {
-        ConfigError::Options(err)
+impl From<slidewin::ConfigError> for ShapeConfigError {
+    fn from(err: slidewin::ConfigError) -> ShapeConfigError {
+        ShapeConfigError::Options(err)
     }
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for ShapeConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Options(err) => fmt::Display::fmt(err, f),
-            ConfigError::ZeroConcurrency => {
+            ShapeConfigError::Options(err) => fmt::Display::fmt(err, f),
+            ShapeConfigError::ZeroConcurrency => {
                 f.write_str("the concurrency must be at least 1, got 0")
             }
-            ConfigError::ConcurrencyTooHigh { concurrency, max } => write!(
+            ShapeConfigError::ConcurrencyTooHigh { concurrency, max } => write!(
                 f,
                 "the concurrency must be at most {max}, got {concurrency}"
             ),
-            ConfigError::EventCapacity { capacity } => write!(
+            ShapeConfigError::EventCapacity { capacity } => write!(
                 f,
                 "the event capacity must be from 1 to {}, got {capacity}",
                 usize::MAX >> 1
             ),
-            ConfigError::NoTokioRuntime => f.write_str(
+            ShapeConfigError::NoTokioRuntime => f.write_str(
                 "Runtime::new must be called inside a tokio runtime; \
                  outside one, pass a handle to Runtime::with_handle",
             ),
@@ -127,4 +127,4 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ShapeConfigError {}

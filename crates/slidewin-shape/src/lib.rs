@@ -76,7 +76,7 @@ mod until_ready;
 
 pub use clock::TokioClock;
 pub use delay::delay;
-pub use error::{Cancelled, ConfigError};
+pub use error::{Cancelled, ShapeConfigError};
 pub use event::{Event, Outcome, Subscription, TaskId};
 pub use latest::Latest;
 pub use pending::Pending;

@@ -13,7 +13,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinHandle};
 
-use crate::error::{Cancelled, ConfigError};
+use crate::error::{Cancelled, ShapeConfigError};
 use crate::event::{Event, Events, Outcome, Subscription, TaskId};
 
 /// The event capacity of [`Runtime::new`]: how far a subscriber may fall behind before it
@@ -109,22 +109,22 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::ZeroConcurrency`], [`ConfigError::ConcurrencyTooHigh`] (above
-    /// [`Semaphore::MAX_PERMITS`]), and [`ConfigError::NoTokioRuntime`] outside a tokio runtime.
+    /// [`ShapeConfigError::ZeroConcurrency`], [`ShapeConfigError::ConcurrencyTooHigh`] (above
+    /// [`Semaphore::MAX_PERMITS`]), and [`ShapeConfigError::NoTokioRuntime`] outside a tokio runtime.
     ///
     /// # Example
     ///
     /// ```
-    /// use slidewin_shape::{ConfigError, Runtime};
+    /// use slidewin_shape::{ShapeConfigError, Runtime};
     ///
-    /// assert_eq!(Runtime::new(4).unwrap_err(), ConfigError::NoTokioRuntime); // no tokio here
+    /// assert_eq!(Runtime::new(4).unwrap_err(), ShapeConfigError::NoTokioRuntime); // no tokio here
     /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
-    /// assert_eq!(Runtime::new(0).unwrap_err(), ConfigError::ZeroConcurrency);
+    /// assert_eq!(Runtime::new(0).unwrap_err(), ShapeConfigError::ZeroConcurrency);
     /// assert_eq!(Runtime::new(4)?.concurrency(), 4);
-    /// # Ok::<(), ConfigError>(()) })?;
+    /// # Ok::<(), ShapeConfigError>(()) })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(concurrency: usize) -> Result<Runtime, ConfigError> {
+    pub fn new(concurrency: usize) -> Result<Runtime, ShapeConfigError> {
         Runtime::with_event_capacity(concurrency, DEFAULT_EVENT_CAPACITY)
     }
 
@@ -133,24 +133,24 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// As [`new`](Runtime::new), and [`ConfigError::EventCapacity`] for a capacity of zero
+    /// As [`new`](Runtime::new), and [`ShapeConfigError::EventCapacity`] for a capacity of zero
     /// or above `usize::MAX / 2`.
     ///
     /// ```
-    /// use slidewin_shape::{ConfigError, Runtime};
+    /// use slidewin_shape::{ShapeConfigError, Runtime};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// assert_eq!(
     ///     Runtime::with_event_capacity(1, 0).unwrap_err(),
-    ///     ConfigError::EventCapacity { capacity: 0 }
+    ///     ShapeConfigError::EventCapacity { capacity: 0 }
     /// );
     /// # }
     /// ```
     pub fn with_event_capacity(
         concurrency: usize,
         capacity: usize,
-    ) -> Result<Runtime, ConfigError> {
-        let handle = Handle::try_current().map_err(|_| ConfigError::NoTokioRuntime)?;
+    ) -> Result<Runtime, ShapeConfigError> {
+        let handle = Handle::try_current().map_err(|_| ShapeConfigError::NoTokioRuntime)?;
         Runtime::build(concurrency, capacity, handle)
     }
 
@@ -159,7 +159,7 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::ZeroConcurrency`] and [`ConfigError::ConcurrencyTooHigh`].
+    /// [`ShapeConfigError::ZeroConcurrency`] and [`ShapeConfigError::ConcurrencyTooHigh`].
     ///
     /// # Example
     ///
@@ -170,22 +170,26 @@ impl Runtime {
     /// assert_eq!(tokio_rt.block_on(task)?, 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_handle(concurrency: usize, handle: Handle) -> Result<Runtime, ConfigError> {
+    pub fn with_handle(concurrency: usize, handle: Handle) -> Result<Runtime, ShapeConfigError> {
         Runtime::build(concurrency, DEFAULT_EVENT_CAPACITY, handle)
     }
 
-    fn build(concurrency: usize, capacity: usize, handle: Handle) -> Result<Runtime, ConfigError> {
+    fn build(
+        concurrency: usize,
+        capacity: usize,
+        handle: Handle,
+    ) -> Result<Runtime, ShapeConfigError> {
         if concurrency == 0 {
-            return Err(ConfigError::ZeroConcurrency);
+            return Err(ShapeConfigError::ZeroConcurrency);
         }
         if concurrency > Semaphore::MAX_PERMITS {
-            return Err(ConfigError::ConcurrencyTooHigh {
+            return Err(ShapeConfigError::ConcurrencyTooHigh {
                 concurrency,
                 max: Semaphore::MAX_PERMITS,
             });
         }
         if capacity == 0 || capacity > usize::MAX >> 1 {
-            return Err(ConfigError::EventCapacity { capacity });
+            return Err(ShapeConfigError::EventCapacity { capacity });
         }
         Ok(Runtime {
             inner: Arc::new(Inner {

@@ -10,13 +10,13 @@ use http::Response;
 use slidewin::{Clock, WindowMetrics};
 
 use super::{Armed, MissingKey, Part, RateLimitLayer, RefusalFn, Shared};
-use crate::backend::Backend;
 use crate::clock::TscClock;
-use crate::error::ConfigError;
+use crate::error::HttpConfigError;
 use crate::fields::RateLimitFields;
 use crate::limit::Limit;
 use crate::refusal::{Refusal, problem};
 use crate::stats::PolicyStats;
+use slidewin_store::Backend;
 
 impl<B: Backend> RateLimitLayer<B> {
     /// A builder over `backend`, on a [`TscClock`].
@@ -190,14 +190,14 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::DuplicatePolicy`] for two policies of one name in the layer;
-    /// [`ConfigError::NotRepresentable`] for a limit too large for the fields;
-    /// [`ConfigError::Limit`] for a statistics window or key cap the core refuses;
-    /// [`ConfigError::Backend`] for rules the backend cannot hold.
+    /// [`HttpConfigError::DuplicatePolicy`] for two policies of one name in the layer;
+    /// [`HttpConfigError::NotRepresentable`] for a limit too large for the fields;
+    /// [`HttpConfigError::Limit`] for a statistics window, a key cap or rules the core or the
+    /// backend refuses.
     ///
     /// ```
     /// use slidewin::limit::{Kind, Rule, RuleSet};
-    /// use slidewin_http::{ConfigError, Limit, Memory, RateLimitLayer};
+    /// use slidewin_http::{HttpConfigError, Limit, Memory, RateLimitLayer};
     ///
     /// let api = RuleSet::from(Rule::new("api", Kind::Gcra, "10/s".parse()?)?);
     /// let err = RateLimitLayer::builder(Memory::new())
@@ -205,10 +205,10 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
     ///     .limit(Limit::new(api).route("/b"))
     ///     .build()
     ///     .unwrap_err();
-    /// assert_eq!(err, ConfigError::DuplicatePolicy { name: "api".into() });
+    /// assert_eq!(err, HttpConfigError::DuplicatePolicy { name: "api".into() });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn build(self) -> Result<RateLimitLayer<B, C>, ConfigError> {
+    pub fn build(self) -> Result<RateLimitLayer<B, C>, HttpConfigError> {
         // Shared with each policy's statistics, which read it for their snapshots.
         let clock = Arc::new(self.clock);
         let start = clock.now();
@@ -218,7 +218,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
             let rules = limit.rules().rules();
             for rule in rules {
                 if stats.iter().any(|s: &PolicyStats| s.name() == rule.name()) {
-                    return Err(ConfigError::DuplicatePolicy {
+                    return Err(HttpConfigError::DuplicatePolicy {
                         name: rule.name().to_string(),
                     });
                 }
@@ -246,7 +246,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
                     start,
                 )?);
             }
-            let part = |want: bool| -> Result<Option<Part<B::Store>>, ConfigError> {
+            let part = |want: bool| -> Result<Option<Part<B::Store>>, HttpConfigError> {
                 let picked: Vec<usize> = (0..rules.len()).filter(|&i| shadow[i] == want).collect();
                 if picked.is_empty() {
                     return Ok(None);

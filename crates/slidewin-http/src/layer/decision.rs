@@ -9,20 +9,20 @@ use http::request::Parts;
 use slidewin::limit::Binding;
 use slidewin::stats::MetricEvent;
 use slidewin::{Clock, Decision, Moment};
+use slidewin_store::{Backend, BackendError, Checked, RequestKey};
 
 use super::{Armed, MissingKey, Part, SLIDEWIN_DEGRADED, Shared};
-use crate::backend::{Answer, Backend, BackendError, Checked};
 use crate::fields::{RateLimitFields, retry_after};
-use crate::limit::{Extracted, RequestKey};
+use crate::limit::Extracted;
 use crate::refusal::Refusal;
 use crate::stats::PolicyStats;
 
 /// What the checks of a request came to.
 pub(super) struct Outcome {
     /// The enforced policies' decisions, in the order of their part's rules.
-    enforced: Option<Answer>,
+    enforced: Option<Checked>,
     /// The shadow policies', when they were checked.
-    shadowed: Option<Answer>,
+    shadowed: Option<Checked>,
     /// Whether the request goes through.
     admitted: bool,
     refusal: Option<Refused>,
@@ -50,9 +50,9 @@ impl Outcome {
     /// Records the enforced policies' answer.
     fn enforced(&mut self, result: Result<Checked, BackendError>) {
         match result {
-            Ok(checked) => {
-                let (answer, without) = checked.into_parts();
-                self.admitted = answer.decision().allowed();
+            Ok(mut checked) => {
+                let without = checked.take_degraded();
+                self.admitted = checked.allowed();
                 if !self.admitted {
                     self.refusal = Some(match &without {
                         Some(why) => Refused::Unavailable(why.clone()),
@@ -60,7 +60,7 @@ impl Outcome {
                     });
                 }
                 self.without_store = without;
-                self.enforced = Some(answer);
+                self.enforced = Some(checked);
             }
             Err(err) => {
                 self.admitted = false;
@@ -72,6 +72,8 @@ impl Outcome {
                         Refused::Unavailable(full.to_string())
                     }
                     BackendError::Unavailable { detail } => Refused::Unavailable(detail),
+                    // What a backend adds later: it could not decide, named.
+                    other => Refused::Unavailable(other.to_string()),
                 });
             }
         }
@@ -88,10 +90,10 @@ impl Outcome {
         result: Result<Checked, BackendError>,
     ) {
         match result {
-            Ok(checked) => {
-                let (answer, without) = checked.into_parts();
+            Ok(mut checked) => {
+                let without = checked.take_degraded();
                 self.without_store = self.without_store.take().or(without);
-                self.shadowed = Some(answer);
+                self.shadowed = Some(checked);
             }
             Err(
                 BackendError::CostTooHigh { .. }
@@ -110,12 +112,12 @@ impl Outcome {
 
     /// Each decision made, with its rule's index in the limit.
     fn each<'a, S>(&'a self, armed: &'a Armed<S>) -> impl Iterator<Item = (usize, Decision)> + 'a {
-        let part = |part: &'a Option<Part<S>>, answer: &'a Option<Answer>| {
+        let part = |part: &'a Option<Part<S>>, answer: &'a Option<Checked>| {
             part.iter().zip(answer).flat_map(|(part, answer)| {
                 part.rules
                     .iter()
                     .copied()
-                    .zip(answer.as_slice().iter().copied())
+                    .zip(answer.decisions().iter().copied())
             })
         };
         part(&armed.enforced, &self.enforced).chain(part(&armed.shadowed, &self.shadowed))
@@ -129,7 +131,7 @@ impl Outcome {
     /// The binding decision among those made, with its rule's index in the limit: the core's
     /// [`Binding`], so the service names the same rule for the same decisions.
     fn binding<S>(&self, armed: &Armed<S>) -> Option<(usize, Decision)> {
-        let of = |part: &Option<Part<S>>, answer: &Option<Answer>| {
+        let of = |part: &Option<Part<S>>, answer: &Option<Checked>| {
             let (part, answer) = (part.as_ref()?, answer.as_ref()?);
             Some((part.rules[answer.binding()], answer.decision()))
         };

@@ -14,12 +14,12 @@ use http::Response;
 use http::header::HeaderName;
 use slidewin::WindowMetrics;
 
-use crate::backend::Backend;
 use crate::clock::TscClock;
 use crate::fields::RateLimitFields;
 use crate::limit::Limit;
 use crate::refusal::Refusal;
 use crate::stats::PolicyStats;
+use slidewin_store::Backend;
 
 pub use self::builder::RateLimitLayerBuilder;
 pub use self::service::{RateLimit, ResponseFuture};

@@ -12,8 +12,8 @@ use tower::{Layer, Service};
 
 use super::decision::{After, AtOnce, Outcome, Plan, Verdict};
 use super::{RateLimitLayer, Shared};
-use crate::backend::Backend;
 use crate::clock::TscClock;
+use slidewin_store::Backend;
 
 impl<S, B: Backend, C> Layer<S> for RateLimitLayer<B, C> {
     type Service = RateLimit<S, B, C>;

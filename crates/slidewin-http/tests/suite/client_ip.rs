@@ -7,7 +7,7 @@ use http::{HeaderMap, HeaderValue};
 use proptest::prelude::*;
 use slidewin::limit::SlidingLog;
 use slidewin::{Keyed, Moment};
-use slidewin_http::{ConfigError, ForwardedHeader, TrustedProxies};
+use slidewin_http::{ForwardedHeader, HttpConfigError, TrustedProxies};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
@@ -182,7 +182,7 @@ fn bad_networks_are_errors_naming_them() {
     for text in ["10.0.0.0/33", "300.0.0.1", "", long.as_str()] {
         let err = TrustedProxies::new([text], ForwardedHeader::XForwardedFor).unwrap_err();
         let shown: String = text.chars().take(64).collect();
-        assert_eq!(err, ConfigError::BadNetwork { text: shown }, "{text}");
+        assert_eq!(err, HttpConfigError::BadNetwork { text: shown }, "{text}");
     }
     let many: Vec<String> = (0..=TrustedProxies::MAX_NETWORKS)
         .map(|i| format!("10.0.{}.0/24", i % 256))
@@ -194,7 +194,7 @@ fn bad_networks_are_errors_naming_them() {
     .unwrap_err();
     assert_eq!(
         err,
-        ConfigError::TooManyNetworks {
+        HttpConfigError::TooManyNetworks {
             max: TrustedProxies::MAX_NETWORKS
         }
     );

@@ -16,7 +16,7 @@ use slidewin::limit::{Kind, Rule, RuleSet};
 use slidewin::time::ManualClock;
 use slidewin::{Clock, Keyed, Moment};
 use slidewin_http::{
-    ConfigError, ForwardedHeader, Key, Limit, Memory, RateLimitFields, RateLimitLayer, Redis,
+    ForwardedHeader, HttpConfigError, Key, Limit, Memory, RateLimitFields, RateLimitLayer, Redis,
     TrustedProxies,
 };
 use slidewin_redis::{FailurePolicy, RedisLimiter};
@@ -170,13 +170,16 @@ fn bad_settings_are_refused_when_the_layer_is_built() {
         .limit(Limit::new(api()))
         .build()
         .unwrap_err();
-    assert_eq!(zero, ConfigError::Limit(slidewin::ConfigError::ZeroMaxKeys));
+    assert_eq!(
+        zero,
+        HttpConfigError::Limit(slidewin::ConfigError::ZeroMaxKeys)
+    );
     let window = RateLimitLayer::builder(Memory::new())
         .limit(Limit::new(api()))
         .stats_window(Duration::from_secs(60), 0)
         .build()
         .unwrap_err();
-    assert!(matches!(window, ConfigError::Limit(_)), "{window}");
+    assert!(matches!(window, HttpConfigError::Limit(_)), "{window}");
     let huge = RuleSet::from(rule("huge", Kind::SlidingCounter, "1000000000000000/s"));
     let err = RateLimitLayer::builder(Memory::new())
         .limit(Limit::new(huge))

@@ -1,7 +1,6 @@
 //! slidewin-http's integration tests, one module a file, in one binary: one link instead of
 //! one a file.
 
-mod carry;
 mod client_ip;
 mod fields;
 mod layer;

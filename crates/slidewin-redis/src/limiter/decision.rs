@@ -1,6 +1,7 @@
 //! What a [`RedisLimiter`](super::RedisLimiter) answers: a [`RedisDecision`], from Redis or,
 //! under a [`FailurePolicy`], made without it.
 
+use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;
 
@@ -29,7 +30,29 @@ pub enum FailurePolicy {
     Closed,
 }
 
+impl fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FailurePolicy {
+    /// Its name, `open` or `closed`: in `slidewin serve --failure-policy`, the service's
+    /// status and logs, and the `Slidewin-Degraded` field.
+    ///
+    /// ```
+    /// use slidewin_redis::FailurePolicy;
+    /// assert_eq!(FailurePolicy::Open.as_str(), "open");
+    /// assert_eq!(FailurePolicy::Closed.to_string(), "closed");
+    /// ```
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Open => "open",
+            FailurePolicy::Closed => "closed",
+        }
+    }
+
     pub(super) fn decide(self, rules: &Rules, cost: u64) -> Decisions {
         let each = rules
             .rule_set()

@@ -222,6 +222,38 @@ impl RedisLimiter {
         }
     }
 
+    /// The policy it answers by when Redis cannot, if one is set.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
+    /// use slidewin_redis::{FailurePolicy, RedisLimiter};
+    /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
+    /// assert_eq!(redis.failure_policy(), None);
+    /// let redis = redis.with_failure_policy(FailurePolicy::Closed);
+    /// assert_eq!(redis.failure_policy(), Some(FailurePolicy::Closed));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn failure_policy(&self) -> Option<FailurePolicy> {
+        self.policy
+    }
+
+    /// Whether it checks on a Redis Cluster (made by
+    /// [`connect_cluster`](RedisLimiter::connect_cluster) or its lazy form).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slidewin_redis::RedisError> {
+    /// let redis = slidewin_redis::RedisLimiter::connect("redis://127.0.0.1/").await?;
+    /// assert!(!redis.is_cluster());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.connection, Connection::Cluster(..))
+    }
+
     /// The same limiter sending at most `limit` checks in one script call (64 by default); 1
     /// sends every check alone.
     ///

@@ -1,9 +1,8 @@
 //! The error a config file is refused with, placed at its line and column where known, and
 //! the helpers that place and shorten what a message quotes.
 
+use crate::config::Config;
 use std::fmt;
-
-use crate::config_nesting::MAX_FLOW_NESTING;
 
 /// A config file that could not be read or was not valid: the file, the line and column where
 /// known, and what was wrong.
@@ -58,7 +57,7 @@ impl ConfigFileError {
         }
     }
 
-    /// A flow collection nested past [`MAX_FLOW_NESTING`], at byte `at` of `text`.
+    /// A flow collection nested past [`Config::MAX_FLOW_NESTING`], at byte `at` of `text`.
     pub(super) fn too_deep(file: &str, text: &str, at: usize) -> ConfigFileError {
         let (line, column) = place(text, at);
         ConfigFileError {
@@ -66,8 +65,9 @@ impl ConfigFileError {
             line: Some(line),
             column: Some(column),
             message: format!(
-                "flow collections ([...], {{...}}) nested more than {MAX_FLOW_NESTING} deep; \
-                 refused before parsing"
+                "flow collections ([...], {{...}}) nested more than {max} deep; \
+                 refused before parsing",
+                max = Config::MAX_FLOW_NESTING
             ),
         }
     }

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use slidewin::limit::{Kind, Quota, RuleSet};
 
-use crate::config_nesting::{MAX_FLOW_NESTING, too_deep};
+use crate::config_nesting::too_deep;
 
 pub use self::error::ConfigFileError;
 use self::error::shown;
@@ -41,57 +41,30 @@ use self::yaml::RootYaml;
 /// cost is memory: one 16-byte stamp per admission still in the window, so at most 16 bytes
 /// times the limit for a key at its limit (16 KB for `1000/hour`), and nothing for keys gone
 /// idle. For very large limits per key, `sliding_counter` (24 bytes a key, approximate) or
-/// `gcra` (8 bytes, smooth) hold less: a limit over [`MAX_LOG_LIMIT`] with no algorithm named
+/// `gcra` (8 bytes, smooth) hold less: a limit over [`Config::MAX_LOG_LIMIT`] with no algorithm named
 /// gets `sliding_counter`.
-pub const DEFAULT_ALGORITHM: Kind = Kind::SlidingLog;
-
-/// The largest limit an exact sliding log counts: 10,000, so that one key holds at most
-/// 160 KB of stamps (16 bytes each), whatever its clients send. A limit over it with no
-/// `algorithm` named is counted by `sliding_counter` (24 bytes a key, approximate: it assumes
-/// the previous window's requests were spread evenly), and `/api/config` and the dashboard say
-/// so; one that names `sliding_log` is refused, by name. A request's limit override follows the
-/// same rule.
-///
-/// ```
-/// use slidewin::limit::Kind;
-/// use slidewin_server::{Config, Enforce, MAX_LOG_LIMIT};
-/// let kind = |rpu: u64| {
-///     let yaml = format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: {rpu}}}\n");
-///     let config = Config::parse(&yaml, "d.yaml").unwrap();
-///     match config.domains()[0].descriptors()[0].limit().unwrap().enforce() {
-///         Enforce::Rules { rules, .. } => rules.rules()[0].kind(),
-///         _ => unreachable!(),
-///     }
-/// };
-/// assert_eq!(kind(MAX_LOG_LIMIT), Kind::SlidingLog);
-/// assert_eq!(kind(MAX_LOG_LIMIT + 1), Kind::SlidingCounter);
-/// let named = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {quota: 20000/hour, algorithm: sliding_log}\n";
-/// assert!(Config::parse(named, "d.yaml").unwrap_err().to_string().contains("MAX_LOG_LIMIT"));
-/// ```
-pub const MAX_LOG_LIMIT: u64 = 10_000;
+pub(crate) const DEFAULT_ALGORITHM: Kind = Kind::SlidingLog;
 
 /// The algorithm of a limit of `limit` whose config names `named`, if any: see
-/// [`MAX_LOG_LIMIT`].
+/// [`Config::MAX_LOG_LIMIT`].
 ///
 /// # Errors
 ///
-/// `sliding_log` named for a limit over [`MAX_LOG_LIMIT`], in words.
+/// `sliding_log` named for a limit over [`Config::MAX_LOG_LIMIT`], in words.
 pub(crate) fn algorithm_for(named: Option<Kind>, quota: Quota) -> Result<Kind, String> {
     let limit = quota.limit();
     match named {
-        Some(Kind::SlidingLog) if limit > MAX_LOG_LIMIT => Err(format!(
+        Some(Kind::SlidingLog) if limit > Config::MAX_LOG_LIMIT => Err(format!(
             "`sliding_log` for a limit of {limit} ({quota}) would keep up to {limit} stamps of 16 \
-             bytes a key: an exact log counts at most {MAX_LOG_LIMIT} (MAX_LOG_LIMIT); use \
-             `sliding_counter` or `gcra`, which hold a key in a fixed size"
+             bytes a key: an exact log counts at most {max} (Config::MAX_LOG_LIMIT); use \
+             `sliding_counter` or `gcra`, which hold a key in a fixed size",
+            max = Config::MAX_LOG_LIMIT
         )),
         Some(kind) => Ok(kind),
-        None if limit > MAX_LOG_LIMIT => Ok(Kind::SlidingCounter),
+        None if limit > Config::MAX_LOG_LIMIT => Ok(Kind::SlidingCounter),
         None => Ok(DEFAULT_ALGORITHM),
     }
 }
-
-/// The longest config file read, in bytes: a config is small, and a huge file is a mistake.
-pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// envoy ratelimit's units, and the spans it gives them (a month is 30 days, a year 365).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -189,7 +162,7 @@ impl<'de> Deserialize<'de> for Unit {
 /// ```
 /// use slidewin_server::Config;
 /// let config = Config::parse("domain: api\ndescriptors:\n  - key: client\n    rate_limit: {quota: 5 per 10 seconds}\n", "api.yaml")?;
-/// assert_eq!(config.domains()[0].name(), "api");
+/// assert_eq!(config.files(), ["api.yaml"]);
 /// # Ok::<(), slidewin_server::ConfigFileError>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -200,19 +173,19 @@ pub struct Config {
 
 /// One domain: a tree of descriptors.
 #[derive(Clone, Debug)]
-pub struct Domain {
+pub(crate) struct Domain {
     name: String,
     descriptors: Vec<Descriptor>,
 }
 
 /// A node of a domain's tree: what it matches, its limit, and its children.
 #[derive(Clone, Debug)]
-pub struct Descriptor {
+pub(crate) struct Descriptor {
     key: String,
     value: Option<String>,
     /// `domain.key_value.key`: envoy ratelimit's name for it in its stats.
     path: String,
-    limit: Option<Limit>,
+    limit: Option<DescriptorLimit>,
     shadow: bool,
     quota_mode: bool,
     share_threshold: bool,
@@ -221,20 +194,20 @@ pub struct Descriptor {
 
 /// What a descriptor enforces.
 #[derive(Clone, Debug)]
-pub struct Limit {
-    /// The one name it is shown by; see [`Limit::name`].
+pub(crate) struct DescriptorLimit {
+    /// The one name it is shown by; see [`DescriptorLimit::name`].
     name: String,
     /// The config's `name`, which `replaces` refers to.
     written: Option<String>,
     /// A `limits` list: each rule keeps the name the config gave it.
     listed: bool,
     replaces: Vec<String>,
-    enforce: Enforce,
+    action: Action,
 }
 
 /// How a descriptor's limit decides.
 #[derive(Clone, Debug)]
-pub enum Enforce {
+pub(crate) enum Action {
     /// `unlimited: true`: always admitted, never counted.
     Unlimited,
     /// `requests_per_unit: 0`: always denied, as envoy ratelimit does.
@@ -252,13 +225,51 @@ pub enum Enforce {
 }
 
 impl Config {
+    /// The built-in config `slidewin serve` runs with when given none.
+    pub const EXAMPLE: &str = include_str!("../../config/example.yaml");
+
+    /// How long a load of the config (reading its files and building it) may take before it is
+    /// given up and the config in force stays: 10 s.
+    pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// The deepest nesting of flow collections (`[...]`, `{...}`) a config file may have: 128,
+    /// the depth past which `yaml_serde` refuses any document. A deeper one is refused before it is
+    /// parsed, naming the bracket past the bound, since parsing it would take time quadratic in
+    /// its depth.
+    ///
+    /// ```
+    /// use slidewin_server::{Config};
+    /// let deep = format!("domain: d\ndescriptors: {}", "[".repeat(Config::MAX_FLOW_NESTING + 1));
+    /// let err = Config::parse(&deep, "deep.yaml").unwrap_err();
+    /// assert_eq!((err.line(), err.column()), (Some(2), Some(14 + Config::MAX_FLOW_NESTING)));
+    /// assert!(err.to_string().contains("128"), "{err}");
+    /// ```
+    pub const MAX_FLOW_NESTING: usize = 128;
+
+    /// The largest limit an exact sliding log counts: 10,000, so that one key holds at most
+    /// 160 KB of stamps (16 bytes each), whatever its clients send. A limit over it with no
+    /// `algorithm` named is counted by `sliding_counter` (24 bytes a key, approximate: it assumes
+    /// the previous window's requests were spread evenly), and `/api/config` and the dashboard say
+    /// so; one that names `sliding_log` is refused, by name. A request's limit override follows the
+    /// same rule.
+    ///
+    /// ```
+    /// use slidewin_server::Config;
+    /// let named = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {quota: 20000/hour, algorithm: sliding_log}\n";
+    /// assert!(Config::parse(named, "d.yaml").unwrap_err().to_string().contains("Config::MAX_LOG_LIMIT"));
+    /// ```
+    pub const MAX_LOG_LIMIT: u64 = 10_000;
+
+    /// The longest config file read, in bytes: a config is small, and a huge file is a mistake.
+    pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
     /// One file's text, `file` naming it in errors.
     ///
     /// # Errors
     ///
     /// The first thing wrong, with its line and column.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigFileError> {
-        if let Some(at) = too_deep(text, MAX_FLOW_NESTING) {
+        if let Some(at) = too_deep(text, Config::MAX_FLOW_NESTING) {
             return Err(ConfigFileError::too_deep(file, text, at));
         }
         let root: RootYaml =
@@ -274,7 +285,7 @@ impl Config {
     /// starting with `.` skipped, as Kubernetes' `..data` is), in name order. Each must be a
     /// regular file once its links are followed: a FIFO, a device or a directory is refused by
     /// name, without waiting on it. This reads files: the service calls it off its async
-    /// workers, within a timeout (`CONFIG_READ_TIMEOUT`).
+    /// workers, within a timeout (`Config::READ_TIMEOUT`).
     ///
     /// # Errors
     ///
@@ -315,7 +326,7 @@ impl Config {
 
     /// Its domains.
     #[must_use]
-    pub fn domains(&self) -> &[Domain] {
+    pub(crate) fn domains(&self) -> &[Domain] {
         &self.domains
     }
 
@@ -329,13 +340,13 @@ impl Config {
 impl Domain {
     /// Its name.
     #[must_use]
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Its top-level descriptors.
     #[must_use]
-    pub fn descriptors(&self) -> &[Descriptor] {
+    pub(crate) fn descriptors(&self) -> &[Descriptor] {
         &self.descriptors
     }
 }
@@ -343,56 +354,56 @@ impl Domain {
 impl Descriptor {
     /// The entry key it matches.
     #[must_use]
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         &self.key
     }
 
     /// The entry value it matches: none for any value (each value counted on its own), or a
     /// value with `*` wildcards.
     #[must_use]
-    pub fn value(&self) -> Option<&str> {
+    pub(crate) fn value(&self) -> Option<&str> {
         self.value.as_deref()
     }
 
     /// `domain.key_value.key`, envoy ratelimit's name for its stats.
     #[must_use]
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         &self.path
     }
 
     /// Its limit, if it has one.
     #[must_use]
-    pub fn limit(&self) -> Option<&Limit> {
+    pub(crate) fn limit(&self) -> Option<&DescriptorLimit> {
         self.limit.as_ref()
     }
 
     /// Decides but never denies.
     #[must_use]
-    pub fn shadow(&self) -> bool {
+    pub(crate) fn shadow(&self) -> bool {
         self.shadow
     }
 
     /// envoy ratelimit's `quota_mode`: over its limit, it denies the request only when every
     /// quota-mode descriptor of the request is over.
     #[must_use]
-    pub fn quota_mode(&self) -> bool {
+    pub(crate) fn quota_mode(&self) -> bool {
         self.quota_mode
     }
 
     /// envoy ratelimit's `share_threshold`: every value its wildcard matches counts as one.
     #[must_use]
-    pub fn share_threshold(&self) -> bool {
+    pub(crate) fn share_threshold(&self) -> bool {
         self.share_threshold
     }
 
     /// Its children.
     #[must_use]
-    pub fn descriptors(&self) -> &[Descriptor] {
+    pub(crate) fn descriptors(&self) -> &[Descriptor] {
         &self.descriptors
     }
 }
 
-impl Limit {
+impl DescriptorLimit {
     /// The one name it is shown by, in the `RateLimit` fields, `current_limit.name`, the metric
     /// labels, `/api/stats`, the dashboard and the logs: the config's `name` if it has one,
     /// else its descriptor path without the domain, as envoy ratelimit spells paths (`key` or
@@ -400,39 +411,26 @@ impl Limit {
     /// (ASCII letters, digits, `_`, `-`, `.`) become `_`, so the entry `path: /search` is
     /// `path__search`; a name past 64 bytes keeps its last 64; a name another limit of the
     /// domain already has (in config order) gets `.2`, `.3` and so on.
-    ///
-    /// ```
-    /// use slidewin_server::Config;
-    /// let config = Config::parse("domain: api\ndescriptors:\n  - key: path\n    value: /search\n    rate_limit: {quota: 5/s}\n  - key: user\n    rate_limit: {name: per-user, quota: 9/s}\n", "api.yaml")?;
-    /// let names: Vec<&str> = config.domains()[0]
-    ///     .descriptors()
-    ///     .iter()
-    ///     .filter_map(|d| d.limit())
-    ///     .map(|l| l.name())
-    ///     .collect();
-    /// assert_eq!(names, ["path__search", "per-user"]);
-    /// # Ok::<(), slidewin_server::ConfigFileError>(())
-    /// ```
     #[must_use]
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Its `name` as the config wrote it, which `replaces` refers to.
     #[must_use]
-    pub fn written_name(&self) -> Option<&str> {
+    pub(crate) fn written_name(&self) -> Option<&str> {
         self.written.as_deref()
     }
 
     /// The names of the limits it replaces when both apply to one request.
     #[must_use]
-    pub fn replaces(&self) -> &[String] {
+    pub(crate) fn replaces(&self) -> &[String] {
         &self.replaces
     }
 
     /// How it decides.
     #[must_use]
-    pub fn enforce(&self) -> &Enforce {
-        &self.enforce
+    pub(crate) fn action(&self) -> &Action {
+        &self.action
     }
 }

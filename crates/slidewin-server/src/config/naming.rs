@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use slidewin::limit::{Rule, RuleSet};
 
 use super::error::shown;
-use super::{Descriptor, Enforce};
+use super::{Action, Descriptor};
 
-/// Names every limit of a domain's tree, in config order (see [`Limit::name`]): the one name
+/// Names every limit of a domain's tree, in config order (see [`DescriptorLimit::name`]): the one name
 /// is derived here, once, and a single rule takes it as its own.
 pub(super) fn name_limits(
     level: &mut [Descriptor],
@@ -25,7 +25,7 @@ pub(super) fn name_limits(
                     .unwrap_or(path)
             }));
             let name = unique_name(&base, taken);
-            if let Enforce::Rules { rules, .. } = &mut limit.enforce
+            if let Action::Rules { rules, .. } = &mut limit.action
                 && !limit.listed
                 && let [one] = rules.rules()
                 && one.name() != name

@@ -21,7 +21,7 @@ fn deep_flow_nesting_is_refused_before_parsing_at_its_place() {
         let e = err(&text);
         let at = text
             .match_indices(['[', '{'])
-            .nth(MAX_FLOW_NESTING)
+            .nth(Config::MAX_FLOW_NESTING)
             .unwrap()
             .0;
         let column = at - text[..at].rfind('\n').unwrap();
@@ -99,19 +99,59 @@ fn extensions_build_rule_sets() {
     )
     .unwrap();
     let d = config.domains()[0].descriptors();
-    let Enforce::Rules { rules, units } = d[0].limit().unwrap().enforce() else {
+    let Action::Rules { rules, units } = d[0].limit().unwrap().action() else {
         panic!("rules");
     };
     assert_eq!(rules.rules().len(), 2);
     assert_eq!(units, &[Some(Unit::Second), Some(Unit::Hour)]);
     assert_eq!(rules.rules()[1].kind(), Kind::SlidingCounter);
-    let Enforce::Rules { rules, units } = d[1].limit().unwrap().enforce() else {
+    let Action::Rules { rules, units } = d[1].limit().unwrap().action() else {
         panic!("rules");
     };
     assert_eq!(rules.rules()[0].quota().span(), Duration::from_secs(10));
     assert_eq!(units, &[None]);
     assert!(matches!(
-        d[2].limit().unwrap().enforce(),
-        Enforce::Blocked { unit: Unit::Minute }
+        d[2].limit().unwrap().action(),
+        Action::Blocked { unit: Unit::Minute }
     ));
+}
+
+/// A limit up to `MAX_LOG_LIMIT` with no algorithm named is an exact sliding log; one over it
+/// is counted by the sliding counter, which holds a key in a fixed size.
+#[test]
+fn a_limit_over_max_log_limit_is_counted_by_the_sliding_counter() {
+    let kind = |rpu: u64| {
+        let yaml = format!(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: {rpu}}}\n"
+        );
+        let config = Config::parse(&yaml, "d.yaml").unwrap();
+        match config.domains()[0].descriptors()[0]
+            .limit()
+            .unwrap()
+            .action()
+        {
+            Action::Rules { rules, .. } => rules.rules()[0].kind(),
+            other => panic!("rules, got {other:?}"),
+        }
+    };
+    assert_eq!(kind(Config::MAX_LOG_LIMIT), DEFAULT_ALGORITHM);
+    assert_eq!(kind(Config::MAX_LOG_LIMIT + 1), Kind::SlidingCounter);
+}
+
+/// A limit's one name: the config's `name`, else its path without the domain, with the
+/// characters a rule name does not allow as `_`.
+#[test]
+fn a_limit_is_named_by_its_name_or_its_path() {
+    let config = Config::parse(
+        "domain: api\ndescriptors:\n  - key: path\n    value: /search\n    rate_limit: {quota: 5/s}\n  - key: user\n    rate_limit: {name: per-user, quota: 9/s}\n",
+        "api.yaml",
+    )
+    .unwrap();
+    let names: Vec<&str> = config.domains()[0]
+        .descriptors()
+        .iter()
+        .filter_map(|d| d.limit())
+        .map(|l| l.name())
+        .collect();
+    assert_eq!(names, ["path__search", "per-user"]);
 }

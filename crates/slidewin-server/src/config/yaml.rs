@@ -10,7 +10,7 @@ use slidewin::limit::{Kind, Quota, Rule, RuleSet};
 
 use super::error::shown;
 use super::naming::{name_limits, rule_name};
-use super::{Descriptor, Domain, Enforce, Limit, Unit, algorithm_for};
+use super::{Action, Descriptor, DescriptorLimit, Domain, Unit, algorithm_for};
 use crate::config::ConfigFileError;
 
 // ---- The YAML, as written ----
@@ -245,7 +245,7 @@ impl DescriptorYaml {
     }
 
     /// Its limit, for the limit at `path`, and every check of its own fields.
-    fn checked_limit(&self, path: &str) -> Result<Option<Limit>, String> {
+    fn checked_limit(&self, path: &str) -> Result<Option<DescriptorLimit>, String> {
         if self.key.is_empty() {
             return Err("a descriptor has an empty key".to_owned());
         }
@@ -290,7 +290,7 @@ impl DescriptorYaml {
 
 impl RateLimitYaml {
     /// One limit; `index` is its place in a `limits` list.
-    fn build(self, path: &str, index: Option<usize>) -> Result<Limit, String> {
+    fn build(self, path: &str, index: Option<usize>) -> Result<DescriptorLimit, String> {
         let replaces = self
             .replaces
             .into_iter()
@@ -310,12 +310,12 @@ impl RateLimitYaml {
                     "an unlimited limit takes no unit, requests_per_unit or quota".to_owned(),
                 );
             }
-            return Ok(Limit {
+            return Ok(DescriptorLimit {
                 name: String::new(),
                 written: self.name,
                 listed: false,
                 replaces,
-                enforce: Enforce::Unlimited,
+                action: Action::Unlimited,
             });
         }
         let (quota, unit) = match (self.quota, self.unit, self.requests_per_unit) {
@@ -337,12 +337,12 @@ impl RateLimitYaml {
                 // envoy ratelimit reads a missing requests_per_unit as 0, which denies all.
                 let rpu = rpu.map_or(0, |r| u64::from(r.0));
                 if rpu == 0 {
-                    return Ok(Limit {
+                    return Ok(DescriptorLimit {
                         name: String::new(),
                         written: self.name,
                         listed: false,
                         replaces,
-                        enforce: Enforce::Blocked { unit },
+                        action: Action::Blocked { unit },
                     });
                 }
                 // Over 32 bits: refused as it is read (`RequestsPerUnitYaml`).
@@ -358,12 +358,12 @@ impl RateLimitYaml {
         let kind = algorithm_for(self.algorithm.map(|a| a.0), quota)?;
         let rule = Rule::new(&name, kind, quota).map_err(|e| e.to_string())?;
         let rules = RuleSet::new([rule]).map_err(|e| e.to_string())?;
-        Ok(Limit {
+        Ok(DescriptorLimit {
             name: String::new(),
             written: self.name,
             listed: false,
             replaces,
-            enforce: Enforce::Rules {
+            action: Action::Rules {
                 rules,
                 units: vec![unit],
             },
@@ -371,7 +371,7 @@ impl RateLimitYaml {
     }
 }
 
-fn build_list(list: Vec<RateLimitYaml>, path: &str) -> Result<Limit, String> {
+fn build_list(list: Vec<RateLimitYaml>, path: &str) -> Result<DescriptorLimit, String> {
     if list.is_empty() {
         return Err("`limits` is empty".to_owned());
     }
@@ -397,29 +397,29 @@ fn build_list(list: Vec<RateLimitYaml>, path: &str) -> Result<Limit, String> {
             ));
         }
         let one = yaml.build(path, Some(i))?;
-        match one.enforce {
-            Enforce::Rules {
+        match one.action {
+            Action::Rules {
                 rules: set,
                 units: mut u,
             } => {
                 rules.extend(set.rules().iter().cloned());
                 units.append(&mut u);
             }
-            Enforce::Blocked { .. } => {
+            Action::Blocked { .. } => {
                 return Err(format!(
                     "limit {} of `limits` has requests_per_unit 0; a list holds limits that admit something",
                     i + 1
                 ));
             }
-            Enforce::Unlimited => unreachable!("refused above"),
+            Action::Unlimited => unreachable!("refused above"),
         }
     }
     let rules = RuleSet::new(rules).map_err(|e| e.to_string())?;
-    Ok(Limit {
+    Ok(DescriptorLimit {
         name: String::new(),
         written: None,
         listed: true,
         replaces: Vec::new(),
-        enforce: Enforce::Rules { rules, units },
+        action: Action::Rules { rules, units },
     })
 }

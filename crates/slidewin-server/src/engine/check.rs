@@ -3,14 +3,14 @@
 
 use slidewin::stats::MetricEvent;
 use slidewin::{Decision, Moment};
-use slidewin_http::{BackendError, Checked, RequestKey};
+use slidewin_store::{BackendError, Checked, RequestKey};
 
 use super::request::{Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RequestError};
-use super::{EnforceRt, Engine, RuleRt};
-use crate::backend::ServiceBackend as Backend;
+use super::{ActionRt, Engine, RuleRt};
 use crate::config::Unit;
 use crate::metrics::RuleMetrics;
 use crate::overrides::Refused;
+use slidewin_store::Backend;
 
 /// What checking one descriptor against its limit found.
 pub(super) struct DescriptorCheck {
@@ -47,14 +47,14 @@ impl<B: Backend> Engine<B> {
         now: Moment,
     ) -> Result<DescriptorCheck, RequestError> {
         let metrics = rule.metrics();
-        match &rule.enforce {
-            EnforceRt::Unlimited => Ok(DescriptorCheck::uncounted(DescriptorStatus {
+        match &rule.action {
+            ActionRt::Unlimited => Ok(DescriptorCheck::uncounted(DescriptorStatus {
                 code: Code::Ok,
                 current_limit: None,
                 limit_remaining: u32::MAX,
                 duration_until_reset: None,
             })),
-            EnforceRt::Blocked { unit } => {
+            ActionRt::Blocked { unit } => {
                 metrics.total_hits.inc_by(hits);
                 let code = self.over(rule, hits, now, entries);
                 Ok(DescriptorCheck::uncounted(DescriptorStatus {
@@ -68,7 +68,7 @@ impl<B: Backend> Engine<B> {
                     duration_until_reset: Some(unit.span()),
                 }))
             }
-            EnforceRt::Rules {
+            ActionRt::Rules {
                 spec, units, store, ..
             } => {
                 let key = counter_key(domain, &rule.path, entries, shared);
@@ -101,6 +101,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// A descriptor the store counted: passed, or over its limit.
+    #[inline]
     fn counted(
         &self,
         rule: &RuleRt<B>,

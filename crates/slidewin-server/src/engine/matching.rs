@@ -9,10 +9,10 @@ use slidewin_http::RateLimitFields;
 
 use super::request::Entry;
 use super::stats::RuleWindow;
-use super::{EnforceRt, Loaded, Matched, RuleRt};
-use crate::backend::ServiceBackend as Backend;
-use crate::config::{Config, Descriptor, Enforce, Limit};
+use super::{ActionRt, Loaded, Matched, RuleRt};
+use crate::config::{Action, Config, Descriptor, DescriptorLimit};
 use crate::metrics::Metrics;
+use slidewin_store::Backend;
 
 /// A domain's tree of descriptors, ready for matching.
 pub(super) struct Node<B: Backend> {
@@ -183,12 +183,16 @@ impl<B: Backend> Level<'_, B> {
 
     /// The limit in force for `descriptor`'s `rate_limit`: the kept one's store and statistics
     /// where it had the same rules, else a new store carrying what the old one counted.
-    fn rule(&self, descriptor: &Descriptor, limit: &Limit) -> Result<Arc<RuleRt<B>>, String> {
+    fn rule(
+        &self,
+        descriptor: &Descriptor,
+        limit: &DescriptorLimit,
+    ) -> Result<Arc<RuleRt<B>>, String> {
         let old = self.kept.get(&(self.domain, descriptor.path())).copied();
-        let enforce = match limit.enforce() {
-            Enforce::Unlimited => EnforceRt::Unlimited,
-            Enforce::Blocked { unit } => EnforceRt::Blocked { unit: *unit },
-            Enforce::Rules { rules: spec, units } => EnforceRt::Rules {
+        let action = match limit.action() {
+            Action::Unlimited => ActionRt::Unlimited,
+            Action::Blocked { unit } => ActionRt::Blocked { unit: *unit },
+            Action::Rules { rules: spec, units } => ActionRt::Rules {
                 spec: spec.clone(),
                 units: units.clone(),
                 store: self.store(descriptor, old, spec)?,
@@ -204,7 +208,7 @@ impl<B: Backend> Level<'_, B> {
             replaces: limit.replaces().to_vec(),
             shadow: descriptor.shadow(),
             quota_mode: descriptor.quota_mode(),
-            enforce,
+            action,
             stats: old.map_or_else(
                 || Arc::new(RuleWindow::new(self.now)),
                 |o| Arc::clone(&o.stats),
@@ -221,8 +225,8 @@ impl<B: Backend> Level<'_, B> {
         old: Option<&Arc<RuleRt<B>>>,
         spec: &slidewin::limit::RuleSet,
     ) -> Result<Arc<B::Store>, String> {
-        let same = old.and_then(|old| match &old.enforce {
-            EnforceRt::Rules {
+        let same = old.and_then(|old| match &old.action {
+            ActionRt::Rules {
                 spec: old_spec,
                 store,
                 ..
@@ -236,11 +240,11 @@ impl<B: Backend> Level<'_, B> {
             .backend
             .store(spec.clone())
             .map_err(|e| format!("{}: {e}", descriptor.path()))?;
-        if let Some(EnforceRt::Rules {
+        if let Some(ActionRt::Rules {
             store: old_store, ..
-        }) = old.map(|o| &o.enforce)
+        }) = old.map(|o| &o.action)
         {
-            self.backend.carry_counts(&store, old_store, self.now);
+            self.backend.carry(&store, old_store, self.now);
         }
         Ok(Arc::new(store))
     }

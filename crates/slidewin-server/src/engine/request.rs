@@ -37,6 +37,16 @@ pub struct Bounds {
     pub max_override_unit: Unit,
 }
 
+impl Bounds {
+    /// The largest request body `POST /json` reads, and the largest gRPC message decoded.
+    pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+    /// The most distinct limit overrides (domain, limit, unit) an engine holds at once: each is a
+    /// store of its own, and requests choose them. Past it, stores with no live key make room; if
+    /// none can, the descriptor that asks for another is refused.
+    pub const MAX_OVERRIDES: usize = 256;
+}
+
 impl Default for Bounds {
     fn default() -> Bounds {
         Bounds {
@@ -91,7 +101,7 @@ pub struct RequestDescriptor {
 }
 
 /// A limit a request sets for one descriptor: `requests_per_unit` per `unit`, counted by a
-/// sliding log up to [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT) and `sliding_counter` past it (0
+/// sliding log up to [`Config::MAX_LOG_LIMIT`](Config::MAX_LOG_LIMIT) and `sliding_counter` past it (0
 /// denies every request, as in envoy ratelimit). Its unit is bounded by
 /// [`Bounds::max_override_unit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -6,9 +6,9 @@ use std::time::Duration;
 use slidewin::Moment;
 use slidewin::stats::{MetricEvent, MetricStats, WindowMetrics};
 
-use super::{EnforceRt, Engine, RuleRt};
-use crate::backend::ServiceBackend as Backend;
+use super::{ActionRt, Engine, RuleRt};
 use crate::snapshot::{Busiest, Minute, RuleStats, SECONDS, ShownRules, Totals};
+use slidewin_store::Backend;
 
 /// A rule's last minute, per second: passed, denied, and denied in shadow mode. Each of its
 /// two windows is allocated at its first event: an idle rule holds none of their 16 KB, and a
@@ -129,7 +129,7 @@ impl<B: Backend> Engine<B> {
             .rules
             .iter()
             .map(AsRef::as_ref)
-            .filter(|rule| matches!(rule.enforce, EnforceRt::Rules { .. }))
+            .filter(|rule| matches!(rule.action, ActionRt::Rules { .. }))
             .collect();
         let mut busiest = Busiest::new(at_most);
         for rule in &rules {
@@ -147,13 +147,14 @@ impl<B: Backend> Engine<B> {
                 last_minute: minute.totals(),
                 ..RuleStats::default()
             };
-            if let EnforceRt::Rules { spec, store, .. } = &rule.enforce {
+            if let ActionRt::Rules { spec, store, .. } = &rule.action {
                 let quota: Vec<String> =
                     spec.rules().iter().map(|r| r.quota().to_string()).collect();
                 let algorithm: Vec<&str> = spec.rules().iter().map(|r| r.kind().name()).collect();
                 stats.quota = quota.join(" and ");
                 stats.algorithm = algorithm.join(", ");
-                stats.keys = self.inner.backend.keys(store);
+                // Redis keeps its keys, uncounted here: 0, as the dashboard shows it.
+                stats.keys = self.inner.backend.keys(store).unwrap_or(0);
             }
             stats
         })

@@ -3,7 +3,6 @@
 use super::check::counter_key;
 use super::matching::wildcard_match;
 use super::*;
-use crate::MAX_OVERRIDES;
 
 fn parts(pattern: &str) -> Vec<String> {
     pattern.split('*').map(str::to_owned).collect()
@@ -18,7 +17,7 @@ async fn an_enforced_limit_binds_before_a_shadow_one() {
     .unwrap();
     let clock = Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(9)));
     let engine = Engine::new(
-        slidewin_http::Memory::new(),
+        slidewin_store::Memory::new(),
         config,
         clock,
         Bounds::default(),
@@ -61,7 +60,7 @@ async fn hostile_29_an_override_past_the_table_is_refused_for_its_descriptor_onl
     )
     .unwrap();
     let engine = Engine::new(
-        slidewin_http::Memory::new(),
+        slidewin_store::Memory::new(),
         config,
         Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(1))),
         Bounds::default(),
@@ -76,7 +75,7 @@ async fn hostile_29_an_override_past_the_table_is_refused_for_its_descriptor_onl
         });
         descriptor
     };
-    for rpu in 1..=u32::try_from(MAX_OVERRIDES).unwrap() {
+    for rpu in 1..=u32::try_from(Bounds::MAX_OVERRIDES).unwrap() {
         let request = RateLimitRequest::new("d", vec![with_override(rpu)]);
         engine.should_rate_limit(&request).await.unwrap();
     }
@@ -93,7 +92,7 @@ async fn hostile_29_an_override_past_the_table_is_refused_for_its_descriptor_onl
     let refused = &answer.statuses[1];
     assert_eq!(refused.code, Code::OverLimit);
     let name = &refused.current_limit.as_ref().unwrap().name;
-    assert!(name.contains("MAX_OVERRIDES"), "{name}");
+    assert!(name.contains("Bounds::MAX_OVERRIDES"), "{name}");
     let metrics = engine.metrics().encode();
     assert!(
         metrics.contains("slidewin_request_overrides_total{result=\"refused\"} 1"),
@@ -114,7 +113,7 @@ async fn overrides_turned_off_are_ignored_and_counted() {
     };
     let clock = Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(1)));
     let engine = Engine::new(
-        slidewin_http::Memory::new(),
+        slidewin_store::Memory::new(),
         config,
         clock,
         bounds,

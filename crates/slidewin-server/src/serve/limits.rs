@@ -4,30 +4,6 @@ use std::time::Duration;
 
 use crate::error::Error;
 
-/// How long a connection may take to send its first bytes and an HTTP/1 request its head:
-/// 10 s.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an HTTP request may take, its body read and its answer, and a gRPC call: 30 s.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a connection may stay with no byte moving either way: 60 s.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// The most connections open at once on each listener: 10,000.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
-/// The most gRPC calls in flight at once on one HTTP/2 connection: 128, nginx's default.
-pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 128;
-/// The most calls (gRPC calls and `POST /json` requests) in flight at once across every
-/// connection: 4,096. A call past it is refused at once.
-pub const DEFAULT_MAX_CALLS_IN_FLIGHT: usize = 4_096;
-/// The most bytes the request bodies of the calls in flight may hold together: 64 MiB. A call
-/// whose body would pass it is refused at once.
-pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 64 << 20;
-/// How long the stop lets calls in flight finish before it closes what is left: 5 s.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often an HTTP/2 connection is pinged while it is quiet: every 20 s.
-pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
-/// How long a ping may go unanswered before its connection is closed: 10 s.
-pub const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// The first bytes a gRPC connection must send within the header read timeout: the length of
 /// HTTP/2's preface (`PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`), which every client sends first (and
 /// a TLS `ClientHello` is longer).
@@ -63,63 +39,96 @@ pub struct ConnectionLimits {
     /// A new connection's first bytes (on gRPC, HTTP/2's 24-byte preface), a TLS handshake,
     /// each HTTP/1 request's head (also awaited on an idle keep-alive connection) and each
     /// gRPC call's message must arrive within it, or the connection is closed (the call gets
-    /// `DEADLINE_EXCEEDED`): the slowloris bound. [`DEFAULT_HEADER_READ_TIMEOUT`].
+    /// `DEADLINE_EXCEEDED`): the slowloris bound. [`ConnectionLimits::DEFAULT_HEADER_READ_TIMEOUT`].
     pub header_read_timeout: Duration,
     /// An HTTP request's body read and answer, or a gRPC call, must finish within it: HTTP
     /// answers `408 Request Timeout`, gRPC `CANCELLED`. A gRPC answer the client has not
     /// taken (its flow-control window kept shut) by then gets its connection closed, within
-    /// half this again. [`DEFAULT_REQUEST_TIMEOUT`].
+    /// half this again. [`ConnectionLimits::DEFAULT_REQUEST_TIMEOUT`].
     pub request_timeout: Duration,
     /// A connection with no byte moving either way for this long is closed, and a gRPC
     /// connection with no call in flight for this long gets a `GOAWAY` and closes. At least
     /// `request_timeout`, so that a request in flight is never cut by it.
-    /// [`DEFAULT_IDLE_TIMEOUT`].
+    /// [`ConnectionLimits::DEFAULT_IDLE_TIMEOUT`].
     pub idle_timeout: Duration,
     /// The most connections open at once on each listener; past it, a new connection waits
-    /// (in the kernel's backlog) until one closes. [`DEFAULT_MAX_CONNECTIONS`].
+    /// (in the kernel's backlog) until one closes. [`ConnectionLimits::DEFAULT_MAX_CONNECTIONS`].
     pub max_connections: usize,
-    /// The most gRPC calls in flight on one connection. [`DEFAULT_MAX_CONCURRENT_STREAMS`].
+    /// The most gRPC calls in flight on one connection. [`ConnectionLimits::DEFAULT_MAX_CONCURRENT_STREAMS`].
     pub max_concurrent_streams: u32,
     /// The most calls in flight at once across every connection of both listeners: gRPC
     /// calls, and `POST /json` requests. Past it a call is shed at once, `RESOURCE_EXHAUSTED`
     /// on gRPC and `503` on HTTP, and counted in `slidewin_calls_shed_total`.
-    /// [`DEFAULT_MAX_CALLS_IN_FLIGHT`].
+    /// [`ConnectionLimits::DEFAULT_MAX_CALLS_IN_FLIGHT`].
     pub max_calls_in_flight: usize,
     /// The most bytes the request bodies of the calls in flight (gRPC messages, `POST /json`
     /// bodies) hold together, as they are read: past it, the call whose body would go over
     /// is refused (`RESOURCE_EXHAUSTED`, or `503`). A body may hold 1 MiB, so without it a
     /// client trickling its bodies could make the service hold the cap on calls times that.
-    /// [`DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`].
+    /// [`ConnectionLimits::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`].
     pub max_body_bytes_in_flight: usize,
     /// After the stop: how long calls in flight may take to finish before the connections
-    /// still open are closed; 0 closes them at once. [`DEFAULT_DRAIN_TIMEOUT`].
+    /// still open are closed; 0 closes them at once. [`ConnectionLimits::DEFAULT_DRAIN_TIMEOUT`].
     pub drain_timeout: Duration,
     /// gRPC's HTTP/2 pings a quiet connection this often.
-    /// [`DEFAULT_HTTP2_KEEPALIVE_INTERVAL`].
+    /// [`ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_INTERVAL`].
     pub http2_keepalive_interval: Duration,
     /// An unanswered ping closes its connection after this long.
-    /// [`DEFAULT_HTTP2_KEEPALIVE_TIMEOUT`].
+    /// [`ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_TIMEOUT`].
     pub http2_keepalive_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
     fn default() -> ConnectionLimits {
         ConnectionLimits {
-            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
-            max_calls_in_flight: DEFAULT_MAX_CALLS_IN_FLIGHT,
-            max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
-            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-            http2_keepalive_interval: DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
-            http2_keepalive_timeout: DEFAULT_HTTP2_KEEPALIVE_TIMEOUT,
+            header_read_timeout: ConnectionLimits::DEFAULT_HEADER_READ_TIMEOUT,
+            request_timeout: ConnectionLimits::DEFAULT_REQUEST_TIMEOUT,
+            idle_timeout: ConnectionLimits::DEFAULT_IDLE_TIMEOUT,
+            max_connections: ConnectionLimits::DEFAULT_MAX_CONNECTIONS,
+            max_concurrent_streams: ConnectionLimits::DEFAULT_MAX_CONCURRENT_STREAMS,
+            max_calls_in_flight: ConnectionLimits::DEFAULT_MAX_CALLS_IN_FLIGHT,
+            max_body_bytes_in_flight: ConnectionLimits::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
+            drain_timeout: ConnectionLimits::DEFAULT_DRAIN_TIMEOUT,
+            http2_keepalive_interval: ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
+            http2_keepalive_timeout: ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_TIMEOUT,
         }
     }
 }
 
 impl ConnectionLimits {
+    /// How long a ping may go unanswered before its connection is closed: 10 s.
+    pub const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// How often an HTTP/2 connection is pinged while it is quiet: every 20 s.
+    pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
+
+    /// How long the stop lets calls in flight finish before it closes what is left: 5 s.
+    pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// The most bytes the request bodies of the calls in flight may hold together: 64 MiB. A call
+    /// whose body would pass it is refused at once.
+    pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 64 << 20;
+
+    /// The most calls (gRPC calls and `POST /json` requests) in flight at once across every
+    /// connection: 4,096. A call past it is refused at once.
+    pub const DEFAULT_MAX_CALLS_IN_FLIGHT: usize = 4_096;
+
+    /// The most gRPC calls in flight at once on one HTTP/2 connection: 128, nginx's default.
+    pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 128;
+
+    /// The most connections open at once on each listener: 10,000.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+    /// How long a connection may stay with no byte moving either way: 60 s.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// How long an HTTP request may take, its body read and its answer, and a gRPC call: 30 s.
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// How long a connection may take to send its first bytes and an HTTP/1 request its head:
+    /// 10 s.
+    pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// Checks that every bound bounds something.
     ///
     /// # Errors

@@ -51,9 +51,9 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 
-use crate::backend::ServiceBackend;
-use crate::service::Service;
-use crate::service::grpc::Rls;
+use crate::endpoints::Endpoints;
+use crate::endpoints::grpc::Rls;
+use slidewin_store::Backend;
 
 mod bounded;
 mod grpc;
@@ -65,12 +65,7 @@ use bounded::accept;
 use grpc::GrpcConnections;
 pub(crate) use grpc::GrpcRequest;
 use http::Http;
-pub use limits::{
-    ConnectionLimits, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
-    DEFAULT_HTTP2_KEEPALIVE_INTERVAL, DEFAULT_HTTP2_KEEPALIVE_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, DEFAULT_MAX_CALLS_IN_FLIGHT, DEFAULT_MAX_CONCURRENT_STREAMS,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT,
-};
+pub use limits::ConnectionLimits;
 use limits::{GRPC_FIRST_BYTES, HTTP_FIRST_BYTES};
 pub(crate) use metered::bodies_full;
 
@@ -238,7 +233,7 @@ impl Tls {
 }
 
 /// Serves `service` on `listeners` until `shutdown` completes. Then the stop: the service
-/// drains ([`Service::drain`]: health fails, the dashboard's event streams end), both
+/// drains ([`Endpoints::drain`]: health fails, the dashboard's event streams end), both
 /// listeners stop accepting, the calls in flight get [`ConnectionLimits::drain_timeout`] to
 /// finish, the connections still open are closed, and it returns. Each connection is bounded
 /// by the listeners' [`ConnectionLimits`], and the calls of all of them by
@@ -247,8 +242,8 @@ impl Tls {
 /// # Errors
 ///
 /// A listener that failed.
-pub async fn serve<B: ServiceBackend>(
-    service: Service<B>,
+pub async fn serve<B: Backend>(
+    service: Endpoints<B>,
     listeners: Listeners,
     admin: bool,
     shutdown: impl Future<Output = ()> + Send + 'static,

@@ -108,7 +108,7 @@ async fn hostile_29_thirty_two_dashboards_on_4000_rules_get_a_bounded_snapshot_a
         Metrics::new(),
     )
     .expect("memory holds the rules");
-    let served = Served::start(Service::new(engine, vec![]), &server::local()).await;
+    let served = Served::start(Endpoints::new(engine, vec![]), &server::local()).await;
     let mut client = RateLimitServiceClient::connect(format!("http://{}", served.grpc))
         .await
         .expect("gRPC connects");

@@ -4,15 +4,11 @@
 //! stores never fills for good, and memory is bounded in bytes.
 
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit as PbUnit;
-use slidewin_server::MAX_OVERRIDES;
 
 use super::*;
 
 /// A service on free ports on `backend` and `bounds`: its clock and its metrics.
-async fn serving<B: ServiceBackend>(
-    backend: B,
-    bounds: Bounds,
-) -> (Served, Arc<ManualClock>, Metrics) {
+async fn serving<B: Backend>(backend: B, bounds: Bounds) -> (Served, Arc<ManualClock>, Metrics) {
     let (service, clock, metrics) = service_of(backend, CONFIG, bounds);
     (
         Served::start(service, &data_plane_only()).await,
@@ -127,7 +123,7 @@ async fn hostile_29_a_bad_override_is_refused_for_its_descriptor_alone() {
 async fn hostile_29_the_table_of_overrides_never_fills_for_good() {
     let (served, clock, _) = serving(Memory::new(), Bounds::default()).await;
     let per_second = |n: u32| overriding(&[("k", "v")], n, PbUnit::Second);
-    for n in 1..=u32::try_from(MAX_OVERRIDES).unwrap() {
+    for n in 1..=u32::try_from(Bounds::MAX_OVERRIDES).unwrap() {
         let answer = ask(&served, vec![per_second(n)]).await;
         assert_eq!(answer.overall_code, PbCode::Ok as i32);
     }
@@ -136,7 +132,7 @@ async fn hostile_29_the_table_of_overrides_never_fills_for_good() {
     assert_eq!(full.statuses[0].code, PbCode::Ok as i32, "decided");
     assert_eq!(full.statuses[1].code, PbCode::OverLimit as i32);
     let name = &full.statuses[1].current_limit.as_ref().unwrap().name;
-    assert!(name.contains("MAX_OVERRIDES"), "{name}");
+    assert!(name.contains("Bounds::MAX_OVERRIDES"), "{name}");
     // A second on, every store's key is idle: the new override is taken.
     clock.advance(std::time::Duration::from_secs(2));
     let taken = ask(&served, vec![plain, per_second(100_000)]).await;

@@ -14,9 +14,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use slidewin::time::MonotonicClock;
 use slidewin_redis::CircuitState;
-use slidewin_server::{
-    Bounds, Config, Engine, FailurePolicy, Metrics, RedisService, Service, ServiceBackend,
-};
+use slidewin_server::{Bounds, Config, Endpoints, Engine, FailurePolicy, Metrics, connect_redis};
+use slidewin_store::{Backend, BackendState, Redis};
 use slidewin_test_support::redis::{RedisServer, free_port};
 
 use crate::support::server::{Served, local};
@@ -24,7 +23,7 @@ use crate::{CONFIG, json_request, request};
 
 /// A service on free ports, its admin surfaces open, on `backend`, as `slidewin serve` makes
 /// it: the engine on the monotonic clock, Redis deciding by its own.
-async fn serve(backend: RedisService) -> Served {
+async fn serve(backend: Redis) -> Served {
     let config = Config::parse(CONFIG, "test.yaml").expect("the test's config is valid");
     let engine = Engine::new(
         backend,
@@ -34,7 +33,7 @@ async fn serve(backend: RedisService) -> Served {
         Metrics::new(),
     )
     .expect("the backend holds the rules");
-    Served::start(Service::new(engine, vec![]), &local()).await
+    Served::start(Endpoints::new(engine, vec![]), &local()).await
 }
 
 async fn grpc(served: &Served, value: &str) -> PbResponse {
@@ -98,11 +97,11 @@ async fn hostile_29_serve_starts_while_redis_is_down() {
         // reconnecting cannot be handed it as its own.
         let port = free_port();
         let url = format!("redis://127.0.0.1:{port}/");
-        let backend = RedisService::connect(&url, policy)
+        let backend = connect_redis(&url, policy)
             .await
             .expect("the backend is made without Redis");
         // Down from the start (nothing else runs on this test's runtime before it is read).
-        assert_eq!(backend.state(), "down");
+        assert_eq!(backend.state(), BackendState::Down);
         let why = backend.limiter().why_unavailable().expect("why it is down");
         assert!(why.to_string().contains(&url), "{why}");
         let limiter = backend.limiter().clone();

@@ -20,8 +20,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use slidewin::Moment;
 use slidewin::time::ManualClock;
-use slidewin_http::Memory;
-use slidewin_server::{AdminToken, Bounds, Config, Engine, Metrics, Service};
+use slidewin_server::{AdminToken, Bounds, Config, Endpoints, Engine, Metrics};
+use slidewin_store::Memory;
 use support::browser;
 use support::server::{self, Served};
 
@@ -64,7 +64,7 @@ async fn start(token: Option<&str>) -> Running {
         Metrics::new(),
     )
     .expect("the backend holds the rules");
-    let mut service = Service::new(engine, vec![]);
+    let mut service = Endpoints::new(engine, vec![]);
     if let Some(token) = token {
         service = service.with_admin_token(AdminToken::new(token).expect("a valid token"));
     }

@@ -8,10 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use slidewin::time::MonotonicClock;
-use slidewin_http::Memory;
-use slidewin_server::{
-    Bounds, Config, EXAMPLE_CONFIG, Engine, Listeners, Metrics, ServeOptions, Service, serve,
-};
+use slidewin_server::{Bounds, Config, Endpoints, Engine, Listeners, Metrics, ServeOptions, serve};
+use slidewin_store::Memory;
 use support::browser;
 
 /// The built-in example served on free ports of 127.0.0.1, on a runtime of its own thread, with
@@ -26,7 +24,7 @@ fn serve_under_load(stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> SocketAddr {
             .build()
             .expect("a runtime");
         runtime.block_on(async move {
-            let config = Config::parse(EXAMPLE_CONFIG, "example.yaml").expect("the example loads");
+            let config = Config::parse(Config::EXAMPLE, "example.yaml").expect("the example loads");
             let engine = Engine::new(
                 Memory::new(),
                 config,
@@ -35,7 +33,7 @@ fn serve_under_load(stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> SocketAddr {
                 Metrics::new(),
             )
             .expect("memory holds the rules");
-            let service = Service::new(engine, vec![]);
+            let service = Endpoints::new(engine, vec![]);
             let options = ServeOptions {
                 grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),

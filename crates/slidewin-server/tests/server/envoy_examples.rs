@@ -15,12 +15,12 @@ use proptest::test_runner::{RngSeed, TestCaseError};
 use sfv::{BareItem, List, ListEntry, Parser};
 use slidewin::Moment;
 use slidewin::time::ManualClock;
-use slidewin_http::{Memory, Redis};
 use slidewin_redis::RedisLimiter;
 use slidewin_server::{
     Bounds, Code, Config, DescriptorStatus, Engine, Entry, FailurePolicy, RateLimitRequest,
-    RateLimitResponse, RedisService, RequestDescriptor, RequestError, ServiceBackend, Unit,
+    RateLimitResponse, RequestDescriptor, RequestError, Unit,
 };
+use slidewin_store::{Backend, Memory, Redis};
 use slidewin_test_support::redis::RedisServer;
 
 /// A moment well inside Redis's exact range, as Unix time, on a whole second.
@@ -47,7 +47,7 @@ const EXAMPLE11_METRICS: &str = include_str!("../examples/example11_share_thresh
 /// Where a test's engines keep their counts: each call a new backend (on Redis, a new
 /// connection to the test's one server).
 trait Setup {
-    type B: ServiceBackend;
+    type B: Backend;
     async fn backend(&self) -> Self::B;
 }
 
@@ -74,22 +74,18 @@ impl OnRedis {
 }
 
 impl Setup for OnRedis {
-    type B = RedisService;
-    async fn backend(&self) -> RedisService {
+    type B = Redis;
+    async fn backend(&self) -> Redis {
         // No failure policy on the limiter: a Redis that fails is an error, never an answer.
         let limiter = RedisLimiter::connect(&self.server.url())
             .await
             .expect("the test's Redis");
-        RedisService::new(
-            Redis::new(limiter).with_layer_clock(),
-            false,
-            FailurePolicy::Open,
-        )
+        Redis::new(limiter.with_failure_policy(FailurePolicy::Open)).with_layer_clock()
     }
 }
 
 /// An engine on a clock the test moves.
-struct Env<B: ServiceBackend> {
+struct Env<B: Backend> {
     engine: Engine<B>,
     clock: ManualClock,
 }
@@ -106,7 +102,7 @@ fn parse(yaml: &str) -> Config {
     Config::parse(yaml, "test.yaml").unwrap_or_else(|e| panic!("the config loads: {e}"))
 }
 
-fn build<B: ServiceBackend>(backend: B, config: Config, bounds: Bounds) -> Env<B> {
+fn build<B: Backend>(backend: B, config: Config, bounds: Bounds) -> Env<B> {
     let clock = ManualClock::new(START);
     let engine = Engine::new(
         backend,
@@ -132,7 +128,7 @@ fn request(domain: &str, descriptors: &[&[(&str, &str)]]) -> RateLimitRequest {
     )
 }
 
-impl<B: ServiceBackend> Env<B> {
+impl<B: Backend> Env<B> {
     async fn ask(&self, request: &RateLimitRequest) -> RateLimitResponse {
         self.engine
             .should_rate_limit(request)

@@ -22,10 +22,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code as
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use slidewin::Moment;
 use slidewin::time::ManualClock;
-use slidewin_http::Memory;
 use slidewin_server::{
-    Bounds, Config, ConnectionLimits, Engine, Listeners, Metrics, ServeOptions, Service, TlsFiles,
+    Bounds, Config, ConnectionLimits, Endpoints, Engine, Listeners, Metrics, ServeOptions, TlsFiles,
 };
+use slidewin_store::Memory;
 use support::server::{self, Served};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -85,7 +85,7 @@ async fn start(limits: ConnectionLimits, tls: Option<TlsFiles>) -> Running {
         tls,
         ..server::local()
     };
-    Running(Served::start(Service::new(engine, vec![]), &options).await)
+    Running(Served::start(Endpoints::new(engine, vec![]), &options).await)
 }
 
 /// Small timeouts, so that the server's closes come soon.
@@ -729,7 +729,7 @@ async fn the_admin_cookie_is_secure_over_tls() {
     let sign_in =
         format!("GET /?token={token} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
     for tls in [Some(files.clone()), None] {
-        let service = Service::new(engine(), vec![])
+        let service = Endpoints::new(engine(), vec![])
             .with_admin_token(slidewin_server::AdminToken::new(token).unwrap());
         let over_tls = tls.is_some();
         // The admin routes open (behind the token), every bound the default.

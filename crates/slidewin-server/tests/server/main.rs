@@ -3,7 +3,6 @@
 //! its counting allocator is global and would count every other test's allocations too.
 
 mod access;
-mod dashboard_browser;
 mod dashboard_live;
 mod envoy_examples;
 mod listeners;

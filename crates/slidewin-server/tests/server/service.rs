@@ -17,12 +17,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use slidewin::Moment;
 use slidewin::time::ManualClock;
-use slidewin_http::{Memory, Redis};
 use slidewin_redis::RedisLimiter;
-use slidewin_server::{
-    Bounds, Config, Engine, FailurePolicy, Metrics, RedisService, ServeOptions, Service,
-    ServiceBackend,
-};
+use slidewin_server::{Bounds, Config, Endpoints, Engine, FailurePolicy, Metrics, ServeOptions};
+use slidewin_store::{Backend, BackendKind, Memory, Redis};
 use slidewin_test_support::redis::RedisServer;
 use support::server::{self, Served};
 
@@ -42,13 +39,13 @@ descriptors:
 ";
 
 /// A service on free ports of 127.0.0.1, its clock at the caller's hand.
-struct Running<B: ServiceBackend> {
+struct Running<B: Backend> {
     served: Served,
-    service: Service<B>,
+    service: Endpoints<B>,
     clock: Arc<ManualClock>,
 }
 
-impl<B: ServiceBackend> std::ops::Deref for Running<B> {
+impl<B: Backend> std::ops::Deref for Running<B> {
     type Target = Served;
 
     fn deref(&self) -> &Served {
@@ -56,12 +53,12 @@ impl<B: ServiceBackend> std::ops::Deref for Running<B> {
     }
 }
 
-async fn start<B: ServiceBackend>(backend: B, yaml: &str, admin: bool) -> Running<B> {
+async fn start<B: Backend>(backend: B, yaml: &str, admin: bool) -> Running<B> {
     let config = Config::parse(yaml, "test.yaml").expect("the test's config is valid");
     start_with(backend, config, vec![], admin).await
 }
 
-async fn start_with<B: ServiceBackend>(
+async fn start_with<B: Backend>(
     backend: B,
     config: Config,
     paths: Vec<std::path::PathBuf>,
@@ -76,7 +73,7 @@ async fn start_with<B: ServiceBackend>(
         Metrics::new(),
     )
     .expect("the backend holds the rules");
-    let service = Service::new(engine, paths);
+    let service = Endpoints::new(engine, paths);
     let options = ServeOptions {
         admin,
         ..server::local()
@@ -89,12 +86,12 @@ async fn start_with<B: ServiceBackend>(
 }
 
 /// A service whose config is read from `path` (a file or a directory), as it is now.
-async fn start_on<B: ServiceBackend>(backend: B, path: &Path) -> Running<B> {
+async fn start_on<B: Backend>(backend: B, path: &Path) -> Running<B> {
     let config = Config::load(&[path.to_path_buf()]).expect("the test's config is valid");
     start_with(backend, config, vec![path.to_path_buf()], true).await
 }
 
-impl<B: ServiceBackend> Running<B> {
+impl<B: Backend> Running<B> {
     /// The requests per unit of the limit one entry in domain `api` falls under.
     async fn limit_of(&self, key: &str, value: &str) -> u32 {
         let answer = self.grpc_check("api", key, value).await.unwrap();
@@ -179,15 +176,11 @@ fn json_request(key: &str, value: &str) -> String {
     )
 }
 
-async fn redis_backend(server: &RedisServer) -> RedisService {
+async fn redis_backend(server: &RedisServer) -> Redis {
     let limiter = RedisLimiter::connect(&server.url())
         .await
         .expect("redis connects");
-    RedisService::new(
-        Redis::new(limiter).with_layer_clock(),
-        false,
-        FailurePolicy::Closed,
-    )
+    Redis::new(limiter.with_failure_policy(FailurePolicy::Closed)).with_layer_clock()
 }
 
 /// Runs one async test body on the memory backend and on a Redis server of its own.
@@ -208,7 +201,7 @@ macro_rules! on_both_backends {
     };
 }
 
-async fn grpc_decides_through_the_real_port<B: ServiceBackend>(backend: B) {
+async fn grpc_decides_through_the_real_port<B: Backend>(backend: B) {
     let running = start(backend, CONFIG, true).await;
     for left in [2, 1, 0] {
         let answer = running.grpc_check("api", "client", "ann").await.unwrap();
@@ -250,7 +243,7 @@ on_both_backends!(grpc_memory, grpc_redis, |backend| {
     grpc_decides_through_the_real_port(backend)
 });
 
-async fn json_answers_200_then_429<B: ServiceBackend>(backend: B) {
+async fn json_answers_200_then_429<B: Backend>(backend: B) {
     let running = start(backend, CONFIG, true).await;
     for left in [1, 0] {
         let (status, headers, body) = running
@@ -396,7 +389,7 @@ fn config_with_limit(limit: u32) -> String {
     )
 }
 
-async fn reload_raising_a_limit_keeps_counts_limitador_522<B: ServiceBackend>(backend: B) {
+async fn reload_raising_a_limit_keeps_counts_limitador_522<B: Backend>(backend: B) {
     let dir = tempdir();
     let file = dir.join("ratelimit.yaml");
     write(&file, &config_with_limit(3));
@@ -520,8 +513,8 @@ async fn a_rule_removed_frees_its_state_and_comes_back_fresh() {
 }
 
 /// Waits for the watcher's next load (a bound of 20 s against a hang, not a timing claim).
-async fn next_load<B: ServiceBackend>(
-    service: &Service<B>,
+async fn next_load<B: Backend>(
+    service: &Endpoints<B>,
     rx: &mut tokio::sync::watch::Receiver<slidewin_server::LoadTally>,
 ) -> slidewin_server::LoadTally {
     let _ = service;
@@ -594,44 +587,35 @@ struct Gated {
     entered: Arc<tokio::sync::Notify>,
 }
 
-impl slidewin_http::Backend for Gated {
-    type Store = <Memory as slidewin_http::Backend>::Store;
+impl Backend for Gated {
+    type Store = <Memory as Backend>::Store;
 
-    fn store(
-        &self,
-        rules: slidewin::limit::RuleSet,
-    ) -> Result<Self::Store, slidewin_http::ConfigError> {
+    fn store(&self, rules: slidewin::limit::RuleSet) -> Result<Self::Store, slidewin::ConfigError> {
         self.memory.store(rules)
     }
 
     async fn check(
         &self,
         store: &Self::Store,
-        key: slidewin_http::RequestKey<'_>,
+        key: slidewin_store::RequestKey<'_>,
         now: Moment,
         cost: u64,
-    ) -> Result<slidewin_http::Checked, slidewin_http::BackendError> {
+    ) -> Result<slidewin_store::Checked, slidewin_store::BackendError> {
         self.entered.notify_one();
         let _permit = self.gate.acquire().await.expect("the gate stays open");
         self.memory.check(store, key, now, cost).await
     }
-}
 
-impl ServiceBackend for Gated {
-    fn kind(&self) -> &'static str {
-        "gated"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Memory
     }
-    fn state(&self) -> &'static str {
-        "up"
-    }
-    fn failure_policy(&self) -> Option<&'static str> {
-        None
-    }
-    fn keys(&self, store: &Self::Store) -> u64 {
+
+    fn keys(&self, store: &Self::Store) -> Option<u64> {
         self.memory.keys(store)
     }
-    fn carry_counts(&self, to: &Self::Store, from: &Self::Store, now: Moment) -> usize {
-        self.memory.carry_counts(to, from, now)
+
+    fn carry(&self, to: &Self::Store, from: &Self::Store, now: Moment) -> usize {
+        self.memory.carry(to, from, now)
     }
 }
 
@@ -698,11 +682,7 @@ async fn redis_down_answers_by_the_failure_policy_and_says_so() {
         let limiter = RedisLimiter::connect(&server.url())
             .await
             .expect("redis connects");
-        let backend = RedisService::new(
-            Redis::new(limiter.with_failure_policy(policy)).with_layer_clock(),
-            false,
-            policy,
-        );
+        let backend = Redis::new(limiter.with_failure_policy(policy)).with_layer_clock();
         let running = start(backend, CONFIG, true).await;
         let up = running.grpc_check("api", "client", "ann").await.unwrap();
         assert_eq!(up.overall_code, PbCode::Ok as i32);
@@ -738,12 +718,8 @@ async fn grpc_redis_cluster() {
     let limiter = RedisLimiter::connect_cluster(&seeds)
         .await
         .expect("the cluster connects");
-    let backend = RedisService::new(
-        Redis::new(limiter).with_layer_clock(),
-        true,
-        FailurePolicy::Closed,
-    );
-    assert_eq!(backend.kind(), "redis-cluster");
+    let backend = Redis::new(limiter.with_failure_policy(FailurePolicy::Closed)).with_layer_clock();
+    assert_eq!(backend.kind(), BackendKind::RedisCluster);
     grpc_decides_through_the_real_port(backend).await;
 }
 

@@ -3,7 +3,8 @@
 
 use std::net::SocketAddr;
 
-use slidewin_server::{Listeners, ServeOptions, Service, ServiceBackend, serve};
+use slidewin_server::{Endpoints, Listeners, ServeOptions, serve};
+use slidewin_store::Backend;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -29,10 +30,7 @@ pub(crate) struct Served {
 #[allow(dead_code)] // each test binary uses part of the support
 impl Served {
     /// Binds `options`' addresses and serves `service` there in a task of its own.
-    pub(crate) async fn start<B: ServiceBackend>(
-        service: Service<B>,
-        options: &ServeOptions,
-    ) -> Served {
+    pub(crate) async fn start<B: Backend>(service: Endpoints<B>, options: &ServeOptions) -> Served {
         let listeners = Listeners::bind(options).await.expect("free ports");
         let (grpc, http) = (
             listeners.grpc_addr().expect("an address"),

@@ -20,7 +20,7 @@ use slidewin::debounce::{Admit, Debounce, DebounceOptions, Debounced, ThrottleOp
 use tokio::sync::oneshot;
 
 use crate::clock::TokioClock;
-use crate::error::ConfigError;
+use crate::error::ShapeConfigError;
 use crate::event::Event;
 use crate::pending::Pending;
 use crate::runtime::Runtime;
@@ -164,7 +164,7 @@ where
     ///
     /// # Errors
     ///
-    /// The options' [`ConfigError::Options`]: a zero wait, or one too long.
+    /// The options' [`ShapeConfigError::Options`]: a zero wait, or one too long.
     ///
     /// # Example
     ///
@@ -180,7 +180,7 @@ where
     /// assert_eq!(err.to_string(), "the wait must be longer than zero, got 0ns");
     /// # Ok(()) }
     /// ```
-    pub fn new(runtime: &Runtime, wait: Duration) -> Result<Debouncer<K, T>, ConfigError> {
+    pub fn new(runtime: &Runtime, wait: Duration) -> Result<Debouncer<K, T>, ShapeConfigError> {
         Shaper::build(runtime, DebounceOptions::new(wait))
     }
 
@@ -188,13 +188,13 @@ where
     ///
     /// # Errors
     ///
-    /// The options' [`ConfigError::Options`] ([`Debounce::new`] says which).
+    /// The options' [`ShapeConfigError::Options`] ([`Debounce::new`] says which).
     ///
     /// # Example
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin_shape::{ConfigError, DebounceOptions, Debouncer, Runtime};
+    /// use slidewin_shape::{ShapeConfigError, DebounceOptions, Debouncer, Runtime};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let rt = Runtime::new(4)?;
@@ -203,14 +203,14 @@ where
     /// let none = DebounceOptions::new(Duration::from_millis(300)).trailing(false);
     /// assert_eq!(
     ///     Debouncer::<u32, ()>::with_options(&rt, none).unwrap_err(),
-    ///     ConfigError::Options(slidewin::ConfigError::NoEdge)
+    ///     ShapeConfigError::Options(slidewin::ConfigError::NoEdge)
     /// );
     /// # Ok(()) }
     /// ```
     pub fn with_options(
         runtime: &Runtime,
         options: DebounceOptions,
-    ) -> Result<Debouncer<K, T>, ConfigError> {
+    ) -> Result<Debouncer<K, T>, ShapeConfigError> {
         Shaper::build(runtime, options)
     }
 }
@@ -224,24 +224,24 @@ where
     ///
     /// # Errors
     ///
-    /// The options' [`ConfigError::Options`]: a zero wait, or one too long.
+    /// The options' [`ShapeConfigError::Options`]: a zero wait, or one too long.
     ///
     /// # Example
     ///
     /// ```
     /// use std::time::Duration;
-    /// use slidewin_shape::{ConfigError, Runtime, Throttler};
+    /// use slidewin_shape::{ShapeConfigError, Runtime, Throttler};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let rt = Runtime::new(4)?;
     /// let t: Throttler<&str, ()> = Throttler::new(&rt, Duration::from_millis(100))?;
     /// assert_eq!(
     ///     Throttler::<&str, ()>::new(&rt, Duration::ZERO).unwrap_err(),
-    ///     ConfigError::Options(slidewin::ConfigError::ZeroWait)
+    ///     ShapeConfigError::Options(slidewin::ConfigError::ZeroWait)
     /// );
     /// # Ok(()) }
     /// ```
-    pub fn new(runtime: &Runtime, wait: Duration) -> Result<Throttler<K, T>, ConfigError> {
+    pub fn new(runtime: &Runtime, wait: Duration) -> Result<Throttler<K, T>, ShapeConfigError> {
         Shaper::build(runtime, ThrottleOptions::new(wait))
     }
 
@@ -249,7 +249,7 @@ where
     ///
     /// # Errors
     ///
-    /// The options' [`ConfigError::Options`] ([`Debounce::new`] says which).
+    /// The options' [`ShapeConfigError::Options`] ([`Debounce::new`] says which).
     ///
     /// # Example
     ///
@@ -266,7 +266,7 @@ where
     pub fn with_options(
         runtime: &Runtime,
         options: ThrottleOptions,
-    ) -> Result<Throttler<K, T>, ConfigError> {
+    ) -> Result<Throttler<K, T>, ShapeConfigError> {
         Shaper::build(runtime, options)
     }
 }
@@ -279,7 +279,7 @@ where
     fn build(
         runtime: &Runtime,
         options: impl Into<DebounceOptions>,
-    ) -> Result<Shaper<K, T, O>, ConfigError> {
+    ) -> Result<Shaper<K, T, O>, ShapeConfigError> {
         let debounce = Debounce::new(options)?;
         let clock = {
             let _tokio = runtime.handle().enter();

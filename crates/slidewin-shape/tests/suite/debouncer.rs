@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidewin_shape::{
-    Cancelled, ConfigError, DebounceOptions, Debouncer, Edge, Event, Outcome, Runtime,
+    Cancelled, DebounceOptions, Debouncer, Edge, Event, Outcome, Runtime, ShapeConfigError,
     ThrottleOptions, Throttler,
 };
 use support::{Log, Probe, block_runtime_for, drain, script};
@@ -486,7 +486,7 @@ async fn bad_options_are_errors_that_name_the_value() {
     let err = |opts| Debouncer::<u8, ()>::with_options(&rt, opts).unwrap_err();
     assert_eq!(
         err(DebounceOptions::new(Duration::ZERO)),
-        ConfigError::Options(slidewin::ConfigError::ZeroWait)
+        ShapeConfigError::Options(slidewin::ConfigError::ZeroWait)
     );
     assert_eq!(
         err(DebounceOptions::new(ms(60)).max_wait(ms(59))).to_string(),
@@ -494,12 +494,12 @@ async fn bad_options_are_errors_that_name_the_value() {
     );
     assert_eq!(
         err(DebounceOptions::new(ms(60)).leading(false).trailing(false)),
-        ConfigError::Options(slidewin::ConfigError::NoEdge)
+        ShapeConfigError::Options(slidewin::ConfigError::NoEdge)
     );
     let long = Duration::from_secs(u64::MAX);
     assert_eq!(
         err(DebounceOptions::new(long)),
-        ConfigError::Options(slidewin::ConfigError::WaitTooLong { wait: long })
+        ShapeConfigError::Options(slidewin::ConfigError::WaitTooLong { wait: long })
     );
     assert!(
         err(DebounceOptions::new(long))
@@ -508,7 +508,7 @@ async fn bad_options_are_errors_that_name_the_value() {
     );
     assert_eq!(
         err(DebounceOptions::new(ms(1)).max_wait(long)),
-        ConfigError::Options(slidewin::ConfigError::WaitTooLong { wait: long })
+        ShapeConfigError::Options(slidewin::ConfigError::WaitTooLong { wait: long })
     );
     // max_wait == wait is a throttle: fine.
     assert!(

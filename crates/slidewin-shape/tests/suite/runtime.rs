@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use slidewin_shape::{Cancelled, ConfigError, Event, Outcome, Runtime, Stats};
+use slidewin_shape::{Cancelled, Event, Outcome, Runtime, ShapeConfigError, Stats};
 use support::{Log, drain};
 
 fn ms(n: u64) -> Duration {
@@ -171,7 +171,10 @@ async fn a_lagging_subscriber_counts_what_it_missed() {
 
 #[tokio::test]
 async fn bad_configuration_is_an_error_naming_the_value() {
-    assert_eq!(Runtime::new(0).unwrap_err(), ConfigError::ZeroConcurrency);
+    assert_eq!(
+        Runtime::new(0).unwrap_err(),
+        ShapeConfigError::ZeroConcurrency
+    );
     assert_eq!(
         Runtime::new(0).unwrap_err().to_string(),
         "the concurrency must be at least 1, got 0"
@@ -179,18 +182,18 @@ async fn bad_configuration_is_an_error_naming_the_value() {
     let too_many = usize::MAX;
     let err = Runtime::new(too_many).unwrap_err();
     assert!(
-        matches!(err, ConfigError::ConcurrencyTooHigh { concurrency, .. } if concurrency == too_many)
+        matches!(err, ShapeConfigError::ConcurrencyTooHigh { concurrency, .. } if concurrency == too_many)
     );
     assert!(err.to_string().ends_with(&format!("got {too_many}")));
     assert_eq!(
         Runtime::with_event_capacity(1, 0).unwrap_err(),
-        ConfigError::EventCapacity { capacity: 0 }
+        ShapeConfigError::EventCapacity { capacity: 0 }
     );
 }
 
 #[test]
 fn new_outside_tokio_is_an_error_not_a_panic() {
     let err = Runtime::new(1).unwrap_err();
-    assert_eq!(err, ConfigError::NoTokioRuntime);
+    assert_eq!(err, ShapeConfigError::NoTokioRuntime);
     assert!(err.to_string().contains("Runtime::with_handle"));
 }

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::*;
 use crate::Metrics;
-use crate::serve::{ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT};
+use crate::serve::ConnectionLimits;
 
 const IDLE: Duration = Duration::from_secs(60);
 
@@ -368,7 +368,10 @@ async fn hostile_29_a_call_without_its_message_is_cancelled_at_the_header_timeou
     let mut connection = Connection::open(&gate, limits()).await;
     let started = Instant::now();
     assert_eq!(connection.call_without_message().await.unwrap(), "4");
-    assert_eq!(started.elapsed(), DEFAULT_HEADER_READ_TIMEOUT);
+    assert_eq!(
+        started.elapsed(),
+        ConnectionLimits::DEFAULT_HEADER_READ_TIMEOUT
+    );
     // Its place is given back, and the connection serves on.
     assert_eq!(connection.cap.in_flight.get(), 0);
     assert_eq!(connection.call().await.unwrap(), "0");

@@ -2,17 +2,19 @@
 //! served over a fake source on a socket, runs its scripts, and its DOM must show the fake's
 //! numbers, escaped, and how many of the config's rules it shows. A screenshot goes to `target/dashboard.png`.
 
-use crate::support;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use slidewin_server::{
+use super::dashboard_router;
+use crate::snapshot::{
     BackendStatus, ConfigStatus, LoadError, PerSecond, RuleStats, Snapshot, SnapshotSource, TopKey,
-    Totals, dashboard_router,
+    Totals,
 };
-use support::browser;
+
+// The browser the integration tests drive too.
+#[path = "../../tests/support/browser.rs"]
+mod browser;
 
 /// What the page must escape: it must show it as text, never as markup.
 const HOSTILE: &str = "<img src=x onerror=alert(1)>";

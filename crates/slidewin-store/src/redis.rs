@@ -1,19 +1,17 @@
 //! [`Redis`]: counts on Redis or a Redis Cluster through a `RedisLimiter`, with the `redis`
 //! feature.
 
-use slidewin::Moment;
 use slidewin::limit::RuleSet;
+use slidewin::{ConfigError, Moment};
+use slidewin_redis::{CircuitState, FailurePolicy};
 
-use super::{Backend, BackendError, Checked};
-use crate::error::ConfigError;
-use crate::limit::RequestKey;
+use crate::{Backend, BackendError, BackendKind, BackendState, Checked, RequestKey};
 
 /// Counts on Redis or a Redis Cluster, through a
-/// [`RedisLimiter`](slidewin_redis::RedisLimiter): the same decisions as [`Memory`](super::Memory), shared by
+/// [`RedisLimiter`](slidewin_redis::RedisLimiter): the same decisions as [`Memory`](crate::Memory), shared by
 /// every process that uses the same Redis and prefix. Its
-/// [`FailurePolicy`](slidewin_redis::FailurePolicy), if set, answers while Redis cannot, and
-/// the layer can say so in a header
-/// ([`degraded_header`](crate::RateLimitLayerBuilder::degraded_header)).
+/// [`FailurePolicy`], if set, answers while Redis cannot, and the answer says so
+/// ([`Checked::degraded`]).
 ///
 /// Time is the Redis server's by default, so that every process agrees;
 /// [`with_layer_clock`](Redis::with_layer_clock) uses the layer's clock instead (for tests
@@ -24,7 +22,7 @@ use crate::limit::RequestKey;
 /// use slidewin_redis::{FailurePolicy, RedisLimiter};
 /// let limiter = RedisLimiter::connect("redis://127.0.0.1/").await?
 ///     .with_failure_policy(FailurePolicy::Open);
-/// let backend = slidewin_http::Redis::new(limiter);
+/// let backend = slidewin_store::Redis::new(limiter);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -67,9 +65,7 @@ impl Backend for Redis {
     type Store = slidewin_redis::Rules;
 
     fn store(&self, rules: RuleSet) -> Result<Self::Store, ConfigError> {
-        slidewin_redis::Rules::new(rules).map_err(|err| ConfigError::Backend {
-            detail: err.to_string(),
-        })
+        slidewin_redis::Rules::new(rules)
     }
 
     async fn check<'a>(
@@ -99,5 +95,31 @@ impl Backend for Redis {
                 detail: err.to_string(),
             }),
         }
+    }
+
+    fn kind(&self) -> BackendKind {
+        if self.limiter.is_cluster() {
+            BackendKind::RedisCluster
+        } else {
+            BackendKind::Redis
+        }
+    }
+
+    /// Its circuit's state: closed is up, half-open probing, open down.
+    fn state(&self) -> BackendState {
+        match self.limiter.circuit_state() {
+            CircuitState::Closed => BackendState::Up,
+            CircuitState::HalfOpen => BackendState::Probing,
+            _ => BackendState::Down,
+        }
+    }
+
+    fn failure_policy(&self) -> Option<FailurePolicy> {
+        self.limiter.failure_policy()
+    }
+
+    /// Its stores hold nothing: the counts are in Redis.
+    fn holds_keys(&self, _store: &Self::Store, _now: Moment) -> bool {
+        false
     }
 }

@@ -13,9 +13,9 @@ use slidewin::limit::{
 };
 use slidewin::{Keyed, Moment};
 
-use super::{Backend, BackendError, Checked};
-use crate::error::ConfigError;
-use crate::limit::RequestKey;
+use slidewin::ConfigError;
+
+use crate::{Backend, BackendError, BackendKind, Checked, RequestKey};
 
 /// Counts in this process's memory: a [`Keyed`] limiter per rule set, sharded, with idle keys
 /// dropped and a cap on live keys (governor #171: a limiter keyed by IP driven out of memory
@@ -31,7 +31,7 @@ use crate::limit::RequestKey;
 /// refused with [`BackendError::MemoryFull`] while it is spent.
 ///
 /// ```
-/// use slidewin_http::Memory;
+/// use slidewin_store::Memory;
 /// assert_eq!(Memory::new().max_keys(), Memory::DEFAULT_MAX_KEYS);
 /// assert_eq!(Memory::new().with_max_keys(10_000).max_keys(), 10_000);
 /// assert_eq!(Memory::new().with_max_memory(1 << 30).max_memory(), Some(1 << 30));
@@ -85,7 +85,7 @@ impl Memory {
     /// ```
     /// use slidewin::Moment;
     /// use slidewin::limit::{Kind, Rule, RuleSet};
-    /// use slidewin_http::{Backend, Memory};
+    /// use slidewin_store::{Backend, Memory};
     ///
     /// let memory = Memory::new().with_max_memory(1 << 20);
     /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "5/s".parse()?)?))?;
@@ -207,7 +207,7 @@ impl MemoryStore {
     /// ```
     /// use slidewin::Moment;
     /// use slidewin::limit::{Kind, Rule, RuleSet};
-    /// use slidewin_http::{Backend, Memory};
+    /// use slidewin_store::{Backend, Memory};
     ///
     /// let memory = Memory::new();
     /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::Gcra, "1/s".parse()?)?))?;
@@ -237,7 +237,7 @@ impl MemoryStore {
     /// ```
     /// use slidewin::Moment;
     /// use slidewin::limit::{Kind, Rule, RuleSet};
-    /// use slidewin_http::{Backend, Memory};
+    /// use slidewin_store::{Backend, Memory};
     ///
     /// let memory = Memory::new();
     /// let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "1/s".parse()?)?))?;
@@ -270,7 +270,7 @@ impl MemoryStore {
     /// ```
     /// use slidewin::Moment;
     /// use slidewin::limit::{Kind, Rule, RuleSet};
-    /// use slidewin_http::{Backend, Memory};
+    /// use slidewin_store::{Backend, Memory};
     ///
     /// let memory = Memory::new();
     /// let api = |quota: &str| Rule::new("api", Kind::FixedWindow, quota.parse().unwrap());
@@ -351,6 +351,23 @@ impl Backend for Memory {
         cost: u64,
     ) -> Option<Result<Checked, BackendError>> {
         Some(check_memory(store, key, now, cost))
+    }
+
+    fn kind(&self) -> BackendKind {
+        BackendKind::Memory
+    }
+
+    fn keys(&self, store: &MemoryStore) -> Option<u64> {
+        Some(u64::try_from(store.len()).unwrap_or(u64::MAX))
+    }
+
+    fn memory(&self) -> Option<(usize, usize)> {
+        self.max_memory().map(|max| (self.memory_used(), max))
+    }
+
+    fn holds_keys(&self, store: &MemoryStore, now: Moment) -> bool {
+        store.sweep(now);
+        !store.is_empty()
     }
 }
 

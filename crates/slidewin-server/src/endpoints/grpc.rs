@@ -1,4 +1,4 @@
-//! Envoy's RLS v3 gRPC on a [`Service`]: `ShouldRateLimit` decoded within bounds, decided by
+//! Envoy's RLS v3 gRPC on a [`Endpoints`]: `ShouldRateLimit` decoded within bounds, decided by
 //! the engine, and answered as Envoy reads it.
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue as PbHeader;
@@ -20,15 +20,16 @@ use std::task::{Context, Poll};
 use tonic::Status;
 use tonic::codec::{DecodeBuf, EncodeBuf};
 
-use super::{MAX_BODY_BYTES, Service};
-use crate::backend::ServiceBackend;
+use super::Endpoints;
 use crate::config::Unit;
+use crate::engine::Bounds;
 use crate::engine::{Code, LimitOverride, RateLimitRequest, RequestDescriptor, RequestError};
 use crate::serve::GrpcRequest;
+use slidewin_store::Backend;
 
-/// Envoy's `RateLimitService` on a [`Service`].
-struct Grpc<B: ServiceBackend> {
-    service: Service<B>,
+/// Envoy's `RateLimitService` on a [`Endpoints`].
+struct Grpc<B: Backend> {
+    service: Endpoints<B>,
 }
 
 /// The one method's path.
@@ -38,15 +39,15 @@ const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/Sh
 /// unary machinery with [`Codec`], any other path `UNIMPLEMENTED`. (The generated
 /// `RateLimitServiceServer` does the same with tonic-prost's codec, which answers a
 /// message that does not decode with `INTERNAL`.)
-pub(crate) struct Rls<B: ServiceBackend>(Arc<Grpc<B>>);
+pub(crate) struct Rls<B: Backend>(Arc<Grpc<B>>);
 
-impl<B: ServiceBackend> Rls<B> {
-    pub(crate) fn new(service: Service<B>) -> Rls<B> {
+impl<B: Backend> Rls<B> {
+    pub(crate) fn new(service: Endpoints<B>) -> Rls<B> {
         Rls(Arc::new(Grpc { service }))
     }
 }
 
-impl<B: ServiceBackend> Clone for Rls<B> {
+impl<B: Backend> Clone for Rls<B> {
     fn clone(&self) -> Rls<B> {
         Rls(Arc::clone(&self.0))
     }
@@ -55,7 +56,7 @@ impl<B: ServiceBackend> Clone for Rls<B> {
 type Answer = http::Response<tonic::body::Body>;
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-impl<B: ServiceBackend> tower::Service<GrpcRequest> for Rls<B> {
+impl<B: Backend> tower::Service<GrpcRequest> for Rls<B> {
     type Response = Answer;
     type Error = Infallible;
     type Future = Boxed<Result<Answer, Infallible>>;
@@ -75,16 +76,16 @@ impl<B: ServiceBackend> tower::Service<GrpcRequest> for Rls<B> {
         let method = Method(Arc::clone(&self.0));
         Box::pin(async move {
             let mut grpc = tonic::server::Grpc::new(Codec)
-                .apply_max_message_size_config(Some(MAX_BODY_BYTES), None);
+                .apply_max_message_size_config(Some(Bounds::MAX_BODY_BYTES), None);
             Ok(grpc.unary(method, request).await)
         })
     }
 }
 
 /// `ShouldRateLimit`, as tonic's unary machinery calls it.
-struct Method<B: ServiceBackend>(Arc<Grpc<B>>);
+struct Method<B: Backend>(Arc<Grpc<B>>);
 
-impl<B: ServiceBackend> tonic::server::UnaryService<PbRequest> for Method<B> {
+impl<B: Backend> tonic::server::UnaryService<PbRequest> for Method<B> {
     type Response = PbResponse;
     type Future = Boxed<Result<tonic::Response<PbResponse>, Status>>;
 
@@ -175,7 +176,7 @@ fn pb_code(code: Code) -> i32 {
 }
 
 #[tonic::async_trait]
-impl<B: ServiceBackend> RateLimitService for Grpc<B> {
+impl<B: Backend> RateLimitService for Grpc<B> {
     async fn should_rate_limit(
         &self,
         request: tonic::Request<PbRequest>,

@@ -15,28 +15,27 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::access::{AdminHost, AdminHosts, AdminToken};
-use crate::backend::ServiceBackend;
-use crate::config_read::{CONFIG_READ_TIMEOUT, Reader};
+use crate::config::Config;
+use crate::config_read::Reader;
+use crate::engine::Bounds;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::snapshot::feed::{Feed, stats_answer};
 use crate::snapshot::{BackendStatus, ConfigStatus, LoadError, Snapshot, SnapshotSource};
-
-/// The largest request body `POST /json` reads, and the largest gRPC message decoded.
-pub const MAX_BODY_BYTES: usize = 1 << 20;
+use slidewin_store::{Backend, BackendState};
 
 /// The engine, the files its config comes from, and how its loads went. Cloning shares it.
-pub struct Service<B: ServiceBackend> {
+pub struct Endpoints<B: Backend> {
     inner: Arc<ServiceInner<B>>,
-    /// What the admin routes require; none: they are open to [`Service::admin_hosts`].
+    /// What the admin routes require; none: they are open to [`Endpoints::admin_hosts`].
     admin_token: Option<AdminToken>,
     /// The hosts besides the loopback ones that the open admin routes answer.
     admin_hosts: AdminHosts,
 }
 
-impl<B: ServiceBackend> Clone for Service<B> {
-    fn clone(&self) -> Service<B> {
-        Service {
+impl<B: Backend> Clone for Endpoints<B> {
+    fn clone(&self) -> Endpoints<B> {
+        Endpoints {
             inner: Arc::clone(&self.inner),
             admin_token: self.admin_token.clone(),
             admin_hosts: self.admin_hosts.clone(),
@@ -44,7 +43,7 @@ impl<B: ServiceBackend> Clone for Service<B> {
     }
 }
 
-struct ServiceInner<B: ServiceBackend> {
+struct ServiceInner<B: Backend> {
     engine: Engine<B>,
     /// Reads the config's files or directories (none for the built-in example) off the
     /// workers.
@@ -55,7 +54,7 @@ struct ServiceInner<B: ServiceBackend> {
     draining: tokio::sync::watch::Sender<bool>,
 }
 
-/// How many loads took effect and failed: what [`Service::load_tally`] watches.
+/// How many loads took effect and failed: what [`Endpoints::load_tally`] watches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadTally {
     /// The version in force (1 for the first config).
@@ -74,17 +73,17 @@ fn rfc3339(at: jiff::Timestamp) -> String {
     at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-impl<B: ServiceBackend> Service<B> {
+impl<B: Backend> Endpoints<B> {
     /// A service of `engine`, whose config is reloaded from `paths` (none: never reloaded).
     #[must_use]
-    pub fn new(engine: Engine<B>, paths: Vec<PathBuf>) -> Service<B> {
+    pub fn new(engine: Engine<B>, paths: Vec<PathBuf>) -> Endpoints<B> {
         let metrics = engine.metrics().clone();
         metrics.config_loaded(true);
         metrics.set_config_version(1);
-        Service {
+        Endpoints {
             inner: Arc::new(ServiceInner {
                 engine,
-                reader: Reader::new(paths, CONFIG_READ_TIMEOUT),
+                reader: Reader::new(paths, Config::READ_TIMEOUT),
                 loads: Mutex::new(Loads::default()),
                 tally: tokio::sync::watch::Sender::new(LoadTally {
                     version: 1,
@@ -102,15 +101,15 @@ impl<B: ServiceBackend> Service<B> {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use slidewin_server::{AdminToken, Bounds, Config, Engine, Metrics, Service};
-    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
-    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
-    /// let service = Service::new(engine, vec![]).with_admin_token(AdminToken::new("0123456789abcdef0123")?);
+    /// use slidewin_server::{AdminToken, Bounds, Config, Engine, Metrics, Endpoints};
+    /// let config = Config::parse(Config::EXAMPLE, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_store::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Endpoints::new(engine, vec![]).with_admin_token(AdminToken::new("0123456789abcdef0123")?);
     /// let _router = service.router(true);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
-    pub fn with_admin_token(mut self, token: AdminToken) -> Service<B> {
+    pub fn with_admin_token(mut self, token: AdminToken) -> Endpoints<B> {
         self.admin_token = Some(token);
         self
     }
@@ -123,29 +122,29 @@ impl<B: ServiceBackend> Service<B> {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use slidewin_server::{AdminHost, Bounds, Config, Engine, Metrics, Service};
-    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
-    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// use slidewin_server::{AdminHost, Bounds, Config, Engine, Metrics, Endpoints};
+    /// let config = Config::parse(Config::EXAMPLE, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_store::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
     /// let host: AdminHost = "slidewin.internal".parse()?;
-    /// let service = Service::new(engine, vec![]).with_admin_hosts([host]);
+    /// let service = Endpoints::new(engine, vec![]).with_admin_hosts([host]);
     /// assert_eq!(service.admin_hosts()[0].to_string(), "slidewin.internal");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
-    pub fn with_admin_hosts(mut self, hosts: impl IntoIterator<Item = AdminHost>) -> Service<B> {
+    pub fn with_admin_hosts(mut self, hosts: impl IntoIterator<Item = AdminHost>) -> Endpoints<B> {
         self.admin_hosts = AdminHosts::new(hosts);
         self
     }
 
     /// The hosts besides the loopback ones that the admin routes answer without a token
-    /// ([`Service::with_admin_hosts`]).
+    /// ([`Endpoints::with_admin_hosts`]).
     #[must_use]
     pub fn admin_hosts(&self) -> &[AdminHost] {
         self.admin_hosts.as_slice()
     }
 
     /// Marks the admin sign-in cookie `Secure`: the HTTP listener speaks TLS.
-    pub(crate) fn over_tls(mut self) -> Service<B> {
+    pub(crate) fn over_tls(mut self) -> Endpoints<B> {
         self.admin_token = self.admin_token.map(|t| t.with_secure_cookie(true));
         self
     }
@@ -156,10 +155,10 @@ impl<B: ServiceBackend> Service<B> {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use slidewin_server::{Bounds, Config, Engine, Metrics, Service};
-    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
-    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
-    /// let service = Service::new(engine, vec![]);
+    /// use slidewin_server::{Bounds, Config, Engine, Metrics, Endpoints};
+    /// let config = Config::parse(Config::EXAMPLE, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_store::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Endpoints::new(engine, vec![]);
     /// assert!(!service.is_draining());
     /// service.drain();
     /// assert!(service.is_draining());
@@ -169,7 +168,7 @@ impl<B: ServiceBackend> Service<B> {
         self.inner.draining.send_replace(true);
     }
 
-    /// Whether the stop has begun ([`Service::drain`]).
+    /// Whether the stop has begun ([`Endpoints::drain`]).
     #[must_use]
     pub fn is_draining(&self) -> bool {
         *self.inner.draining.borrow()
@@ -189,7 +188,7 @@ impl<B: ServiceBackend> Service<B> {
     /// Reads the config's files again and puts them in force. An invalid config changes
     /// nothing: it is logged, counted, and shown on the dashboard. The files are read, and the
     /// config built, on a blocking thread, never on the workers that answer checks, and within
-    /// [`CONFIG_READ_TIMEOUT`]: a read that takes longer is given up (a FIFO or a hung mount),
+    /// [`Config::READ_TIMEOUT`]: a read that takes longer is given up (a FIFO or a hung mount),
     /// and while it has not returned, a reload is refused by name. The config in force answers
     /// throughout.
     ///
@@ -244,10 +243,10 @@ impl<B: ServiceBackend> Service<B> {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use slidewin_server::{Bounds, Config, Engine, Metrics, Service};
-    /// let config = Config::parse(slidewin_server::EXAMPLE_CONFIG, "example.yaml")?;
-    /// let engine = Engine::new(slidewin_http::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
-    /// let service = Service::new(engine, vec![]);
+    /// use slidewin_server::{Bounds, Config, Engine, Metrics, Endpoints};
+    /// let config = Config::parse(Config::EXAMPLE, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_store::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Endpoints::new(engine, vec![]);
     /// assert_eq!(service.load_tally().borrow().version, 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -264,15 +263,15 @@ impl<B: ServiceBackend> Service<B> {
 
     /// The HTTP API: `POST /json`, `GET /healthz`, and unless `admin` is false, `GET
     /// /api/config`, `GET /api/stats`, `GET /metrics` and the dashboard, which require the
-    /// admin token if the service has one ([`Service::with_admin_token`]), and otherwise
-    /// answer only loopback hosts and [`Service::with_admin_hosts`]'s. `POST /json` takes
+    /// admin token if the service has one ([`Endpoints::with_admin_token`]), and otherwise
+    /// answer only loopback hosts and [`Endpoints::with_admin_hosts`]'s. `POST /json` takes
     /// `content-type: application/json` only (else `415`): no web page can send that without
     /// the browser asking first (a CORS preflight, which is not answered).
     pub fn router(&self, admin: bool) -> Router {
         let api = Router::new()
             .route("/json", post(json::json::<B>))
             .route("/healthz", get(health::<B>))
-            .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+            .layer(DefaultBodyLimit::max(Bounds::MAX_BODY_BYTES))
             .with_state(self.clone());
         if !admin {
             return api;
@@ -294,8 +293,22 @@ impl<B: ServiceBackend> Service<B> {
     }
 }
 
-impl<B: ServiceBackend> SnapshotSource for Service<B> {
-    fn snapshot(&self) -> Snapshot {
+impl<B: Backend> Endpoints<B> {
+    /// What the service is doing now: what `GET /api/stats` answers and the dashboard shows
+    /// (its config, its backend, its busiest rules and the keys denied most).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use slidewin_server::{Bounds, Config, Endpoints, Engine, Metrics};
+    ///
+    /// let config = Config::parse(Config::EXAMPLE, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_store::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let snapshot = Endpoints::new(engine, vec![]).snapshot();
+    /// assert_eq!((snapshot.backend.kind.as_str(), snapshot.backend.state.as_str()), ("memory", "up"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn snapshot(&self) -> Snapshot {
         let engine = &self.inner.engine;
         let (config, version, loaded_at) = engine.config();
         let (last_error, errors_total) = {
@@ -317,9 +330,9 @@ impl<B: ServiceBackend> SnapshotSource for Service<B> {
                 errors_total,
             },
             backend: BackendStatus {
-                kind: backend.kind().to_owned(),
-                state: state.to_owned(),
-                failure_policy: backend.failure_policy().map(str::to_owned),
+                kind: backend.kind().to_string(),
+                state: state.to_string(),
+                failure_policy: backend.failure_policy().map(|p| p.to_string()),
                 errors_total: engine.metrics().backend_errors(),
             },
             top_denied: engine.top_denied(),
@@ -328,14 +341,20 @@ impl<B: ServiceBackend> SnapshotSource for Service<B> {
         snapshot.show(engine.busiest_rules(crate::snapshot::MAX_SHOWN_RULES));
         snapshot
     }
+}
+
+impl<B: Backend> SnapshotSource for Endpoints<B> {
+    fn snapshot(&self) -> Snapshot {
+        Endpoints::snapshot(self)
+    }
 
     /// Each load, taken or failed, adds one to the version or to the errors; the store's
     /// state is the low two bits.
     fn generation(&self) -> u64 {
         let loads = *self.inner.tally.borrow();
         let state = match self.inner.engine.backend().state() {
-            "up" => 0,
-            "probing" => 1,
+            BackendState::Up => 0,
+            BackendState::Probing => 1,
             _ => 2,
         };
         loads.version.wrapping_add(loads.errors) << 2 | state
@@ -345,7 +364,7 @@ impl<B: ServiceBackend> SnapshotSource for Service<B> {
 /// `GET /healthz`: 200 `OK` while the service decides with its store; 503 with the reason
 /// while it is stopping or its store does not answer (a failure policy may still be answering
 /// for it: the service is up, but not ready).
-async fn health<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+async fn health<B: Backend>(State(service): State<Endpoints<B>>) -> Response {
     let unready = |why: String| {
         (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -359,7 +378,7 @@ async fn health<B: ServiceBackend>(State(service): State<Service<B>>) -> Respons
     }
     let backend = service.engine().backend();
     match backend.state() {
-        "up" => ([(header::CACHE_CONTROL, "no-store")], "OK\n").into_response(),
+        BackendState::Up => ([(header::CACHE_CONTROL, "no-store")], "OK\n").into_response(),
         state => unready(match backend.failure_policy() {
             Some(policy) => format!(
                 "the {} backend is {state}; answering by the failure policy ({policy})",
@@ -370,7 +389,7 @@ async fn health<B: ServiceBackend>(State(service): State<Service<B>>) -> Respons
     }
 }
 
-async fn api_config<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+async fn api_config<B: Backend>(State(service): State<Endpoints<B>>) -> Response {
     let (config, version, loaded_at) = service.engine().config();
     Json(serde_json::json!({
         "version": version,
@@ -383,7 +402,7 @@ async fn api_config<B: ServiceBackend>(State(service): State<Service<B>>) -> Res
 
 /// `GET /api/stats`: the snapshot the dashboard's event streams share, or one younger than a
 /// tick: a loop of requests builds one a tick at most, off the async workers.
-async fn metrics<B: ServiceBackend>(State(service): State<Service<B>>) -> Response {
+async fn metrics<B: Backend>(State(service): State<Endpoints<B>>) -> Response {
     let engine = service.engine();
     engine.metrics().set_backend_state(engine.backend().state());
     if let Some((used, max)) = engine.backend().memory() {

@@ -6,7 +6,7 @@
 
 use slidewin::Moment;
 use slidewin::limit::{Kind, Rule, RuleSet};
-use slidewin_http::{Backend, Memory};
+use slidewin_store::{Backend, Memory};
 
 /// A moment well inside Redis's exact range, as Unix time.
 const START: u64 = 1_700_000_000;
@@ -275,8 +275,8 @@ async fn memory_carries_up_to_its_cap() {
 
 #[cfg(feature = "redis")]
 mod redis {
-    use slidewin_http::Redis;
     use slidewin_redis::RedisLimiter;
+    use slidewin_store::Redis;
     use slidewin_test_support::redis::RedisServer;
 
     use super::*;

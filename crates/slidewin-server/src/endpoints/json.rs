@@ -9,13 +9,14 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::{MAX_BODY_BYTES, Service};
-use crate::backend::ServiceBackend;
+use super::Endpoints;
 use crate::config::Unit;
+use crate::engine::Bounds;
 use crate::engine::{
     Code, DescriptorStatus, Entry, LimitOverride, RateLimitRequest, RateLimitResponse,
     RequestDescriptor,
 };
+use slidewin_store::Backend;
 
 /// `POST /json`'s body: envoy's `RateLimitRequest` in protobuf's JSON mapping (either
 /// spelling of a field, as protobuf's JSON parsers take).
@@ -188,7 +189,7 @@ fn problem(status: StatusCode, detail: &str) -> Response {
         .into_response()
 }
 
-/// A body over [`MAX_BODY_BYTES`]: 413, naming the bound.
+/// A body over [`Bounds::MAX_BODY_BYTES`]: 413, naming the bound.
 fn too_large(declared: Option<u64>) -> Response {
     let what = declared.map_or_else(
         || "the request body is too large".to_owned(),
@@ -196,12 +197,12 @@ fn too_large(declared: Option<u64>) -> Response {
     );
     problem(
         StatusCode::PAYLOAD_TOO_LARGE,
-        &format!("{what}: at most {MAX_BODY_BYTES} bytes"),
+        &format!("{what}: at most {} bytes", Bounds::MAX_BODY_BYTES),
     )
 }
 
-pub(super) async fn json<B: ServiceBackend>(
-    State(service): State<Service<B>>,
+pub(super) async fn json<B: Backend>(
+    State(service): State<Endpoints<B>>,
     request: axum::extract::Request,
 ) -> Response {
     use axum::extract::FromRequest;
@@ -217,7 +218,7 @@ pub(super) async fn json<B: ServiceBackend>(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+    if declared.is_some_and(|len| len > Bounds::MAX_BODY_BYTES as u64) {
         return too_large(declared);
     }
     // Chunked: read up to the bound (the router's `DefaultBodyLimit`), and no further.

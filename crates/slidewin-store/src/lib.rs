@@ -1,0 +1,178 @@
+//! Where slidewin's limits keep their counts: the one seam that the HTTP layer
+//! (`slidewin-http`) and the rate-limit service (`slidewin-server`) both decide through.
+//!
+//! - [`Backend`]: makes a **store** for a rule set, **checks** a key of it (every rule admits
+//!   and all are charged, or none is), and **carries** a retired store's counts into the one
+//!   replacing it after a reload. It also says what it is ([`BackendKind`]), whether it
+//!   answers ([`BackendState`]) and what it holds.
+//! - [`Memory`]: counts in this process, with a cap on live keys and an optional budget of
+//!   bytes. [`Redis`] (the `redis` feature): counts on Redis or a Redis Cluster, shared by every
+//!   process on the same prefix.
+//! - [`Checked`]: a check's answer, each rule's decision and whether a failure policy made it
+//!   (**degraded**); [`BackendError`]: a check no one could decide.
+//!
+//! ```
+//! use slidewin::Moment;
+//! use slidewin::limit::{Kind, Rule, RuleSet};
+//! use slidewin_store::{Backend, BackendKind, BackendState, Memory};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let memory = Memory::new();
+//! let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "1/s".parse()?)?))?;
+//! assert!(memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+//! assert!(!memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+//! assert_eq!((memory.kind(), memory.state()), (BackendKind::Memory, BackendState::Up));
+//! # Ok(()) }
+//! ```
+
+mod checked;
+mod error;
+mod key;
+mod memory;
+#[cfg(feature = "redis")]
+mod redis;
+mod state;
+
+use std::future::Future;
+
+use slidewin::limit::RuleSet;
+use slidewin::{ConfigError, Moment};
+
+pub use self::checked::Checked;
+pub use self::error::BackendError;
+pub use self::key::RequestKey;
+pub use self::memory::{Memory, MemoryStore};
+#[cfg(feature = "redis")]
+pub use self::redis::Redis;
+pub use self::state::{BackendKind, BackendState};
+
+/// Where counts are kept: one trait over [`Memory`] and [`Redis`], so one layer type, one
+/// service and one test serve both.
+///
+/// A backend makes a **store** for each rule set its caller holds, and checks a key of a
+/// store (a [`RequestKey`]: an address or text): every rule of the set admits, and then all
+/// are charged, or none is (all-or-nothing).
+///
+/// # Example
+///
+/// ```
+/// use slidewin::Moment;
+/// use slidewin::limit::{Kind, Rule, RuleSet};
+/// use slidewin_store::{Backend, Memory};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let memory = Memory::new();
+/// let store = memory.store(RuleSet::from(Rule::new("api", Kind::SlidingLog, "1/s".parse()?)?))?;
+/// assert!(memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+/// assert!(!memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+/// # Ok(()) }
+/// ```
+pub trait Backend: Send + Sync + 'static {
+    /// The counts of one rule set, for every key.
+    type Store: Send + Sync + 'static;
+
+    /// A store for `rules`.
+    ///
+    /// # Errors
+    ///
+    /// What the backend cannot hold, named (a cap of zero keys, a rule Redis cannot count).
+    fn store(&self, rules: RuleSet) -> Result<Self::Store, ConfigError>;
+
+    /// Decides about `cost` for `key` in `store` at `now` (the caller's clock; a backend may
+    /// keep time of its own, as Redis does by default), and charges it when every rule admits.
+    fn check<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        now: Moment,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
+
+    /// [`check`](Backend::check), answered at once by a backend that never waits (memory):
+    /// the caller then needs no boxed future for the request. `None`, the default, means the
+    /// backend did nothing and must be asked with `check`. A backend answers at once always or
+    /// never.
+    fn check_at_once(
+        &self,
+        store: &Self::Store,
+        key: RequestKey<'_>,
+        now: Moment,
+        cost: u64,
+    ) -> Option<Result<Checked, BackendError>> {
+        let _ = (store, key, now, cost);
+        None
+    }
+
+    /// Moves the counts of `from`, a store being retired (its rule set changed by a reload),
+    /// into `to`, the store replacing it, converted to `to`'s quotas at `now`; returns how
+    /// many keys were carried. So a limit kept by name across a reload keeps its counts, and
+    /// every answer afterwards is against the new quota.
+    ///
+    /// The default carries nothing and answers 0: for a backend whose counts do not live in
+    /// the store, which has nothing to move. [`Redis`] is one: it keeps a rule's counts in
+    /// Redis under `{prefix:key}:name:kind`, a key without the quota in it, so a quota changed
+    /// under the same name and kind is read from the same counts by the new store. [`Memory`]
+    /// moves its keys, converted as [`Keyed::carry_from`](slidewin::Keyed::carry_from) says.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_store::{Backend, Memory};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let memory = Memory::new();
+    /// let api = |quota: &str| Rule::new("api", Kind::SlidingLog, quota.parse().unwrap());
+    /// let old = memory.store(RuleSet::from(api("2/minute")?))?;
+    /// assert!(memory.check(&old, "ann".into(), Moment::ZERO, 2).await?.allowed());
+    ///
+    /// // The reload raises the limit to 3: ann has used 2 of them.
+    /// let new = memory.store(RuleSet::from(api("3/minute")?))?;
+    /// assert_eq!(memory.carry(&new, &old, Moment::ZERO), 1);
+    /// let checked = memory.check(&new, "ann".into(), Moment::ZERO, 1).await?;
+    /// assert!(checked.allowed());
+    /// assert_eq!((checked.decision().limit(), checked.decision().remaining()), (3, 0));
+    /// # Ok(()) }
+    /// ```
+    fn carry(&self, to: &Self::Store, from: &Self::Store, now: Moment) -> usize {
+        let _ = (to, from, now);
+        0
+    }
+
+    /// What it keeps its counts in.
+    fn kind(&self) -> BackendKind;
+
+    /// Whether it answers now. The default: always [`Up`](BackendState::Up), for a backend
+    /// that cannot fail.
+    fn state(&self) -> BackendState {
+        BackendState::Up
+    }
+
+    /// What answers while it is not up, if anything: checks fail without one.
+    #[cfg(feature = "redis")]
+    fn failure_policy(&self) -> Option<slidewin_redis::FailurePolicy> {
+        None
+    }
+
+    /// The keys `store` holds, where the backend counts them (memory); `None` where the store
+    /// is elsewhere (Redis).
+    fn keys(&self, store: &Self::Store) -> Option<u64> {
+        let _ = store;
+        None
+    }
+
+    /// The bytes its keys hold on its memory budget, and the budget: `None` where it keeps no
+    /// budget.
+    fn memory(&self) -> Option<(usize, usize)> {
+        None
+    }
+
+    /// Whether `store` holds a key still live at `now` (those gone idle are dropped first):
+    /// a store that holds none may be dropped and made again without losing a count. The
+    /// default, `true`, never lets one go; Redis, whose stores hold nothing, answers `false`.
+    fn holds_keys(&self, store: &Self::Store, now: Moment) -> bool {
+        let _ = (store, now);
+        true
+    }
+}

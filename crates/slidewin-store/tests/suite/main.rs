@@ -1,0 +1,5 @@
+//! slidewin-store's tests, one binary: the counts carried across a reload, and what each
+//! backend says of itself.
+
+mod carry;
+mod state;
