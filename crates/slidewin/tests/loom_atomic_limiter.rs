@@ -1,7 +1,7 @@
 //! Model checks of `SharedLimiter`'s lock-free compare-and-swap loop (for `Gcra` and `FixedWindow`) under loom: every
 //! interleaving of the threads, not just the ones a run happens to hit.
 //!
-//! `RUSTFLAGS="--cfg loom" cargo test -p slidewin --test loom_atomic_limiter --release`
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p slidewin --test loom_atomic_limiter --profile loom`
 //! (scripts/test runs it, in its own target directory).
 #![cfg(loom)]
 

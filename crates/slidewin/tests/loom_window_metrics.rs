@@ -1,7 +1,7 @@
 //! Model checks of `WindowMetrics`'s bucket recycling under loom: every interleaving of the
 //! threads, not just the ones a run happens to hit.
 //!
-//! `RUSTFLAGS="--cfg loom" cargo test -p slidewin --test loom_window_metrics --release`
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p slidewin --test loom_window_metrics --profile loom`
 //! (scripts/test runs it, in its own target directory).
 //!
 //! The ring here has 2 buckets of 2 ns (epochs 0 and 2 share slot 0), so an add at 4 ns

@@ -18,9 +18,11 @@ use slidewin::limit::{Kind, Rule, RuleSet};
 use slidewin::time::ManualClock;
 use slidewin::{Clock, Moment};
 use slidewin_http::{
-    Backend, Key, Limit, Memory, MissingKey, RateLimitLayer, RateLimitLayerBuilder, Redis,
+    Backend, Key, Limit, Memory, MissingKey, RateLimitLayer, RateLimitLayerBuilder,
 };
+// The store's own Redis backend, so that the tests build without the `redis` feature too.
 use slidewin_redis::RedisLimiter;
+use slidewin_store::Redis;
 use slidewin_test_support::redis::{RedisCluster, RedisServer};
 use support::members;
 use tower::ServiceExt;

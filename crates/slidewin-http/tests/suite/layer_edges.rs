@@ -16,11 +16,12 @@ use slidewin::limit::{Kind, Rule, RuleSet};
 use slidewin::time::ManualClock;
 use slidewin::{Clock, Keyed, Moment};
 use slidewin_http::{
-    ForwardedHeader, HttpConfigError, Key, Limit, Memory, RateLimitFields, RateLimitLayer, Redis,
+    ForwardedHeader, HttpConfigError, Key, Limit, Memory, RateLimitFields, RateLimitLayer,
     TrustedProxies,
 };
 use slidewin_redis::{FailurePolicy, RedisLimiter};
 use slidewin_shape::TokioClock;
+use slidewin_store::Redis;
 use slidewin_test_support::redis::RedisServer;
 use tower::ServiceExt;
 
