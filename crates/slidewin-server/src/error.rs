@@ -6,7 +6,7 @@ use std::fmt;
 use std::io;
 
 /// Why [`run`](crate::run), [`Engine::new`](crate::Engine::new),
-/// [`Engine::reload`](crate::Engine::reload), [`Endpoints::reload`](crate::Service::reload),
+/// [`Engine::reload`](crate::Engine::reload), [`Endpoints::reload`](crate::Endpoints::reload),
 /// [`watch_config`](crate::watch_config) or
 /// [`ConnectionLimits::validate`](crate::ConnectionLimits::validate) failed. Its `Display` is the message for a person (the
 /// CLI prints it); its variant is what a program branches on.

@@ -93,7 +93,8 @@ pub struct BackendStatus {
 pub struct RuleStats {
     /// The domain it belongs to.
     pub domain: String,
-    /// Its one name (see [`crate::config::DescriptorLimit::name`]).
+    /// Its one name: the config's `name`, else its descriptor path without the domain (see
+    /// the crate's README).
     pub name: String,
     /// Its quota, as `10 per 1s`.
     pub quota: String,

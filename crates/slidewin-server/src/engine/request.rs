@@ -101,7 +101,7 @@ pub struct RequestDescriptor {
 }
 
 /// A limit a request sets for one descriptor: `requests_per_unit` per `unit`, counted by a
-/// sliding log up to [`Config::MAX_LOG_LIMIT`](Config::MAX_LOG_LIMIT) and `sliding_counter` past it (0
+/// sliding log up to [`Config::MAX_LOG_LIMIT`](crate::Config::MAX_LOG_LIMIT) and `sliding_counter` past it (0
 /// denies every request, as in envoy ratelimit). Its unit is bounded by
 /// [`Bounds::max_override_unit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
