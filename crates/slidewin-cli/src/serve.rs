@@ -23,7 +23,7 @@ pub(crate) struct ServeArgs {
     /// Where Envoy's RLS v3 gRPC listens.
     #[arg(long, env = "SLIDEWIN_GRPC_ADDR", default_value = "127.0.0.1:8081")]
     grpc_addr: SocketAddr,
-    /// Where the HTTP API (/json, /healthz, /api/*, /metrics) and the dashboard listen.
+    /// Where the HTTP API (/json, /healthcheck, /healthz, /api/*, /metrics) and the dashboard listen.
     #[arg(long, env = "SLIDEWIN_HTTP_ADDR", default_value = "127.0.0.1:8080")]
     http_addr: SocketAddr,
     /// Keep the counts in a Redis server (redis://host:port) instead of in memory. A Redis
@@ -70,14 +70,25 @@ pub(crate) struct ServeArgs {
     /// connection; past it a call is refused at once (RESOURCE_EXHAUSTED, or 503).
     #[arg(long, env = "SLIDEWIN_MAX_CALLS_IN_FLIGHT", default_value_t = ConnectionLimits::DEFAULT_MAX_CALLS_IN_FLIGHT)]
     max_calls_in_flight: usize,
-    /// On SIGTERM, how long the calls in flight may take to finish before the connections
-    /// still open are closed and the process exits: seconds (5, 0.5) or milliseconds (500ms).
+    /// On SIGTERM, how long health fails (/healthcheck 500, gRPC NOT_SERVING) while the
+    /// listeners still answer, before they stop accepting: a load balancer's time to stop
+    /// sending. Seconds (5, 0.5) or milliseconds (500ms).
+    #[arg(long, env = "SLIDEWIN_DRAIN_DELAY", default_value = "0", value_parser = seconds)]
+    drain_delay: Duration,
+    /// After the drain delay, how long the calls in flight may take to finish before the
+    /// connections still open are closed and the process exits: seconds (5, 0.5) or
+    /// milliseconds (500ms).
     #[arg(long, env = "SLIDEWIN_DRAIN_TIMEOUT", default_value = "5", value_parser = seconds)]
     drain_timeout: Duration,
+    /// Pass health checks while the backend is down and --failure-policy answers for it
+    /// (/healthcheck 200 "OK: degraded"); without it they fail, so a load balancer prefers a
+    /// replica that decides exactly.
+    #[arg(long, env = "SLIDEWIN_READY_WHEN_DEGRADED")]
+    ready_when_degraded: bool,
     /// Close the dashboard, /api/* and /metrics.
     #[arg(long, env = "SLIDEWIN_NO_ADMIN")]
     no_admin: bool,
-    /// Require this token for the dashboard, /api/* and /metrics (not for /json, /healthz or
+    /// Require this token for the dashboard, /api/* and /metrics (not for /json, the health routes or
     /// gRPC): programs send Authorization: Bearer TOKEN; a browser opens /?token=TOKEN once and
     /// keeps a cookie. At least 16 characters. A flag shows in `ps`: prefer the environment
     /// variable or --admin-token-file.
@@ -174,6 +185,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             limits: ConnectionLimits {
                 max_connections: args.max_connections,
                 max_calls_in_flight: args.max_calls_in_flight,
+                drain_delay: args.drain_delay,
                 drain_timeout: args.drain_timeout,
                 ..ConnectionLimits::default()
             },
@@ -187,6 +199,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             Policy::Open => FailurePolicy::Open,
             Policy::Closed => FailurePolicy::Closed,
         },
+        ready_when_degraded: args.ready_when_degraded,
         max_keys: args.max_keys,
         max_memory: args.max_memory,
         bounds: Bounds {

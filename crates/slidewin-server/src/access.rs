@@ -1,5 +1,5 @@
 //! Access to the admin surfaces: the dashboard (`/`, `/assets/*`), `/api/*` and `/metrics` may
-//! require a bearer token. `POST /json`, `/healthz` and gRPC never do: they are the data plane.
+//! require a bearer token. `POST /json`, `/healthcheck`, `/healthz` and gRPC never do: they are the data plane.
 //! Without a token, the admin surfaces answer only requests for a loopback host or a listed
 //! one ([`AdminHost`]), against DNS rebinding; see the `browsers` module.
 //!

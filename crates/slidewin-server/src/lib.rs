@@ -31,6 +31,7 @@ mod watch;
 
 pub use access::{AdminHost, AdminHostError, AdminToken, AdminTokenError};
 pub use config::{Config, ConfigFileError, Unit};
+pub use endpoints::health::Health;
 pub use endpoints::{Endpoints, LoadTally};
 pub use engine::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, RateLimitRequest,

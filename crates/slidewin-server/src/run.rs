@@ -54,6 +54,9 @@ pub struct RunOptions {
     pub backend: BackendChoice,
     /// What Redis answers while it is down.
     pub failure_policy: FailurePolicy,
+    /// Whether health passes while a failure policy answers for a backend that is down
+    /// ([`Endpoints::with_ready_when_degraded`]); by default it fails.
+    pub ready_when_degraded: bool,
     /// The cap on live keys per rule, in memory.
     pub max_keys: usize,
     /// The bytes every rule's keys may hold together, in memory ([`RunOptions::DEFAULT_MAX_MEMORY`]).
@@ -82,6 +85,7 @@ impl Default for RunOptions {
             serve: ServeOptions::default(),
             backend: BackendChoice::Memory,
             failure_policy: FailurePolicy::Open,
+            ready_when_degraded: false,
             max_keys: Memory::DEFAULT_MAX_KEYS,
             max_memory: RunOptions::DEFAULT_MAX_MEMORY,
             bounds: Bounds::default(),
@@ -154,7 +158,8 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
         Metrics::new(),
     )?;
     let mut service = Endpoints::new(engine, options.config.clone())
-        .with_admin_hosts(options.admin_hosts.clone());
+        .with_admin_hosts(options.admin_hosts.clone())
+        .with_ready_when_degraded(options.ready_when_degraded);
     if let Some(token) = &options.admin_token {
         service = service.with_admin_token(token.clone());
     }

@@ -149,6 +149,32 @@ pub trait Backend: Send + Sync + 'static {
         BackendState::Up
     }
 
+    /// Waits until its [`state`](Backend::state) is other than `from`, and answers the new
+    /// one (at once if it already is): for a caller that reports health as it changes. The
+    /// default never completes, for a backend that is always up.
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use std::pin::pin;
+    /// use std::task::{Context, Poll, Waker};
+    /// use slidewin_store::{Backend, BackendState, Memory};
+    ///
+    /// let memory = Memory::new();
+    /// let mut changed = pin!(memory.state_changed(BackendState::Up));
+    /// assert!(changed.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+    /// let mut now = pin!(memory.state_changed(BackendState::Down));
+    /// assert_eq!(now.as_mut().poll(&mut Context::from_waker(Waker::noop())), Poll::Ready(BackendState::Up));
+    /// ```
+    fn state_changed(&self, from: BackendState) -> impl Future<Output = BackendState> + Send {
+        let now = self.state();
+        async move {
+            if now == from {
+                std::future::pending::<()>().await;
+            }
+            now
+        }
+    }
+
     /// What answers while it is not up, if anything: checks fail without one.
     #[cfg(feature = "redis")]
     fn failure_policy(&self) -> Option<slidewin_redis::FailurePolicy> {

@@ -1,6 +1,8 @@
 //! [`Redis`]: counts on Redis or a Redis Cluster through a `RedisLimiter`, with the `redis`
 //! feature.
 
+use std::future::Future;
+
 use slidewin::limit::RuleSet;
 use slidewin::{ConfigError, Moment};
 use slidewin_redis::{CircuitState, FailurePolicy};
@@ -107,10 +109,21 @@ impl Backend for Redis {
 
     /// Its circuit's state: closed is up, half-open probing, open down.
     fn state(&self) -> BackendState {
-        match self.limiter.circuit_state() {
-            CircuitState::Closed => BackendState::Up,
-            CircuitState::HalfOpen => BackendState::Probing,
-            _ => BackendState::Down,
+        state_of(self.limiter.circuit_state())
+    }
+
+    /// As its circuit changes.
+    fn state_changed(&self, from: BackendState) -> impl Future<Output = BackendState> + Send {
+        let limiter = self.limiter.clone();
+        async move {
+            loop {
+                let circuit = limiter.circuit_state();
+                let now = state_of(circuit);
+                if now != from {
+                    return now;
+                }
+                limiter.circuit_changed(circuit).await;
+            }
         }
     }
 
@@ -121,5 +134,14 @@ impl Backend for Redis {
     /// Its stores hold nothing: the counts are in Redis.
     fn holds_keys(&self, _store: &Self::Store, _now: Moment) -> bool {
         false
+    }
+}
+
+/// A circuit's state as a backend's: closed is up, half-open probing, open down.
+fn state_of(circuit: CircuitState) -> BackendState {
+    match circuit {
+        CircuitState::Closed => BackendState::Up,
+        CircuitState::HalfOpen => BackendState::Probing,
+        _ => BackendState::Down,
     }
 }

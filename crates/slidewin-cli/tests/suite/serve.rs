@@ -103,9 +103,59 @@ fn the_printed_curl_line_works_and_sigterm_exits_0() {
     // A SIGHUP with nothing to reload is logged, and the service goes on.
     signal(&serving.child, "HUP");
     assert!(get(&serving.http, "/healthz").contains("200 OK"));
+    assert!(get(&serving.http, "/healthcheck").contains("200 OK"));
     signal(&serving.child, "TERM");
     let status = serving.child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "a graceful stop exits 0");
+}
+
+/// Issue 31: on SIGTERM health fails first, while the listeners still answer, for
+/// `--drain-delay`; the process then drains and exits 0 (here killed: the delay is long).
+#[test]
+fn issue_31_sigterm_fails_health_while_the_listeners_still_answer() {
+    let mut serving = serve(&["--drain-delay", "3600"]);
+    let ok = get(&serving.http, "/healthcheck");
+    assert!(
+        ok.starts_with("HTTP/1.1 200") && ok.ends_with("OK\n"),
+        "{ok}"
+    );
+    signal(&serving.child, "TERM");
+    // The stop is asynchronous: ask until health fails (bounded; no timing is asserted).
+    let failing = (0..100_000)
+        .map(|_| get(&serving.http, "/healthcheck"))
+        .find(|answer| answer.starts_with("HTTP/1.1 500"))
+        .expect("health fails after SIGTERM");
+    assert!(failing.contains("not ready: draining"), "{failing}");
+    // Still answering: a new connection and a check.
+    assert!(get(&serving.http, "/healthz").starts_with("HTTP/1.1 500"));
+    serving.child.kill().unwrap();
+    serving.child.wait().unwrap();
+}
+
+/// Issue 31: a Redis that does not answer fails health by default, naming the backend and
+/// the policy; `--ready-when-degraded` counts the failure policy's answers as healthy.
+#[test]
+fn issue_31_ready_when_degraded_through_the_binary() {
+    let down = [
+        "--redis",
+        "redis://127.0.0.1:1/",
+        "--failure-policy",
+        "closed",
+    ];
+    for (extra, expected) in [
+        (None, "HTTP/1.1 500"),
+        (Some("--ready-when-degraded"), "HTTP/1.1 200"),
+    ] {
+        let mut args = down.to_vec();
+        args.extend(extra);
+        let mut serving = serve(&args);
+        let answer = get(&serving.http, "/healthcheck");
+        assert!(answer.starts_with(expected), "{extra:?}: {answer}");
+        assert!(answer.contains("the redis backend is"), "{answer}");
+        assert!(answer.contains("failure policy (closed)"), "{answer}");
+        signal(&serving.child, "TERM");
+        assert_eq!(serving.child.wait().unwrap().code(), Some(0));
+    }
 }
 
 /// `text` in a file `name` of a fresh directory of its own (`test` names it).

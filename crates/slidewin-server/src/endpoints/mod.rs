@@ -2,6 +2,7 @@
 //! reloads of its config.
 
 pub(crate) mod grpc;
+pub(crate) mod health;
 mod json;
 
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -31,6 +32,8 @@ pub struct Endpoints<B: Backend> {
     admin_token: Option<AdminToken>,
     /// The hosts besides the loopback ones that the open admin routes answer.
     admin_hosts: AdminHosts,
+    /// Whether a degraded answer (the backend away, a failure policy answering) is healthy.
+    ready_when_degraded: bool,
 }
 
 impl<B: Backend> Clone for Endpoints<B> {
@@ -39,6 +42,7 @@ impl<B: Backend> Clone for Endpoints<B> {
             inner: Arc::clone(&self.inner),
             admin_token: self.admin_token.clone(),
             admin_hosts: self.admin_hosts.clone(),
+            ready_when_degraded: self.ready_when_degraded,
         }
     }
 }
@@ -93,11 +97,12 @@ impl<B: Backend> Endpoints<B> {
             }),
             admin_token: None,
             admin_hosts: AdminHosts::default(),
+            ready_when_degraded: false,
         }
     }
 
     /// This service with its admin routes (the dashboard, `/api/*`, `/metrics`) requiring
-    /// `token`; `POST /json`, `/healthz` and gRPC stay open. See [`AdminToken::protect`].
+    /// `token`; `POST /json`, the health routes and gRPC stay open. See [`AdminToken::protect`].
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -136,6 +141,26 @@ impl<B: Backend> Endpoints<B> {
         self
     }
 
+    /// This service healthy while its backend does not answer and a failure policy answers
+    /// for it (`200 OK: degraded, …`, gRPC `SERVING`); by default it is not (`500`,
+    /// `NOT_SERVING`), so that a load balancer prefers a replica that decides exactly. A
+    /// backend that does not answer with no failure policy is never healthy.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{Bounds, Config, Endpoints, Engine, Metrics};
+    /// let config = Config::parse(Config::EXAMPLE, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_store::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Endpoints::new(engine, vec![]).with_ready_when_degraded(true);
+    /// assert!(service.health().is_serving());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_ready_when_degraded(mut self, ready: bool) -> Endpoints<B> {
+        self.ready_when_degraded = ready;
+        self
+    }
+
     /// The hosts besides the loopback ones that the admin routes answer without a token
     /// ([`Endpoints::with_admin_hosts`]).
     #[must_use]
@@ -149,8 +174,9 @@ impl<B: Backend> Endpoints<B> {
         self
     }
 
-    /// Begins the stop: from now on health answers 503 (`draining`) and the dashboard's
-    /// event streams end. [`serve`](crate::serve) calls it when its shutdown future completes,
+    /// Begins the stop: from now on health fails (`500 not ready: draining`, gRPC
+    /// `NOT_SERVING`) and the dashboard's event streams end. [`serve`](crate::serve) calls it
+    /// when its shutdown future completes, [`ConnectionLimits::drain_delay`](crate::ConnectionLimits::drain_delay)
     /// before it stops accepting.
     ///
     /// ```
@@ -261,7 +287,8 @@ impl<B: Backend> Endpoints<B> {
         self.inner.reader.paths()
     }
 
-    /// The HTTP API: `POST /json`, `GET /healthz`, and unless `admin` is false, `GET
+    /// The HTTP API: `POST /json`, `GET /healthcheck` and `GET /healthz` (see
+    /// [`Endpoints::health`]), and unless `admin` is false, `GET
     /// /api/config`, `GET /api/stats`, `GET /metrics` and the dashboard, which require the
     /// admin token if the service has one ([`Endpoints::with_admin_token`]), and otherwise
     /// answer only loopback hosts and [`Endpoints::with_admin_hosts`]'s. `POST /json` takes
@@ -270,7 +297,8 @@ impl<B: Backend> Endpoints<B> {
     pub fn router(&self, admin: bool) -> Router {
         let api = Router::new()
             .route("/json", post(json::json::<B>))
-            .route("/healthz", get(health::<B>))
+            .route("/healthcheck", get(health::http::<B>))
+            .route("/healthz", get(health::http::<B>))
             .layer(DefaultBodyLimit::max(Bounds::MAX_BODY_BYTES))
             .with_state(self.clone());
         if !admin {
@@ -358,34 +386,6 @@ impl<B: Backend> SnapshotSource for Endpoints<B> {
             _ => 2,
         };
         loads.version.wrapping_add(loads.errors) << 2 | state
-    }
-}
-
-/// `GET /healthz`: 200 `OK` while the service decides with its store; 503 with the reason
-/// while it is stopping or its store does not answer (a failure policy may still be answering
-/// for it: the service is up, but not ready).
-async fn health<B: Backend>(State(service): State<Endpoints<B>>) -> Response {
-    let unready = |why: String| {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::CACHE_CONTROL, "no-store")],
-            format!("not ready: {why}\n"),
-        )
-            .into_response()
-    };
-    if service.is_draining() {
-        return unready("draining (the service is stopping)".to_owned());
-    }
-    let backend = service.engine().backend();
-    match backend.state() {
-        BackendState::Up => ([(header::CACHE_CONTROL, "no-store")], "OK\n").into_response(),
-        state => unready(match backend.failure_policy() {
-            Some(policy) => format!(
-                "the {} backend is {state}; answering by the failure policy ({policy})",
-                backend.kind()
-            ),
-            None => format!("the {} backend is {state}", backend.kind()),
-        }),
     }
 }
 

@@ -11,8 +11,9 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::{Instant, Sleep};
+use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::metered::{BodyBytes, Metered};
 use super::{CallCap, ConnectionLimits, Phase, Protocol, stopped};
@@ -23,22 +24,38 @@ type GrpcAnswer = http::Response<tonic::body::Body>;
 /// A call's request, its body due within the header read timeout.
 pub(crate) type GrpcRequest = http::Request<FirstMessage>;
 
+/// The standard gRPC health service's methods: its path's prefix, and its one stream.
+const HEALTH: &str = "/grpc.health.v1.Health/";
+const HEALTH_WATCH: &str = "/grpc.health.v1.Health/Watch";
+
+/// The most bytes of a health request's message: a service name, which is short.
+const HEALTH_MESSAGE_BYTES: usize = 4 << 10;
+
 /// The gRPC listener's connections: hyper's HTTP/2 with keep-alive pings and a cap on
 /// concurrent streams, each call's message due within the header read timeout and its answer
 /// within the request timeout, and a graceful close (`GOAWAY`) once no call has been in flight
 /// for the idle timeout. A call past the cap on calls in flight is answered
 /// `RESOURCE_EXHAUSTED` at once.
-pub(super) struct GrpcConnections<S> {
+///
+/// The health service's calls (`grpc.health.v1.Health`) go to `health` instead, outside the
+/// cap on calls: a probe must be answered when the service is full. A `Check` must be answered
+/// within the request timeout; a `Watch`, which lasts as long as its client likes, takes one
+/// of [`ConnectionLimits::MAX_HEALTH_WATCHES`] places instead.
+pub(super) struct GrpcConnections<S, H> {
     calls: S,
+    health: H,
+    watches: Arc<Semaphore>,
     http2: hyper::server::conn::http2::Builder<TokioExecutor>,
     limits: ConnectionLimits,
     cap: Arc<CallCap>,
 }
 
-impl<S: Clone> Clone for GrpcConnections<S> {
-    fn clone(&self) -> GrpcConnections<S> {
+impl<S: Clone, H: Clone> Clone for GrpcConnections<S, H> {
+    fn clone(&self) -> GrpcConnections<S, H> {
         GrpcConnections {
             calls: self.calls.clone(),
+            health: self.health.clone(),
+            watches: Arc::clone(&self.watches),
             http2: self.http2.clone(),
             limits: self.limits,
             cap: Arc::clone(&self.cap),
@@ -46,8 +63,16 @@ impl<S: Clone> Clone for GrpcConnections<S> {
     }
 }
 
-impl<S> GrpcConnections<S> {
-    pub(super) fn new(calls: S, limits: ConnectionLimits, cap: Arc<CallCap>) -> GrpcConnections<S> {
+impl<S, T> GrpcConnections<S, HealthServer<T>>
+where
+    T: Health,
+{
+    pub(super) fn new(
+        calls: S,
+        health: HealthServer<T>,
+        limits: ConnectionLimits,
+        cap: Arc<CallCap>,
+    ) -> GrpcConnections<S, HealthServer<T>> {
         let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         http2
             .timer(TokioTimer::new())
@@ -56,6 +81,8 @@ impl<S> GrpcConnections<S> {
             .keep_alive_timeout(limits.http2_keepalive_timeout);
         GrpcConnections {
             calls,
+            health: health.max_decoding_message_size(HEALTH_MESSAGE_BYTES),
+            watches: Arc::new(Semaphore::new(ConnectionLimits::MAX_HEALTH_WATCHES)),
             http2,
             limits,
             cap,
@@ -63,7 +90,7 @@ impl<S> GrpcConnections<S> {
     }
 }
 
-impl<S> Protocol for GrpcConnections<S>
+impl<S, H> Protocol for GrpcConnections<S, H>
 where
     S: tower::Service<GrpcRequest, Response = GrpcAnswer, Error = Infallible>
         + Clone
@@ -71,6 +98,12 @@ where
         + Sync
         + 'static,
     S::Future: Send,
+    H: tower::Service<http::Request<Incoming>, Response = GrpcAnswer, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    H::Future: Send,
 {
     async fn serve<I>(self, io: I, stop: watch::Receiver<Phase>)
     where
@@ -79,20 +112,29 @@ where
         let limits = self.limits;
         let activity = Arc::new(Activity::new(limits.request_timeout / 2, self.cap));
         let calls_seen = Arc::clone(&activity);
-        let calls = self.calls;
+        let (calls, health, watches) = (self.calls, self.health, self.watches);
         let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-            let mut call = InFlight::start(&calls_seen);
-            let placed = call.take_place();
-            let calls = calls.clone();
+            // A health call is not a call in flight: a watch lasts, and a probe is answered
+            // however full the service is.
+            let mut call =
+                (!request.uri().path().starts_with(HEALTH)).then(|| InFlight::start(&calls_seen));
+            let placed = call.as_mut().is_some_and(InFlight::take_place);
+            let (calls, health, watches) = (calls.clone(), health.clone(), Arc::clone(&watches));
             async move {
-                let answer = if placed {
-                    let bodies = Arc::clone(&call.activity.cap.bodies);
-                    answer(calls, request, limits, bodies).await
-                } else {
-                    let cap = &call.activity.cap;
-                    tonic::Status::resource_exhausted(cap.refusal()).into_http()
+                let (answer, held) = match call {
+                    None => health_answer(health, &watches, request, limits).await,
+                    Some(call) if placed => {
+                        let bodies = Arc::clone(&call.activity.cap.bodies);
+                        let answer = answer(calls, request, limits, bodies).await;
+                        (answer, Held::Call { _place: call })
+                    }
+                    Some(call) => {
+                        let cap = &call.activity.cap;
+                        let refused = tonic::Status::resource_exhausted(cap.refusal());
+                        (refused.into_http(), Held::Call { _place: call })
+                    }
                 };
-                Ok::<_, Infallible>(answer.map(|body| Counted { body, _call: call }))
+                Ok::<_, Infallible>(answer.map(|body| Counted { body, _held: held }))
             }
         });
         let connection = self.http2.serve_connection(TokioIo::new(io), service);
@@ -145,6 +187,46 @@ where
         };
         if let Err(e) = served {
             tracing::debug!("gRPC connection closed: {e}");
+        }
+    }
+}
+
+/// A health call's answer by `health`: a `Watch` with one of `watches` (or
+/// `RESOURCE_EXHAUSTED` when none is left), held until its stream ends; a `Check` within the
+/// request timeout. Either way the request's message must arrive within the request timeout.
+async fn health_answer<H>(
+    mut health: H,
+    watches: &Arc<Semaphore>,
+    request: http::Request<Incoming>,
+    limits: ConnectionLimits,
+) -> (GrpcAnswer, Held)
+where
+    H: tower::Service<http::Request<Incoming>, Response = GrpcAnswer, Error = Infallible>,
+{
+    let held = if request.uri().path() == HEALTH_WATCH {
+        match Arc::clone(watches).try_acquire_owned() {
+            Ok(place) => Held::Watch { _place: place },
+            Err(_) => {
+                let max = ConnectionLimits::MAX_HEALTH_WATCHES;
+                let full = tonic::Status::resource_exhausted(format!(
+                    "{max} health watches are open (ConnectionLimits::MAX_HEALTH_WATCHES): \
+                     close one, or poll with Check"
+                ));
+                return (full.into_http(), Held::Nothing);
+            }
+        }
+    } else {
+        Held::Nothing
+    };
+    let timeout = limits.request_timeout;
+    // tonic-health's server is always ready; a Watch answers its head once it has read the
+    // request, and streams after.
+    match tokio::time::timeout(timeout, health.call(request)).await {
+        Ok(Ok(answer)) => (answer, held),
+        Err(_) => {
+            let late =
+                format!("request timeout: a health call must be answered within {timeout:?}");
+            (tonic::Status::cancelled(late).into_http(), Held::Nothing)
         }
     }
 }
@@ -355,10 +437,21 @@ impl Drop for InFlight {
     }
 }
 
-/// A gRPC answer's body, holding its call's place among those in flight until it is sent.
+/// A gRPC answer's body, holding its call's place among those in flight (or its health
+/// watch's place) until it is sent.
 struct Counted {
     body: tonic::body::Body,
-    _call: InFlight,
+    _held: Held,
+}
+
+/// What an answer holds while it is being sent.
+enum Held {
+    /// A call's place among those in flight.
+    Call { _place: InFlight },
+    /// A health watch's place.
+    Watch { _place: OwnedSemaphorePermit },
+    /// Nothing: a health check.
+    Nothing,
 }
 
 impl hyper::body::Body for Counted {

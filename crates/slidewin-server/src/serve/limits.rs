@@ -67,8 +67,14 @@ pub struct ConnectionLimits {
     /// client trickling its bodies could make the service hold the cap on calls times that.
     /// [`ConnectionLimits::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`].
     pub max_body_bytes_in_flight: usize,
-    /// After the stop: how long calls in flight may take to finish before the connections
-    /// still open are closed; 0 closes them at once. [`ConnectionLimits::DEFAULT_DRAIN_TIMEOUT`].
+    /// On the stop, how long health fails (`500`, gRPC `NOT_SERVING`) while the listeners
+    /// still accept and answer, before the drain begins: a load balancer's time to see it and
+    /// stop sending (its probe interval times the failures it waits for; Kubernetes also needs
+    /// the time to remove the endpoint). [`ConnectionLimits::DEFAULT_DRAIN_DELAY`].
+    pub drain_delay: Duration,
+    /// After the drain delay: how long calls in flight may take to finish, the listeners
+    /// closed, before the connections still open are closed; 0 closes them at once.
+    /// [`ConnectionLimits::DEFAULT_DRAIN_TIMEOUT`].
     pub drain_timeout: Duration,
     /// gRPC's HTTP/2 pings a quiet connection this often.
     /// [`ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_INTERVAL`].
@@ -88,6 +94,7 @@ impl Default for ConnectionLimits {
             max_concurrent_streams: ConnectionLimits::DEFAULT_MAX_CONCURRENT_STREAMS,
             max_calls_in_flight: ConnectionLimits::DEFAULT_MAX_CALLS_IN_FLIGHT,
             max_body_bytes_in_flight: ConnectionLimits::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
+            drain_delay: ConnectionLimits::DEFAULT_DRAIN_DELAY,
             drain_timeout: ConnectionLimits::DEFAULT_DRAIN_TIMEOUT,
             http2_keepalive_interval: ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
             http2_keepalive_timeout: ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_TIMEOUT,
@@ -96,44 +103,54 @@ impl Default for ConnectionLimits {
 }
 
 impl ConnectionLimits {
-    /// How long a ping may go unanswered before its connection is closed: 10 s.
-    pub const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+    /// How long a connection may take to send its first bytes and an HTTP/1 request its head:
+    /// 10 s.
+    pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-    /// How often an HTTP/2 connection is pinged while it is quiet: every 20 s.
-    pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
+    /// How long an HTTP request may take, its body read and its answer, and a gRPC call: 30 s.
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-    /// How long the stop lets calls in flight finish before it closes what is left: 5 s.
-    pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+    /// How long a connection may stay with no byte moving either way: 60 s.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-    /// The most bytes the request bodies of the calls in flight may hold together: 64 MiB. A call
-    /// whose body would pass it is refused at once.
-    pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 64 << 20;
+    /// The most connections open at once on each listener: 10,000.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+    /// The most gRPC calls in flight at once on one HTTP/2 connection: 128, nginx's default.
+    pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 128;
 
     /// The most calls (gRPC calls and `POST /json` requests) in flight at once across every
     /// connection: 4,096. A call past it is refused at once.
     pub const DEFAULT_MAX_CALLS_IN_FLIGHT: usize = 4_096;
 
-    /// The most gRPC calls in flight at once on one HTTP/2 connection: 128, nginx's default.
-    pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 128;
+    /// The most bytes the request bodies of the calls in flight may hold together: 64 MiB. A call
+    /// whose body would pass it is refused at once.
+    pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 64 << 20;
 
-    /// The most connections open at once on each listener: 10,000.
-    pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+    /// How long health fails before the listeners stop accepting, on the stop: 0, at once.
+    pub const DEFAULT_DRAIN_DELAY: Duration = Duration::ZERO;
 
-    /// How long a connection may stay with no byte moving either way: 60 s.
-    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+    /// How long the stop lets calls in flight finish before it closes what is left: 5 s.
+    pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-    /// How long an HTTP request may take, its body read and its answer, and a gRPC call: 30 s.
-    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+    /// How often an HTTP/2 connection is pinged while it is quiet: every 20 s.
+    pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
 
-    /// How long a connection may take to send its first bytes and an HTTP/1 request its head:
-    /// 10 s.
-    pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+    /// How long a ping may go unanswered before its connection is closed: 10 s.
+    pub const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// The most `grpc.health.v1.Health/Watch` streams open at once on the gRPC listener: 64.
+    /// A watch is held open for as long as its client likes, so they are bounded apart from
+    /// the calls (which must finish within the request timeout); one past the bound gets
+    /// `RESOURCE_EXHAUSTED`.
+    pub const MAX_HEALTH_WATCHES: usize = 64;
 
     /// Checks that every bound bounds something.
     ///
     /// # Errors
     ///
-    /// The first bound that is zero (but the drain timeout, where 0 means at once), or an
+    /// The first bound that is zero (but the drain's delay and timeout, where 0 means at
+    /// once), or an
     /// idle timeout shorter than the request timeout, named.
     pub fn validate(&self) -> Result<(), Error> {
         for (name, value) in [

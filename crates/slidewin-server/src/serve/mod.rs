@@ -232,10 +232,12 @@ impl Tls {
     }
 }
 
-/// Serves `service` on `listeners` until `shutdown` completes. Then the stop: the service
-/// drains ([`Endpoints::drain`]: health fails, the dashboard's event streams end), both
-/// listeners stop accepting, the calls in flight get [`ConnectionLimits::drain_timeout`] to
-/// finish, the connections still open are closed, and it returns. Each connection is bounded
+/// Serves `service` on `listeners` until `shutdown` completes; the gRPC listener also answers
+/// the standard `grpc.health.v1.Health` (Check and Watch) with [`Endpoints::health`]. Then
+/// the stop: health fails ([`Endpoints::drain`]; the dashboard's event streams end), and
+/// after [`ConnectionLimits::drain_delay`] both listeners stop accepting, the calls in flight
+/// get [`ConnectionLimits::drain_timeout`] to finish, the connections still open are closed,
+/// and it returns. Each connection is bounded
 /// by the listeners' [`ConnectionLimits`], and the calls of all of them by
 /// [`ConnectionLimits::max_calls_in_flight`].
 ///
@@ -261,6 +263,11 @@ pub async fn serve<B: Backend>(
     };
     let draining = service.clone();
     let cap = Arc::new(CallCap::new(&limits, service.engine().metrics()));
+    // The standard gRPC health service, kept at the service's health by a task of its own.
+    // Set before the first connection is taken, so that no probe sees the library's default.
+    let (reporter, health) = tonic_health::server::health_reporter();
+    crate::endpoints::health::report_now(&service, &reporter).await;
+    let reporting = tokio::spawn(crate::endpoints::health::report(service.clone(), reporter));
     let http = listen(
         listeners.http,
         (limits, HTTP_FIRST_BYTES, Arc::clone(&cap)),
@@ -272,22 +279,27 @@ pub async fn serve<B: Backend>(
         listeners.grpc,
         (limits, GRPC_FIRST_BYTES, Arc::clone(&cap)),
         grpc_tls,
-        GrpcConnections::new(Rls::new(service), limits, Arc::clone(&cap)),
+        GrpcConnections::new(Rls::new(service), health, limits, Arc::clone(&cap)),
         phase_rx,
     );
     tokio::spawn(async move {
         shutdown.await;
         tracing::info!(
+            delay = ?limits.drain_delay,
             drain = ?limits.drain_timeout,
-            "shutting down: health fails, no new connections; the calls in flight may finish \
-             within the drain"
+            "shutting down: health fails; after the delay, no new connections, and the calls \
+             in flight may finish within the drain"
         );
         draining.drain();
+        // Health fails first, while the listeners still answer: a load balancer stops
+        // sending before the connections close.
+        tokio::time::sleep(limits.drain_delay).await;
         let _ = phase_tx.send(Phase::Draining);
         tokio::time::sleep(limits.drain_timeout).await;
         let _ = phase_tx.send(Phase::Cut);
     });
     tokio::join!(http, grpc);
+    reporting.abort();
     Ok(())
 }
 

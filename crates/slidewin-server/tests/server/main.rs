@@ -5,6 +5,7 @@
 mod access;
 mod dashboard_live;
 mod envoy_examples;
+mod health;
 mod listeners;
 mod service;
 

@@ -140,7 +140,12 @@ impl Connection {
             gate: Arc::clone(gate),
             message,
         };
-        let protocol = GrpcConnections::new(gated, limits, Arc::clone(&cap));
+        let protocol = GrpcConnections::new(
+            gated,
+            tonic_health::server::health_reporter().1,
+            limits,
+            Arc::clone(&cap),
+        );
         let server = tokio::spawn(protocol.serve(tap, stop_rx));
         let mut client = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
         client.timer(TokioTimer::new());
