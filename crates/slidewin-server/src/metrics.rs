@@ -34,6 +34,14 @@ struct ListenerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UnmatchedLabels {
+    /// A configured domain's name, or empty for one the config does not have: a client
+    /// chooses the domain it sends, so its text is never a label.
+    domain: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
 }
@@ -72,6 +80,7 @@ struct Inner {
     calls_shed: Family<ListenerLabels, Counter>,
     request_overrides: Family<ResultLabels, Counter>,
     connections_cut: Family<ReasonLabels, Counter>,
+    unmatched: Family<UnmatchedLabels, Counter>,
 }
 
 /// One rule's counters, as envoy ratelimit names them; in hits (a request's `hits_addend`).
@@ -220,6 +229,14 @@ impl Metrics {
              timeout (unread_answer), or still open when the stop's drain was over (drain_over)",
             connections_cut.clone(),
         );
+        let unmatched = Family::<UnmatchedLabels, Counter>::default();
+        registry.register(
+            "descriptors_unmatched",
+            "Descriptors that matched no rule, and so were answered OK without a limit: in a \
+             domain of the config (reason no_rule, by domain: a typo in the config or the \
+             client), or in a domain the config does not have (unknown_domain)",
+            unmatched.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -241,6 +258,7 @@ impl Metrics {
                 calls_shed,
                 request_overrides,
                 connections_cut,
+                unmatched,
             }),
         }
     }
@@ -307,6 +325,24 @@ impl Metrics {
                 .get_or_create(&StateLabels { state: known })
                 .set(value);
         }
+    }
+
+    /// `n` descriptors of `domain`, a domain of the config, that matched no rule.
+    pub(crate) fn no_rule(&self, domain: &str, n: u64) {
+        let labels = UnmatchedLabels {
+            domain: domain.to_owned(),
+            reason: "no_rule",
+        };
+        self.inner.unmatched.get_or_create(&labels).inc_by(n);
+    }
+
+    /// `n` descriptors of a domain the config does not have.
+    pub(crate) fn unknown_domain(&self, n: u64) {
+        let labels = UnmatchedLabels {
+            domain: String::new(),
+            reason: "unknown_domain",
+        };
+        self.inner.unmatched.get_or_create(&labels).inc_by(n);
     }
 
     pub(crate) fn backend_error(&self) {

@@ -194,7 +194,10 @@ impl<B: Backend> Engine<B> {
         let loaded = self.loaded();
         let now = self.inner.clock.now();
         let Some(root) = loaded.domains.get(&request.domain) else {
-            // An unknown domain has no limits: every descriptor is OK, as in envoy ratelimit.
+            // An unknown domain has no limits: every descriptor is OK, as in envoy ratelimit,
+            // and counted, so that a typo is seen.
+            let descriptors = u64::try_from(request.descriptors.len()).unwrap_or(u64::MAX);
+            self.inner.metrics.unknown_domain(descriptors);
             return Ok(RateLimitResponse {
                 overall_code: Code::Ok,
                 statuses: request.descriptors.iter().map(|_| no_limit()).collect(),
@@ -248,6 +251,12 @@ impl<B: Backend> Engine<B> {
                 None => find(root, &descriptor.entries),
             };
             found.push(one);
+        }
+        // Matched nothing (a request's refused override did match: its own limit).
+        let unmatched = found.iter().filter(|one| one.is_none()).count() - refused.len();
+        if unmatched > 0 {
+            let unmatched = u64::try_from(unmatched).unwrap_or(u64::MAX);
+            self.inner.metrics.no_rule(&request.domain, unmatched);
         }
         replace(&mut found);
         Matches { found, refused }

@@ -983,3 +983,36 @@ mod same_fields {
         }
     }
 }
+
+/// Issue 31: a descriptor that matches no rule is answered OK, as envoy ratelimit answers it,
+/// and counted, so that a typo in the config or the client shows: by domain when the config
+/// has the domain, and without the domain's text (which clients choose) when it does not.
+#[tokio::test]
+async fn issue_31_descriptors_that_match_no_rule_are_counted() {
+    let running = start(Memory::new(), CONFIG, true).await;
+    for (domain, key) in [("api", "clinet"), ("api", "client"), ("apii", "client")] {
+        let body = format!(
+            r#"{{"domain":"{domain}","descriptors":[{{"entries":[{{"key":"{key}","value":"v"}}]}},{{"entries":[{{"key":"nope","value":"v"}}]}}]}}"#
+        );
+        let (status, _, answer) = running.http("POST", "/json", body).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let (_, _, metrics) = running.http("GET", "/metrics", "").await;
+    // In `api`: `clinet` once and `nope` twice; both of `apii`'s.
+    assert!(
+        metrics
+            .contains(r#"slidewin_descriptors_unmatched_total{domain="api",reason="no_rule"} 3"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            r#"slidewin_descriptors_unmatched_total{domain="",reason="unknown_domain"} 2"#
+        ),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("apii"),
+        "a client's domain is never a label"
+    );
+    running.stop().await;
+}
