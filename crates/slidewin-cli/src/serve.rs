@@ -62,6 +62,11 @@ pub(crate) struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "SLIDEWIN_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Mutual TLS: every client must present a certificate that chains to one of these PEM
+    /// certificate authorities, on both listeners; one without is refused in the handshake.
+    /// Needs --tls-cert.
+    #[arg(long, env = "SLIDEWIN_TLS_CLIENT_CA", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
     /// The most connections open at once on each listener; past it, new ones wait until one
     /// closes (an idle HTTP connection is closed after 10 s, a gRPC one with no call after 60 s).
     #[arg(long, env = "SLIDEWIN_MAX_CONNECTIONS", default_value_t = ConnectionLimits::DEFAULT_MAX_CONNECTIONS)]
@@ -190,7 +195,11 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                 ..ConnectionLimits::default()
             },
             tls: match (args.tls_cert, args.tls_key) {
-                (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert,
+                    key,
+                    client_ca: args.tls_client_ca,
+                }),
                 _ => None,
             },
         },

@@ -158,6 +158,58 @@ fn issue_31_ready_when_degraded_through_the_binary() {
     }
 }
 
+/// Issue 31: `--tls-client-ca` reaches the listeners. A file with an authority serves (the
+/// handshakes themselves are tested in slidewin-server's `mtls`); one with none stops the
+/// start, naming it.
+#[test]
+fn issue_31_tls_client_ca_through_the_binary() {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert = config_file("mtls", "cert.pem", &certified.cert.pem());
+    let key = cert.with_file_name("key.pem");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let ca = cert.with_file_name("client-ca.pem");
+    std::fs::write(&ca, certified.cert.pem()).unwrap();
+    let tls = |ca: &std::path::Path| {
+        [
+            "--tls-cert".to_owned(),
+            cert.display().to_string(),
+            "--tls-key".to_owned(),
+            key.display().to_string(),
+            "--tls-client-ca".to_owned(),
+            ca.display().to_string(),
+        ]
+    };
+    let args = tls(&ca);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut serving = serve(&args);
+    assert!(
+        serving.banner.starts_with("slidewin serve"),
+        "{}",
+        serving.banner
+    );
+    signal(&serving.child, "TERM");
+    assert_eq!(serving.child.wait().unwrap().code(), Some(0));
+
+    let empty = ca.with_file_name("empty-ca.pem");
+    std::fs::write(&empty, "no certificate here\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slidewin"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .args(tls(&empty))
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&empty.display().to_string()), "{err}");
+    assert!(err.contains("no CERTIFICATE"), "{err}");
+    let _ = std::fs::remove_dir_all(cert.parent().unwrap());
+}
+
 /// `text` in a file `name` of a fresh directory of its own (`test` names it).
 fn config_file(test: &str, name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("slidewin-cli-{test}-{}", std::process::id()));

@@ -104,13 +104,18 @@ impl Default for ServeOptions {
     }
 }
 
-/// A certificate chain and its private key, PEM files, for TLS on both listeners.
+/// A certificate chain and its private key, PEM files, for TLS on both listeners; and, for
+/// mutual TLS, the certificate authorities a client's certificate must chain to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsFiles {
     /// The certificate chain, leaf first (PEM `CERTIFICATE` blocks).
     pub cert: PathBuf,
     /// The leaf's private key (PEM: PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
+    /// With it, every client must present a certificate that chains to one of these
+    /// authorities (PEM `CERTIFICATE` blocks), on both listeners: one without, or with another,
+    /// is refused in the handshake. `None`, the default, asks for no client certificate.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// Bound listeners, ready to serve.
@@ -211,17 +216,37 @@ impl Tls {
         let key = PrivateKeyDer::from_pem_slice(&key_pem)
             .map_err(|e| bad(&files.key, format!("holds no PEM private key: {e}")))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
-            .map_err(|e| io::Error::other(format!("TLS: {e}")))?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .map_err(|e| {
-                bad(
-                    &files.key,
-                    format!("does not fit the certificate {}: {e}", files.cert.display()),
+            .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+        let builder = match &files.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for ca in CertificateDer::pem_slice_iter(&read(path)?) {
+                    let ca = ca.map_err(|e| bad(path, format!("not a PEM certificate: {e}")))?;
+                    roots
+                        .add(ca)
+                        .map_err(|e| bad(path, format!("not a certificate authority: {e}")))?;
+                }
+                if roots.is_empty() {
+                    return Err(bad(path, "holds no CERTIFICATE block".to_owned()));
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    roots.into(),
+                    provider,
                 )
-            })?;
+                .build()
+                .map_err(|e| bad(path, format!("cannot verify clients with it: {e}")))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_single_cert(certs, key).map_err(|e| {
+            bad(
+                &files.key,
+                format!("does not fit the certificate {}: {e}", files.cert.display()),
+            )
+        })?;
         let mut grpc = config.clone();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         grpc.alpn_protocols = vec![b"h2".to_vec()];

@@ -553,7 +553,14 @@ fn self_signed() -> (TlsFiles, String) {
     let pem = certified.cert.pem();
     std::fs::write(&cert, &pem).unwrap();
     std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
-    (TlsFiles { cert, key }, pem)
+    (
+        TlsFiles {
+            cert,
+            key,
+            client_ca: None,
+        },
+        pem,
+    )
 }
 
 /// Removes the directory [`self_signed`] made (the files are read once, when binding).
@@ -672,6 +679,7 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
     let error = bind(TlsFiles {
         cert: missing.clone(),
         key: files.key.clone(),
+        client_ca: None,
     })
     .await;
     assert!(error.contains(&missing.display().to_string()), "{error}");
@@ -681,6 +689,7 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
     let error = bind(TlsFiles {
         cert: files.cert.clone(),
         key: garbage.clone(),
+        client_ca: None,
     })
     .await;
     assert!(error.contains(&garbage.display().to_string()), "{error}");
@@ -690,6 +699,7 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
     let error = bind(TlsFiles {
         cert: files.cert.clone(),
         key: other.key.clone(),
+        client_ca: None,
     })
     .await;
     assert!(error.contains(&other.key.display().to_string()), "{error}");
@@ -698,6 +708,7 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
     let error = bind(TlsFiles {
         cert: files.key.clone(),
         key: files.key.clone(),
+        client_ca: None,
     })
     .await;
     assert!(error.contains("no CERTIFICATE"), "{error}");

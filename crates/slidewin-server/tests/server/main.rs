@@ -7,6 +7,7 @@ mod dashboard_live;
 mod envoy_examples;
 mod health;
 mod listeners;
+mod mtls;
 mod service;
 
 /// The helpers the modules share, in `tests/support/` beside `tests/hostile.rs`'s.
