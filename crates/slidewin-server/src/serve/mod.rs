@@ -40,7 +40,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
@@ -49,7 +49,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls;
 
 use crate::endpoints::Endpoints;
 use crate::endpoints::grpc::Rls;
@@ -60,6 +59,7 @@ mod grpc;
 mod http;
 mod limits;
 mod metered;
+mod tls;
 
 use bounded::accept;
 use grpc::GrpcConnections;
@@ -68,6 +68,7 @@ use http::Http;
 pub use limits::ConnectionLimits;
 use limits::{GRPC_FIRST_BYTES, HTTP_FIRST_BYTES};
 pub(crate) use metered::bodies_full;
+use tls::Tls;
 
 /// Where to listen, what to show, each connection's bounds, and TLS.
 ///
@@ -126,13 +127,6 @@ pub struct Listeners {
     tls: Option<Tls>,
 }
 
-/// TLS, read and checked: rustls' acceptor for each listener, offering HTTP/1.1 on one and
-/// HTTP/2 on the other (ALPN).
-struct Tls {
-    http: TlsAcceptor,
-    grpc: TlsAcceptor,
-}
-
 impl Listeners {
     /// Checks the limits, reads the TLS files if any, and binds both addresses.
     ///
@@ -187,76 +181,6 @@ impl Listeners {
     }
 }
 
-impl Tls {
-    fn load(files: &TlsFiles) -> io::Result<Tls> {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-        let bad = |path: &Path, what: String| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("TLS: {}: {what}", path.display()),
-            )
-        };
-        let read = |path: &Path| {
-            std::fs::read(path).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("TLS: cannot read {}: {e}", path.display()),
-                )
-            })
-        };
-        let (cert_pem, key_pem) = (read(&files.cert)?, read(&files.key)?);
-        let certs = CertificateDer::pem_slice_iter(&cert_pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad(&files.cert, format!("not a PEM certificate chain: {e}")))?;
-        if certs.is_empty() {
-            return Err(bad(&files.cert, "holds no CERTIFICATE block".to_owned()));
-        }
-        let key = PrivateKeyDer::from_pem_slice(&key_pem)
-            .map_err(|e| bad(&files.key, format!("holds no PEM private key: {e}")))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
-        let builder = match &files.client_ca {
-            None => builder.with_no_client_auth(),
-            Some(path) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for ca in CertificateDer::pem_slice_iter(&read(path)?) {
-                    let ca = ca.map_err(|e| bad(path, format!("not a PEM certificate: {e}")))?;
-                    roots
-                        .add(ca)
-                        .map_err(|e| bad(path, format!("not a certificate authority: {e}")))?;
-                }
-                if roots.is_empty() {
-                    return Err(bad(path, "holds no CERTIFICATE block".to_owned()));
-                }
-                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                    roots.into(),
-                    provider,
-                )
-                .build()
-                .map_err(|e| bad(path, format!("cannot verify clients with it: {e}")))?;
-                builder.with_client_cert_verifier(verifier)
-            }
-        };
-        let mut config = builder.with_single_cert(certs, key).map_err(|e| {
-            bad(
-                &files.key,
-                format!("does not fit the certificate {}: {e}", files.cert.display()),
-            )
-        })?;
-        let mut grpc = config.clone();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        grpc.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(Tls {
-            http: TlsAcceptor::from(Arc::new(config)),
-            grpc: TlsAcceptor::from(Arc::new(grpc)),
-        })
-    }
-}
-
 /// Serves `service` on `listeners` until `shutdown` completes; the gRPC listener also answers
 /// the standard `grpc.health.v1.Health` (Check and Watch) with [`Endpoints::health`]. Then
 /// the stop: health fails ([`Endpoints::drain`]; the dashboard's event streams end), and
@@ -277,9 +201,17 @@ pub async fn serve<B: Backend>(
 ) -> io::Result<()> {
     let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
     let limits = listeners.limits;
-    let (http_tls, grpc_tls) = match listeners.tls {
-        Some(tls) => (Some(tls.http), Some(tls.grpc)),
-        None => (None, None),
+    // The certificate is read again when its files change, until the service stops.
+    let (http_tls, grpc_tls, _rotation) = match listeners.tls {
+        Some(tls) => {
+            // Serving goes on without it: the certificate read at the bind stays in use.
+            let rotation = tls
+                .watch()
+                .inspect_err(|e| tracing::warn!("{e}: the certificate will not be read again"))
+                .ok();
+            (Some(tls.http), Some(tls.grpc), rotation)
+        }
+        None => (None, None, None),
     };
     let service = if http_tls.is_some() {
         service.over_tls()

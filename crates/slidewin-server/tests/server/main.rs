@@ -7,8 +7,8 @@ mod dashboard_live;
 mod envoy_examples;
 mod health;
 mod listeners;
-mod mtls;
 mod service;
+mod tls;
 
 /// The helpers the modules share, in `tests/support/` beside `tests/hostile.rs`'s.
 mod support {

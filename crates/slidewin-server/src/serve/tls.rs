@@ -1,0 +1,216 @@
+//! TLS on both listeners: the certificate, read again when its files change (cert-manager
+//! rotates them) without a restart or a dropped connection, and for mutual TLS the
+//! authorities a client's certificate must chain to.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use tokio::sync::mpsc;
+use tokio_rustls::{TlsAcceptor, rustls};
+
+use super::TlsFiles;
+
+/// TLS, read and checked: rustls' acceptor for each listener, offering HTTP/1.1 on one and
+/// HTTP/2 on the other (ALPN), and the certificate they share.
+pub(super) struct Tls {
+    pub(super) http: TlsAcceptor,
+    pub(super) grpc: TlsAcceptor,
+    certs: Arc<Certs>,
+}
+
+/// The certificate both listeners present: the one read last that held a valid chain and its
+/// key. A handshake takes it as it begins; a connection keeps the one it began with.
+struct Certs {
+    files: TlsFiles,
+    provider: Arc<CryptoProvider>,
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl fmt::Debug for Certs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Certs")
+            .field("cert", &self.files.cert)
+            .field("key", &self.files.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResolvesServerCert for Certs {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(Arc::clone(
+            &self.current.read().unwrap_or_else(PoisonError::into_inner),
+        ))
+    }
+}
+
+/// `what` wrong with `path`, as an error naming it.
+fn bad(path: &Path, what: String) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("TLS: {}: {what}", path.display()),
+    )
+}
+
+fn read(path: &Path) -> io::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("TLS: cannot read {}: {e}", path.display()),
+        )
+    })
+}
+
+impl Certs {
+    /// The chain and key of `files`, checked to belong together.
+    fn read(files: &TlsFiles, provider: &CryptoProvider) -> io::Result<CertifiedKey> {
+        let (cert_pem, key_pem) = (read(&files.cert)?, read(&files.key)?);
+        let certs = CertificateDer::pem_slice_iter(&cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(&files.cert, format!("not a PEM certificate chain: {e}")))?;
+        if certs.is_empty() {
+            return Err(bad(&files.cert, "holds no CERTIFICATE block".to_owned()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(&key_pem)
+            .map_err(|e| bad(&files.key, format!("holds no PEM private key: {e}")))?;
+        CertifiedKey::from_der(certs, key, provider).map_err(|e| {
+            bad(
+                &files.key,
+                format!("does not fit the certificate {}: {e}", files.cert.display()),
+            )
+        })
+    }
+
+    /// Reads the files again; the certificate in use stays if they are not valid now (a
+    /// rotation half written): said in a warning, and read again at the next change.
+    fn reload(&self) {
+        match Certs::read(&self.files, &self.provider) {
+            Ok(next) => {
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+                tracing::info!(cert = %self.files.cert.display(), "TLS certificate read again");
+            }
+            Err(e) => tracing::warn!("TLS certificate not read again, the one in use stays: {e}"),
+        }
+    }
+}
+
+/// The authorities in `path`, for verifying clients.
+fn client_verifier(
+    path: &Path,
+    provider: Arc<CryptoProvider>,
+) -> io::Result<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(&read(path)?) {
+        let ca = ca.map_err(|e| bad(path, format!("not a PEM certificate: {e}")))?;
+        roots
+            .add(ca)
+            .map_err(|e| bad(path, format!("not a certificate authority: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(bad(path, "holds no CERTIFICATE block".to_owned()));
+    }
+    WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+        .build()
+        .map_err(|e| bad(path, format!("cannot verify clients with it: {e}")))
+}
+
+impl Tls {
+    pub(super) fn load(files: &TlsFiles) -> io::Result<Tls> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let certs = Arc::new(Certs {
+            current: RwLock::new(Arc::new(Certs::read(files, &provider)?)),
+            files: files.clone(),
+            provider: Arc::clone(&provider),
+        });
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+        let builder = match &files.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => builder.with_client_cert_verifier(client_verifier(path, provider)?),
+        };
+        let mut config =
+            builder.with_cert_resolver(Arc::clone(&certs) as Arc<dyn ResolvesServerCert>);
+        let mut grpc = config.clone();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        grpc.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Tls {
+            http: TlsAcceptor::from(Arc::new(config)),
+            grpc: TlsAcceptor::from(Arc::new(grpc)),
+            certs,
+        })
+    }
+
+    /// Reads the certificate again whenever something changes in the directories of its
+    /// files (a file rewritten, or Kubernetes' swap of a Secret's `..data` link), until the
+    /// returned guard is dropped.
+    ///
+    /// # Errors
+    ///
+    /// The file watcher could not start.
+    pub(super) fn watch(&self) -> io::Result<Rotation> {
+        use notify::{RecursiveMode, Watcher};
+
+        let (tx, mut rx) = mpsc::channel::<()>(1);
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if event.is_ok_and(|event| !event.kind.is_access()) {
+                    // A full channel means a reload is already due.
+                    let _ = tx.try_send(());
+                }
+            })
+            .map_err(|e| io::Error::other(format!("TLS: cannot watch the certificate: {e}")))?;
+        let files = &self.certs.files;
+        let mut dirs: Vec<PathBuf> = [&files.cert, &files.key]
+            .iter()
+            .filter_map(|file| file.parent().map(Path::to_path_buf))
+            .map(|dir| {
+                if dir.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    dir
+                }
+            })
+            .collect();
+        dirs.dedup();
+        for dir in &dirs {
+            watcher
+                .watch(dir, RecursiveMode::NonRecursive)
+                .map_err(|e| {
+                    io::Error::other(format!("TLS: cannot watch {}: {e}", dir.display()))
+                })?;
+        }
+        let certs = Arc::clone(&self.certs);
+        let task = tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                // A rotation writes the chain and the key in several steps: let them settle.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                while rx.try_recv().is_ok() {}
+                certs.reload();
+            }
+        });
+        Ok(Rotation {
+            _watcher: Box::new(watcher),
+            task,
+        })
+    }
+}
+
+/// Stops reading the certificate again when dropped.
+pub(super) struct Rotation {
+    _watcher: Box<dyn notify::Watcher + Send>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Rotation {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
