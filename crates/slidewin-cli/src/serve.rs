@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use slidewin_server::{
-    AdminHost, AdminToken, BackendChoice, Bounds, ConnectionLimits, FailurePolicy, RunOptions,
-    ServeOptions, TlsFiles, Unit,
+    AdminHost, AdminToken, BackendChoice, Bounds, ConnectionLimits, FailurePolicy, RedisTls,
+    RunOptions, ServeOptions, TlsFiles, Unit,
 };
 
 // The doc comments are the --help text, read in a terminal, not rendered as Markdown.
@@ -34,6 +34,18 @@ pub(crate) struct ServeArgs {
     /// --redis, a cluster down at start does not stop the service.
     #[arg(long, env = "SLIDEWIN_REDIS_CLUSTER", value_delimiter = ',')]
     redis_cluster: Vec<String>,
+    /// Redis over TLS (a rediss:// URL, or rediss:// cluster seeds): trust these PEM
+    /// certificate authorities instead of the system's. A password or an ACL user goes in the
+    /// URL: rediss://user:password@host:6380/.
+    #[arg(long, env = "SLIDEWIN_REDIS_CA")]
+    redis_ca: Option<PathBuf>,
+    /// Redis over TLS: present this PEM client certificate chain, for a Redis that verifies
+    /// its clients; needs --redis-key.
+    #[arg(long, env = "SLIDEWIN_REDIS_CERT", requires = "redis_key")]
+    redis_cert: Option<PathBuf>,
+    /// The PEM private key of --redis-cert.
+    #[arg(long, env = "SLIDEWIN_REDIS_KEY", requires = "redis_cert")]
+    redis_key: Option<PathBuf>,
     /// What to answer while Redis is down: open admits, closed denies.
     #[arg(long, env = "SLIDEWIN_FAILURE_POLICY", value_enum, default_value_t = Policy::Open)]
     failure_policy: Policy,
@@ -176,6 +188,16 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let redis_tls = match redis_tls(
+        args.redis_ca.as_deref(),
+        args.redis_cert.as_deref().zip(args.redis_key.as_deref()),
+    ) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("slidewin serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let backend = match (args.redis, args.redis_cluster.is_empty()) {
         (Some(url), _) => BackendChoice::Redis(url),
         (None, false) => BackendChoice::RedisCluster(args.redis_cluster),
@@ -209,6 +231,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             Policy::Closed => FailurePolicy::Closed,
         },
         ready_when_degraded: args.ready_when_degraded,
+        redis_tls,
         max_keys: args.max_keys,
         max_memory: args.max_memory,
         bounds: Bounds {
@@ -236,6 +259,26 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The certificates `--redis-ca`, `--redis-cert` and `--redis-key` name, read; none given,
+/// `None`.
+fn redis_tls(
+    ca: Option<&std::path::Path>,
+    client: Option<(&std::path::Path, &std::path::Path)>,
+) -> Result<Option<RedisTls>, String> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    if ca.is_none() && client.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(RedisTls {
+        ca: ca.map(read).transpose()?,
+        client: client
+            .map(|(cert, key)| Ok::<_, String>((read(cert)?, read(key)?)))
+            .transpose()?,
+    }))
 }
 
 /// A duration as `--drain-timeout` takes it: seconds (`5`, `0.5`, `5s`) or milliseconds

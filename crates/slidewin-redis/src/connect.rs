@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Client};
 
@@ -93,6 +93,11 @@ impl RedisLimiter {
     /// ```
     pub async fn connect_lazily(url: &str) -> Result<RedisLimiter, RedisError> {
         let (client, shown) = client(url)?;
+        RedisLimiter::lazily(client, shown).await
+    }
+
+    /// [`connect_lazily`](RedisLimiter::connect_lazily) with `client`, made.
+    pub(crate) async fn lazily(client: Client, shown: String) -> Result<RedisLimiter, RedisError> {
         let manager = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())
             .map_err(|e| RedisError::Config {
                 detail: format!("`{shown}`: {e}"),
@@ -124,7 +129,7 @@ impl RedisLimiter {
     /// # }
     /// ```
     pub async fn connect_cluster(nodes: &[&str]) -> Result<RedisLimiter, RedisError> {
-        let (client, seeds) = cluster_client(nodes)?;
+        let (client, seeds) = cluster_client(nodes, |builder| builder)?;
         let connection = client
             .get_async_connection()
             .await
@@ -157,7 +162,15 @@ impl RedisLimiter {
     /// # }
     /// ```
     pub async fn connect_cluster_lazily(nodes: &[&str]) -> Result<RedisLimiter, RedisError> {
-        let (client, seeds) = cluster_client(nodes)?;
+        let (client, seeds) = cluster_client(nodes, |builder| builder)?;
+        RedisLimiter::cluster_lazily(client, seeds).await
+    }
+
+    /// [`connect_cluster_lazily`](RedisLimiter::connect_cluster_lazily) with `client`, made.
+    pub(crate) async fn cluster_lazily(
+        client: ClusterClient,
+        seeds: String,
+    ) -> Result<RedisLimiter, RedisError> {
         match client.get_async_connection().await {
             Ok(connection) => Ok(RedisLimiter::on_cluster(connection, seeds).await),
             Err(err) => {
@@ -192,7 +205,7 @@ fn manager_config() -> ConnectionManagerConfig {
 }
 
 /// The client of `url`, and the URL as messages show it.
-fn client(url: &str) -> Result<(Client, String), RedisError> {
+pub(crate) fn client(url: &str) -> Result<(Client, String), RedisError> {
     let shown = redact(url);
     let client = Client::open(url).map_err(|e| not_a_url(url, &shown, &e))?;
     Ok((client, shown))
@@ -200,7 +213,7 @@ fn client(url: &str) -> Result<(Client, String), RedisError> {
 
 /// What a URL that redis-rs refused is told: its error, and for one without a scheme (as
 /// `host:port` is) the URL it may mean.
-fn not_a_url(url: &str, shown: &str, err: &redis::RedisError) -> RedisError {
+pub(crate) fn not_a_url(url: &str, shown: &str, err: &redis::RedisError) -> RedisError {
     let hint = if url.contains("://") {
         String::new()
     } else {
@@ -226,7 +239,11 @@ async fn first_answer(client: &Client, mut manager: ConnectionManager) -> redis:
 }
 
 /// The cluster client of `nodes`, and the nodes as messages show them.
-fn cluster_client(nodes: &[&str]) -> Result<(ClusterClient, String), RedisError> {
+/// A client of the cluster `nodes`, `more` adding to its builder (its TLS).
+pub(crate) fn cluster_client(
+    nodes: &[&str],
+    more: impl FnOnce(ClusterClientBuilder) -> ClusterClientBuilder,
+) -> Result<(ClusterClient, String), RedisError> {
     if nodes.is_empty() {
         return Err(RedisError::Config {
             detail: "a cluster needs at least one node, got none".to_string(),
@@ -243,7 +260,8 @@ fn cluster_client(nodes: &[&str]) -> Result<(ClusterClient, String), RedisError>
             return Err(not_a_url(node, &redact(node), &err));
         }
     }
-    let client = ClusterClient::builder(nodes.iter().copied())
+    let builder = ClusterClient::builder(nodes.iter().copied());
+    let client = more(builder)
         .connection_timeout(DEFAULT_TIMEOUT)
         .response_timeout(DEFAULT_TIMEOUT)
         .retries(2)

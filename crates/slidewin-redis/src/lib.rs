@@ -46,11 +46,15 @@ mod connection;
 mod error;
 mod limiter;
 mod rules;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use circuit::CircuitState;
 pub use error::RedisError;
 pub use limiter::{Check, FailurePolicy, RedisDecision, RedisLimiter};
 pub use rules::Rules;
+#[cfg(feature = "tls")]
+pub use tls::RedisTls;
 
 // The README's example is compiled as a test too.
 #[doc = include_str!("../README.md")]

@@ -9,7 +9,7 @@
 //! `GET /api/stats` answers. Each fixed bound is a constant of what it bounds
 //! ([`Config::MAX_FILE_BYTES`], [`Bounds::MAX_BODY_BYTES`], [`ConnectionLimits::DEFAULT_MAX_CONNECTIONS`]).
 
-pub use slidewin_redis::FailurePolicy;
+pub use slidewin_redis::{FailurePolicy, RedisTls};
 
 mod access;
 mod config;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use slidewin_redis::{CircuitState, FailurePolicy, RedisError, RedisLimiter};
+use slidewin_redis::{CircuitState, FailurePolicy, RedisError, RedisLimiter, RedisTls};
 use slidewin_store::Redis;
 
 /// While Redis is down, the service probes it after 50 ms, then after twice the wait before, up
@@ -12,7 +12,8 @@ const PROBE_FIRST: Duration = Duration::from_millis(50);
 const PROBE_LONGEST: Duration = Duration::from_millis(500);
 
 /// `slidewin serve --redis URL`'s backend: one Redis server, answering by `policy` while it is
-/// down. A Redis that cannot be reached now does not keep the service from starting (a
+/// down; over TLS (a `rediss://` URL) with `tls`'s certificates if given, else the system's
+/// authorities. A Redis that cannot be reached now does not keep the service from starting (a
 /// service restarted during an outage must come up): it starts
 /// [`Down`](slidewin_store::BackendState::Down), says so in a warn line naming the URL (its
 /// password hidden) and the policy, answers by the policy, and logs when Redis first answers.
@@ -30,7 +31,7 @@ const PROBE_LONGEST: Duration = Duration::from_millis(500);
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), slidewin_redis::RedisError> {
 /// // Nothing listens on port 1: the backend is made anyway, down.
-/// let redis = connect_redis("redis://127.0.0.1:1/", FailurePolicy::Open).await?;
+/// let redis = connect_redis("redis://127.0.0.1:1/", FailurePolicy::Open, None).await?;
 /// assert_eq!((redis.kind(), redis.state()), (BackendKind::Redis, BackendState::Down));
 /// if let Some(why) = redis.limiter().why_unavailable() {
 ///     eprintln!("not ready: {why}");
@@ -38,8 +39,16 @@ const PROBE_LONGEST: Duration = Duration::from_millis(500);
 /// # Ok(())
 /// # }
 /// ```
-pub async fn connect_redis(url: &str, policy: FailurePolicy) -> Result<Redis, RedisError> {
-    started(RedisLimiter::connect_lazily(url).await?, policy)
+pub async fn connect_redis(
+    url: &str,
+    policy: FailurePolicy,
+    tls: Option<&RedisTls>,
+) -> Result<Redis, RedisError> {
+    let limiter = match tls {
+        Some(tls) => RedisLimiter::connect_lazily_with_tls(url, tls).await?,
+        None => RedisLimiter::connect_lazily(url).await?,
+    };
+    started(limiter, policy)
 }
 
 /// `slidewin serve --redis-cluster`'s backend: a Redis Cluster through its seed `nodes`
@@ -58,7 +67,7 @@ pub async fn connect_redis(url: &str, policy: FailurePolicy) -> Result<Redis, Re
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), slidewin_redis::RedisError> {
 /// let nodes = ["redis://127.0.0.1:1/".to_owned()];
-/// let redis = connect_redis_cluster(&nodes, FailurePolicy::Closed).await?;
+/// let redis = connect_redis_cluster(&nodes, FailurePolicy::Closed, None).await?;
 /// assert_eq!((redis.kind(), redis.state()), (BackendKind::RedisCluster, BackendState::Down));
 /// # Ok(())
 /// # }
@@ -66,9 +75,14 @@ pub async fn connect_redis(url: &str, policy: FailurePolicy) -> Result<Redis, Re
 pub async fn connect_redis_cluster(
     nodes: &[String],
     policy: FailurePolicy,
+    tls: Option<&RedisTls>,
 ) -> Result<Redis, RedisError> {
     let seeds: Vec<&str> = nodes.iter().map(String::as_str).collect();
-    started(RedisLimiter::connect_cluster_lazily(&seeds).await?, policy)
+    let limiter = match tls {
+        Some(tls) => RedisLimiter::connect_cluster_lazily_with_tls(&seeds, tls).await?,
+        None => RedisLimiter::connect_cluster_lazily(&seeds).await?,
+    };
+    started(limiter, policy)
 }
 
 /// The service's backend on `limiter`, just made: the service's probe waits and `policy`;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use slidewin::time::MonotonicClock;
-use slidewin_redis::FailurePolicy;
+use slidewin_redis::{FailurePolicy, RedisTls};
 use slidewin_store::Memory;
 
 use crate::access::{AdminHost, AdminToken};
@@ -54,6 +54,9 @@ pub struct RunOptions {
     pub backend: BackendChoice,
     /// What Redis answers while it is down.
     pub failure_policy: FailurePolicy,
+    /// The certificates for Redis over TLS (`rediss://`); `None` trusts the system's
+    /// authorities and sends no client certificate.
+    pub redis_tls: Option<RedisTls>,
     /// Whether health passes while a failure policy answers for a backend that is down
     /// ([`Endpoints::with_ready_when_degraded`]); by default it fails.
     pub ready_when_degraded: bool,
@@ -85,6 +88,7 @@ impl Default for RunOptions {
             serve: ServeOptions::default(),
             backend: BackendChoice::Memory,
             failure_policy: FailurePolicy::Open,
+            redis_tls: None,
             ready_when_degraded: false,
             max_keys: Memory::DEFAULT_MAX_KEYS,
             max_memory: RunOptions::DEFAULT_MAX_MEMORY,
@@ -134,16 +138,17 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
         }
         BackendChoice::Redis(url) => {
             // The error names the URL, its password hidden: the flag's value is not repeated.
-            let backend = connect_redis(url, options.failure_policy)
+            let backend = connect_redis(url, options.failure_policy, options.redis_tls.as_ref())
                 .await
                 .map_err(|e| Error::Backend(format!("--redis: {e}")))?;
             start(backend, config, options).await
         }
         BackendChoice::RedisCluster(nodes) => {
             let urls: Vec<String> = nodes.iter().map(|n| cluster_seed(n)).collect();
-            let backend = connect_redis_cluster(&urls, options.failure_policy)
-                .await
-                .map_err(|e| Error::Backend(format!("--redis-cluster: {e}")))?;
+            let backend =
+                connect_redis_cluster(&urls, options.failure_policy, options.redis_tls.as_ref())
+                    .await
+                    .map_err(|e| Error::Backend(format!("--redis-cluster: {e}")))?;
             start(backend, config, options).await
         }
     }

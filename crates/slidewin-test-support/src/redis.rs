@@ -48,6 +48,8 @@ pub struct RedisServer {
     dir: PathBuf,
     /// As a cluster node: its node timeout, in milliseconds.
     cluster: Option<u64>,
+    /// More of `redis-server`'s options, after ours (TLS, a password).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -62,17 +64,31 @@ impl RedisServer {
         RedisServer::launch(port, None)
     }
 
+    /// A server on a free port with more of `redis-server`'s options (`--tls-port`,
+    /// `--requirepass`, ...), given after ours.
+    pub fn start_with(extra: &[String]) -> RedisServer {
+        let mut server = RedisServer::prepared(free_port(), None);
+        server.extra = extra.to_vec();
+        server.spawn();
+        server
+    }
+
     fn launch(port: u16, cluster: Option<u64>) -> RedisServer {
+        let mut server = RedisServer::prepared(port, cluster);
+        server.spawn();
+        server
+    }
+
+    fn prepared(port: u16, cluster: Option<u64>) -> RedisServer {
         let dir = std::env::temp_dir().join(format!("slidewin-redis-test-{port}"));
         std::fs::create_dir_all(&dir).expect("a directory for the server");
-        let mut server = RedisServer {
+        RedisServer {
             child: None,
             port,
             dir,
             cluster,
-        };
-        server.spawn();
-        server
+            extra: Vec::new(),
+        }
     }
 
     /// Starts the process and returns once it accepts connections: it says so on its output,
@@ -107,6 +123,7 @@ impl RedisServer {
                 &format!("nodes-{}.conf", self.port),
             ]);
         }
+        command.args(&self.extra);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

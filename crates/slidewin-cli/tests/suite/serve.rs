@@ -210,6 +210,27 @@ fn issue_31_tls_client_ca_through_the_binary() {
     let _ = std::fs::remove_dir_all(cert.parent().unwrap());
 }
 
+/// Issue 31: `--redis-ca` is read at the start; one that cannot be read stops it, naming the
+/// file (the TLS handshake itself is tested in slidewin-server's `tls` tests).
+#[test]
+fn issue_31_an_unreadable_redis_ca_stops_the_start_naming_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_slidewin"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--redis", "rediss://localhost:6380/"])
+        .args(["--redis-ca", "/nonexistent/slidewin/ca.pem"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/slidewin/ca.pem"), "{err}");
+}
+
 /// `text` in a file `name` of a fresh directory of its own (`test` names it).
 fn config_file(test: &str, name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("slidewin-cli-{test}-{}", std::process::id()));

@@ -97,7 +97,7 @@ async fn hostile_29_serve_starts_while_redis_is_down() {
         // reconnecting cannot be handed it as its own.
         let port = free_port();
         let url = format!("redis://127.0.0.1:{port}/");
-        let backend = connect_redis(&url, policy)
+        let backend = connect_redis(&url, policy, None)
             .await
             .expect("the backend is made without Redis");
         // Down from the start (nothing else runs on this test's runtime before it is read).

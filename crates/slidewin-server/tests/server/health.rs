@@ -171,7 +171,7 @@ async fn issue_31_health_fails_before_the_listeners_close() {
 async fn issue_31_a_backend_down_fails_health_unless_degraded_counts() {
     let url = format!("redis://127.0.0.1:{}/", free_port());
     for ready_when_degraded in [false, true] {
-        let backend = connect_redis(&url, FailurePolicy::Open)
+        let backend = connect_redis(&url, FailurePolicy::Open, None)
             .await
             .expect("the backend is made without Redis");
         let endpoints = service(backend).with_ready_when_degraded(ready_when_degraded);
@@ -198,9 +198,13 @@ async fn issue_31_a_backend_down_fails_health_unless_degraded_counts() {
 #[tokio::test]
 async fn issue_31_a_health_watch_follows_redis_coming_back() {
     let port = free_port();
-    let backend = connect_redis(&format!("redis://127.0.0.1:{port}/"), FailurePolicy::Closed)
-        .await
-        .expect("the backend is made without Redis");
+    let backend = connect_redis(
+        &format!("redis://127.0.0.1:{port}/"),
+        FailurePolicy::Closed,
+        None,
+    )
+    .await
+    .expect("the backend is made without Redis");
     let served = Served::start(service(backend), &server::local()).await;
     let mut client = health_client(&served).await;
     let request = HealthCheckRequest {

@@ -12,7 +12,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest as PbRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair,
 };
 use slidewin::time::MonotonicClock;
 use slidewin_server::{
@@ -42,14 +43,28 @@ struct Pki {
     stranger: Pem,
 }
 
+/// `params` named `name`: a leaf whose name were its issuer's would look self-signed to
+/// OpenSSL (Redis), and rcgen names every certificate alike by default.
+fn named(mut params: CertificateParams, name: &str) -> CertificateParams {
+    params.distinguished_name = DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, name);
+    params
+}
+
 fn authority() -> CertifiedIssuer<'static, KeyPair> {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    let mut params = named(
+        CertificateParams::new(Vec::<String>::new()).unwrap(),
+        "test CA",
+    );
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
 }
 
 fn client_of(ca: &CertifiedIssuer<'static, KeyPair>) -> Pem {
-    let mut params = CertificateParams::new(vec!["envoy".to_owned()]).unwrap();
+    let mut params = named(
+        CertificateParams::new(vec!["envoy".to_owned()]).unwrap(),
+        "envoy",
+    );
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let key = KeyPair::generate().unwrap();
     let cert = params.signed_by(&key, ca).unwrap();
@@ -295,4 +310,112 @@ async fn issue_31_a_rotated_certificate_is_served_without_a_restart_or_a_dropped
     assert!(answers(still).await);
     served.stop().await;
     std::fs::remove_dir_all(&pki.dir).unwrap();
+}
+
+/// Redis over TLS, as managed Redis services require it (issue 31): a `rediss://` URL with a
+/// password, the service trusting the test's CA and presenting a client certificate it signed,
+/// to a `redis-server` that verifies its clients (`--tls-auth-clients yes`). Without the client
+/// certificate Redis refuses the handshake: the backend is down, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_31_redis_over_tls_with_a_password_and_a_client_certificate() {
+    use slidewin_server::{FailurePolicy, RedisTls, connect_redis};
+    use slidewin_store::{Backend, BackendState};
+    use slidewin_test_support::redis::{RedisServer, free_port};
+
+    let ca = authority();
+    let mut params = named(
+        CertificateParams::new(vec!["localhost".to_owned()]).unwrap(),
+        "redis",
+    );
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server_key = KeyPair::generate().unwrap();
+    let server_cert = params.signed_by(&server_key, &ca).unwrap();
+    let client = client_of(&ca);
+    let dir = std::env::temp_dir().join(format!("slidewin-rediss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let tls_port = free_port();
+    let redis = RedisServer::start_with(&[
+        "--tls-port".to_owned(),
+        tls_port.to_string(),
+        "--tls-cert-file".to_owned(),
+        file("redis.pem", &server_cert.pem()),
+        "--tls-key-file".to_owned(),
+        file("redis-key.pem", &server_key.serialize_pem()),
+        "--tls-ca-cert-file".to_owned(),
+        file("ca.pem", &ca.pem()),
+        "--tls-auth-clients".to_owned(),
+        "yes".to_owned(),
+        "--requirepass".to_owned(),
+        "s3cret".to_owned(),
+    ]);
+    let url = format!("rediss://:s3cret@localhost:{tls_port}/");
+
+    let tls = RedisTls {
+        ca: Some(ca.pem().into_bytes()),
+        client: Some((client.cert.into_bytes(), client.key.into_bytes())),
+    };
+    let backend = connect_redis(&url, FailurePolicy::Closed, Some(&tls))
+        .await
+        .expect("the backend is made");
+    assert_eq!(
+        backend.state(),
+        BackendState::Up,
+        "{:?}",
+        backend.limiter().why_unavailable()
+    );
+    let served = start_on_redis(backend).await;
+    let (status, body) = json_check(served.http).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !body.contains("degraded"),
+        "decided by Redis, over TLS: {body}"
+    );
+    served.stop().await;
+
+    // No client certificate: Redis refuses the handshake, and the backend says it is down.
+    let without = RedisTls {
+        client: None,
+        ..tls
+    };
+    let backend = connect_redis(&url, FailurePolicy::Closed, Some(&without))
+        .await
+        .expect("the backend is made, down");
+    assert_ne!(backend.state(), BackendState::Up);
+    drop(redis);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+async fn start_on_redis(backend: slidewin_store::Redis) -> Served {
+    let config = Config::parse(Config::EXAMPLE, "example.yaml").unwrap();
+    let engine = Engine::new(
+        backend,
+        config,
+        Arc::new(MonotonicClock),
+        Bounds::default(),
+        Metrics::new(),
+    )
+    .unwrap();
+    Served::start(Endpoints::new(engine, vec![]), &server::local()).await
+}
+
+/// `POST /json` for one client of the example config: the status and the body.
+async fn json_check(http: SocketAddr) -> (u16, String) {
+    let mut tcp = TcpStream::connect(http).await.unwrap();
+    let body =
+        r#"{"domain":"example","descriptors":[{"entries":[{"key":"client","value":"ann"}]}]}"#;
+    let request = format!(
+        "POST /json HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).await.unwrap();
+    let status = answer[9..12].parse().unwrap();
+    (status, answer)
 }
