@@ -97,6 +97,11 @@ pub(crate) struct ServeArgs {
     /// milliseconds (500ms).
     #[arg(long, env = "SLIDEWIN_DRAIN_TIMEOUT", default_value = "5", value_parser = seconds)]
     drain_timeout: Duration,
+    /// Let a domain be spread over several config files (envoy ratelimit's
+    /// MERGE_DOMAIN_CONFIG): their top-level descriptors join; one defined in two files is
+    /// refused.
+    #[arg(long, env = "SLIDEWIN_MERGE_DOMAINS")]
+    merge_domains: bool,
     /// Pass health checks while the backend is down and --failure-policy answers for it
     /// (/healthcheck 200 "OK: degraded"); without it they fail, so a load balancer prefers a
     /// replica that decides exactly.
@@ -231,6 +236,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             Policy::Closed => FailurePolicy::Closed,
         },
         ready_when_degraded: args.ready_when_degraded,
+        merge_domains: args.merge_domains,
         redis_tls,
         max_keys: args.max_keys,
         max_memory: args.max_memory,

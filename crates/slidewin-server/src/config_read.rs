@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use crate::config::{Config, ConfigFileError};
@@ -143,16 +143,33 @@ pub(crate) struct Reader {
     timeout: Duration,
     state: Arc<AtomicU8>,
     read: Read,
+    /// Whether a domain may be spread over several files ([`Config::load_merging_domains`]).
+    merge_domains: Arc<AtomicBool>,
 }
 
 impl Reader {
     pub(crate) fn new(paths: Vec<PathBuf>, timeout: Duration) -> Reader {
+        let merge_domains = Arc::new(AtomicBool::new(false));
+        let merging = Arc::clone(&merge_domains);
         Reader {
             paths,
             timeout,
             state: Arc::new(AtomicU8::new(IDLE)),
-            read: Arc::new(|paths| Config::load(paths).map_err(|e| e.to_string())),
+            read: Arc::new(move |paths| {
+                let config = if merging.load(Ordering::Acquire) {
+                    Config::load_merging_domains(paths)
+                } else {
+                    Config::load(paths)
+                };
+                config.map_err(|e| e.to_string())
+            }),
+            merge_domains,
         }
+    }
+
+    /// Lets a domain be spread over several files, in this load and every later one.
+    pub(crate) fn set_merging_domains(&self, merge: bool) {
+        self.merge_domains.store(merge, Ordering::Release);
     }
 
     pub(crate) fn paths(&self) -> &[PathBuf] {

@@ -57,6 +57,9 @@ pub struct RunOptions {
     /// The certificates for Redis over TLS (`rediss://`); `None` trusts the system's
     /// authorities and sends no client certificate.
     pub redis_tls: Option<RedisTls>,
+    /// Whether a domain may be spread over several config files
+    /// ([`Config::load_merging_domains`], envoy ratelimit's `MERGE_DOMAIN_CONFIG`).
+    pub merge_domains: bool,
     /// Whether health passes while a failure policy answers for a backend that is down
     /// ([`Endpoints::with_ready_when_degraded`]); by default it fails.
     pub ready_when_degraded: bool,
@@ -90,6 +93,7 @@ impl Default for RunOptions {
             failure_policy: FailurePolicy::Open,
             redis_tls: None,
             ready_when_degraded: false,
+            merge_domains: false,
             max_keys: Memory::DEFAULT_MAX_KEYS,
             max_memory: RunOptions::DEFAULT_MAX_MEMORY,
             bounds: Bounds::default(),
@@ -112,10 +116,9 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
     } else {
         // Off the workers and within a timeout, as every reload: a FIFO or a hung mount in
         // the config's place fails the start by name rather than hanging it.
-        Reader::new(options.config.clone(), Config::READ_TIMEOUT)
-            .load(Ok)
-            .await
-            .map_err(Error::Config)?
+        let reader = Reader::new(options.config.clone(), Config::READ_TIMEOUT);
+        reader.set_merging_domains(options.merge_domains);
+        reader.load(Ok).await.map_err(Error::Config)?
     };
     if options.max_keys == 0 {
         return Err(Error::setting(
@@ -164,7 +167,8 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
     )?;
     let mut service = Endpoints::new(engine, options.config.clone())
         .with_admin_hosts(options.admin_hosts.clone())
-        .with_ready_when_degraded(options.ready_when_degraded);
+        .with_ready_when_degraded(options.ready_when_degraded)
+        .with_merging_domains(options.merge_domains);
     if let Some(token) = &options.admin_token {
         service = service.with_admin_token(token.clone());
     }

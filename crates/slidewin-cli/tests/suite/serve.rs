@@ -259,6 +259,51 @@ fn sighup_reloads_the_config() {
     assert_eq!(serving.child.wait().unwrap().code(), Some(0));
 }
 
+/// Issue 31: `--merge-domains` (envoy ratelimit's MERGE_DOMAIN_CONFIG) serves one domain from
+/// two files, and reloads keep merging; without it the start is refused, naming the domain.
+#[test]
+fn issue_31_merge_domains_through_the_binary() {
+    let first = config_file(
+        "merge",
+        "a.yaml",
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {quota: 5/s}\n",
+    );
+    let dir = first.parent().unwrap().to_owned();
+    std::fs::write(
+        dir.join("b.yaml"),
+        "domain: api\ndescriptors:\n  - key: ip\n    rate_limit: {quota: 9/s}\n",
+    )
+    .unwrap();
+    let config = dir.to_str().unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_slidewin"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--config", config])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("duplicate domain `api`"), "{err}");
+
+    let mut serving = serve(&["--config", config, "--merge-domains"]);
+    let shown = get(&serving.http, "/api/config");
+    assert!(
+        shown.contains(r#""key":"user""#) && shown.contains(r#""key":"ip""#),
+        "{shown}"
+    );
+    signal(&serving.child, "HUP");
+    let reloaded =
+        (0..100_000).any(|_| get(&serving.http, "/api/config").contains(r#""version":2"#));
+    assert!(reloaded, "SIGHUP reloaded the merged config");
+    signal(&serving.child, "TERM");
+    assert_eq!(serving.child.wait().unwrap().code(), Some(0));
+}
+
 #[test]
 fn a_bad_config_is_refused_at_start_naming_the_place() {
     let file = config_file(

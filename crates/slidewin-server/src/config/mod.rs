@@ -292,6 +292,36 @@ impl Config {
     /// A file that cannot be read, is not a regular file or is not valid, a domain in two files,
     /// or no file at all.
     pub fn load(paths: &[PathBuf]) -> Result<Config, ConfigFileError> {
+        Config::load_files(paths, false)
+    }
+
+    /// As [`load`](Config::load), but a domain may be spread over several files (envoy
+    /// ratelimit's `MERGE_DOMAIN_CONFIG`): the top-level descriptors of each file of a domain
+    /// join the domain's, in file order, and a descriptor that two files both define (the
+    /// same key and value) is refused, naming the second file.
+    ///
+    /// # Errors
+    ///
+    /// As [`load`](Config::load), and a descriptor defined in two files.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use slidewin_server::Config;
+    /// let dir = std::env::temp_dir().join(format!("slidewin-merge-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// std::fs::write(dir.join("a.yaml"), "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {quota: 5/s}\n")?;
+    /// std::fs::write(dir.join("b.yaml"), "domain: api\ndescriptors:\n  - key: ip\n    rate_limit: {quota: 9/s}\n")?;
+    /// assert!(Config::load(&[dir.clone()]).unwrap_err().to_string().contains("duplicate domain `api`"));
+    /// let config = Config::load_merging_domains(&[dir.clone()])?;
+    /// assert_eq!(config.files().len(), 2);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn load_merging_domains(paths: &[PathBuf]) -> Result<Config, ConfigFileError> {
+        Config::load_files(paths, true)
+    }
+
+    fn load_files(paths: &[PathBuf], merge_domains: bool) -> Result<Config, ConfigFileError> {
         let mut config = Config {
             domains: Vec::new(),
             files: Vec::new(),
@@ -300,25 +330,32 @@ impl Config {
             let shown_file = file.display().to_string();
             let text = crate::config_read::read_file(&file, &shown_file)?;
             let one = Config::parse(&text, &shown_file)?;
-            config.merge(one)?;
+            config.merge(one, merge_domains)?;
         }
         Ok(config)
     }
 
-    /// Adds `other`'s domains; a domain may be in one file only, as in envoy ratelimit.
-    fn merge(&mut self, other: Config) -> Result<(), ConfigFileError> {
+    /// Adds `other`'s domains. A domain already here is refused (in one file only, as envoy
+    /// ratelimit has it by default), or with `merge_domains` gets `other`'s descriptors.
+    fn merge(&mut self, other: Config, merge_domains: bool) -> Result<(), ConfigFileError> {
         let file = other.files.first().cloned().unwrap_or_default();
         for domain in other.domains {
-            if self.domains.iter().any(|d| d.name == domain.name) {
+            let Some(here) = self.domains.iter_mut().find(|d| d.name == domain.name) else {
+                self.domains.push(domain);
+                continue;
+            };
+            if !merge_domains {
                 return Err(ConfigFileError::new(
                     &file,
                     format!(
-                        "duplicate domain `{}`: it is in another file too",
+                        "duplicate domain `{}`: it is in another file too (merging a domain's \
+                         files is an option: MERGE_DOMAIN_CONFIG, --merge-domains)",
                         domain.name
                     ),
                 ));
             }
-            self.domains.push(domain);
+            here.join(domain)
+                .map_err(|message| ConfigFileError::new(&file, message))?;
         }
         self.files.extend(other.files);
         Ok(())
@@ -348,6 +385,25 @@ impl Domain {
     #[must_use]
     pub(crate) fn descriptors(&self) -> &[Descriptor] {
         &self.descriptors
+    }
+
+    /// `other`'s descriptors after its own, from another file of the same domain; every
+    /// limit named again over the whole, so that names stay unique in the domain.
+    fn join(&mut self, other: Domain) -> Result<(), String> {
+        for descriptor in &other.descriptors {
+            let same = |d: &&Descriptor| d.key == descriptor.key && d.value == descriptor.value;
+            if let Some(twice) = self.descriptors.iter().find(same) {
+                return Err(format!(
+                    "duplicate descriptor `{}` in domain `{}`: another file of the domain \
+                     defines it too",
+                    shown(&twice.path),
+                    self.name
+                ));
+            }
+        }
+        self.descriptors.extend(other.descriptors);
+        let mut taken = std::collections::HashSet::new();
+        naming::name_limits(&mut self.descriptors, &self.name, &mut taken)
     }
 }
 

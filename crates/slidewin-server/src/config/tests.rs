@@ -155,3 +155,65 @@ fn a_limit_is_named_by_its_name_or_its_path() {
         .collect();
     assert_eq!(names, ["path__search", "per-user"]);
 }
+
+/// Files of one directory, for the loads below: `(name, text)` each.
+fn files(test: &str, each: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("slidewin-config-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in each {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    dir
+}
+
+/// envoy ratelimit's MERGE_DOMAIN_CONFIG (issue 31): without it a domain is in one file only;
+/// with it the files' top-level descriptors join, every limit keeps one name unique in the
+/// domain, and a descriptor two files define is refused, naming the second.
+#[test]
+fn issue_31_a_domain_spread_over_files_is_merged_when_asked() {
+    let dir = files(
+        "merge",
+        &[
+            (
+                "a.yaml",
+                "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {name: search, quota: 5/s}\n",
+            ),
+            (
+                "b.yaml",
+                "domain: api\ndescriptors:\n  - key: ip\n    rate_limit: {name: search, quota: 9/s}\n",
+            ),
+        ],
+    );
+    let strict = Config::load(std::slice::from_ref(&dir))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        strict.contains("b.yaml") && strict.contains("duplicate domain `api`"),
+        "{strict}"
+    );
+    assert!(strict.contains("MERGE_DOMAIN_CONFIG"), "{strict}");
+
+    let merged = Config::load_merging_domains(std::slice::from_ref(&dir)).unwrap();
+    assert_eq!(merged.domains().len(), 1);
+    let names: Vec<(&str, &str)> = merged.domains()[0]
+        .descriptors()
+        .iter()
+        .map(|d| (d.key(), d.limit().unwrap().name()))
+        .collect();
+    assert_eq!(names, [("user", "search"), ("ip", "search.2")]);
+
+    std::fs::write(
+        dir.join("c.yaml"),
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {quota: 1/s}\n",
+    )
+    .unwrap();
+    let twice = Config::load_merging_domains(std::slice::from_ref(&dir))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        twice.contains("c.yaml") && twice.contains("duplicate descriptor `api.user`"),
+        "{twice}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -161,6 +161,23 @@ impl<B: Backend> Endpoints<B> {
         self
     }
 
+    /// This service's reloads letting a domain be spread over several files, as
+    /// [`Config::load_merging_domains`] reads them (envoy ratelimit's `MERGE_DOMAIN_CONFIG`).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use slidewin_server::{Bounds, Config, Endpoints, Engine, Metrics};
+    /// let config = Config::parse(Config::EXAMPLE, "example.yaml")?;
+    /// let engine = Engine::new(slidewin_store::Memory::new(), config, Arc::new(slidewin::time::MonotonicClock), Bounds::default(), Metrics::new())?;
+    /// let service = Endpoints::new(engine, vec![]).with_merging_domains(true);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_merging_domains(self, merge: bool) -> Endpoints<B> {
+        self.inner.reader.set_merging_domains(merge);
+        self
+    }
+
     /// The hosts besides the loopback ones that the admin routes answer without a token
     /// ([`Endpoints::with_admin_hosts`]).
     #[must_use]
