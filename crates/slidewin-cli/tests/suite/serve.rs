@@ -259,7 +259,7 @@ fn sighup_reloads_the_config() {
     assert_eq!(serving.child.wait().unwrap().code(), Some(0));
 }
 
-/// Issue 31: `--merge-domains` (envoy ratelimit's MERGE_DOMAIN_CONFIG) serves one domain from
+/// Issue 31: `--merge-domains` (envoy ratelimit's `MERGE_DOMAIN_CONFIG`) serves one domain from
 /// two files, and reloads keep merging; without it the start is refused, naming the domain.
 #[test]
 fn issue_31_merge_domains_through_the_binary() {

@@ -167,7 +167,7 @@ fn files(test: &str, each: &[(&str, &str)]) -> PathBuf {
     dir
 }
 
-/// envoy ratelimit's MERGE_DOMAIN_CONFIG (issue 31): without it a domain is in one file only;
+/// envoy ratelimit's `MERGE_DOMAIN_CONFIG` (issue 31): without it a domain is in one file only;
 /// with it the files' top-level descriptors join, every limit keeps one name unique in the
 /// domain, and a descriptor two files define is refused, naming the second.
 #[test]
