@@ -10,10 +10,12 @@
 //!
 //! Thin glue: parsing and printing here, the arithmetic in the `slidewin` crate.
 
+mod envoy_env;
 mod json;
 mod period;
 mod serve;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -34,7 +36,9 @@ enum Command {
     /// dashboard, Prometheus /metrics; exact sliding windows, in memory or Redis.
     ///
     /// Listens on 127.0.0.1 unless told otherwise. SIGHUP reloads the config; SIGTERM stops
-    /// accepting, lets the checks in flight finish, and exits 0.
+    /// accepting, lets the checks in flight finish, and exits 0. A flag given twice takes
+    /// its last value.
+    #[command(args_override_self = true)]
     Serve(Box<serve::ServeArgs>),
     /// The calendar period from START to END: years, months, days (and hours, minutes,
     /// seconds between datetimes).
@@ -53,9 +57,42 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv = as_invoked(std::env::args_os().collect());
+    let cli = Cli::parse_from(&argv);
     match cli.command {
-        Command::Serve(args) => serve::run(*args),
+        Command::Serve(args) if args.envoy_env => with_envoy_env(argv),
+        Command::Serve(args) => serve::run(*args, Vec::new()),
         Command::Period(args) => period::run(&args),
+    }
+}
+
+/// The command line, as `slidewin serve --envoy-env` when the binary runs as `ratelimit`
+/// (envoy ratelimit's, which manifests name as their command): the image is the only change.
+fn as_invoked(mut argv: Vec<OsString>) -> Vec<OsString> {
+    let name = argv
+        .first()
+        .and_then(|arg0| std::path::Path::new(arg0).file_name())
+        .and_then(|name| name.to_str());
+    if name == Some("ratelimit") {
+        argv.splice(1..1, ["serve".into(), "--envoy-env".into()]);
+    }
+    argv
+}
+
+/// `serve --envoy-env`: envoy ratelimit's variables as flags before those of `argv`, which win.
+fn with_envoy_env(argv: Vec<OsString>) -> ExitCode {
+    let translated = match envoy_env::translate(&|name| std::env::var(name).ok()) {
+        Ok(translated) => translated,
+        Err(e) => {
+            eprintln!("slidewin serve --envoy-env: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut again: Vec<OsString> = argv.iter().take(2).cloned().collect();
+    again.extend(translated.flags.into_iter().map(OsString::from));
+    again.extend(argv.into_iter().skip(2));
+    match Cli::parse_from(again).command {
+        Command::Serve(args) => serve::run(*args, translated.warnings),
+        Command::Period(_) => unreachable!("the command was serve"),
     }
 }

@@ -6,15 +6,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use http::HeaderName;
 use slidewin_server::{
-    AdminHost, AdminToken, BackendChoice, Bounds, ConnectionLimits, FailurePolicy, RedisTls,
-    RunOptions, ServeOptions, TlsFiles, Unit,
+    AdminHost, AdminToken, AnswerOptions, BackendChoice, Bounds, ConnectionLimits, FailurePolicy,
+    MetricsListener, RedisTls, ResponseHeaders, RunOptions, ServeOptions, TlsFiles, Unit,
 };
 
 // The doc comments are the --help text, read in a terminal, not rendered as Markdown.
 #[allow(clippy::doc_markdown)]
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
+    /// Read envoy ratelimit's environment variables (RUNTIME_ROOT, PORT, GRPC_PORT,
+    /// REDIS_URL, USE_PROMETHEUS, ...) with their meanings and defaults, as flags given
+    /// before these: a flag given here wins. What slidewin does not use is named in a
+    /// warning; what it cannot honour stops the start. The same as running the binary under
+    /// the name `ratelimit`.
+    #[arg(long)]
+    pub(crate) envoy_env: bool,
     /// A config file or directory (its .yaml and .yml files), in envoy ratelimit's format;
     /// repeat for more. Without one, a built-in example runs. Reloaded when a file changes
     /// and on SIGHUP.
@@ -26,6 +34,22 @@ pub(crate) struct ServeArgs {
     /// Where the HTTP API (/json, /healthcheck, /healthz, /api/*, /metrics) and the dashboard listen.
     #[arg(long, env = "SLIDEWIN_HTTP_ADDR", default_value = "127.0.0.1:8080")]
     http_addr: SocketAddr,
+    /// Serve the dashboard, /api/* and /metrics here instead, apart from /json and health
+    /// (envoy ratelimit's debug port).
+    #[arg(long, env = "SLIDEWIN_ADMIN_ADDR")]
+    admin_addr: Option<SocketAddr>,
+    /// Serve Prometheus's metrics alone here too, with no token or host check: bind it where
+    /// only the scraper reaches (envoy ratelimit's PROMETHEUS_ADDR).
+    #[arg(long, env = "SLIDEWIN_METRICS_ADDR")]
+    metrics_addr: Option<SocketAddr>,
+    /// The path of the metrics on --metrics-addr.
+    #[arg(
+        long,
+        env = "SLIDEWIN_METRICS_PATH",
+        default_value = "/metrics",
+        requires = "metrics_addr"
+    )]
+    metrics_path: String,
     /// Keep the counts in a Redis server (redis://host:port) instead of in memory. A Redis
     /// down at start does not stop the service: it answers by --failure-policy until Redis does.
     #[arg(long, env = "SLIDEWIN_REDIS", conflicts_with = "redis_cluster")]
@@ -46,6 +70,10 @@ pub(crate) struct ServeArgs {
     /// The PEM private key of --redis-cert.
     #[arg(long, env = "SLIDEWIN_REDIS_KEY", requires = "redis_cert")]
     redis_key: Option<PathBuf>,
+    /// What Redis's keys start with, instead of slidewin: services sharing a Redis under
+    /// different prefixes share no counts.
+    #[arg(long, env = "SLIDEWIN_REDIS_KEY_PREFIX")]
+    redis_key_prefix: Option<String>,
     /// What to answer while Redis is down: open admits, closed denies.
     #[arg(long, env = "SLIDEWIN_FAILURE_POLICY", value_enum, default_value_t = Policy::Open)]
     failure_policy: Policy,
@@ -74,6 +102,10 @@ pub(crate) struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "SLIDEWIN_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// TLS on the gRPC listener only: the HTTP, admin and metrics listeners speak plain text
+    /// (envoy ratelimit's GRPC_SERVER_USE_TLS).
+    #[arg(long, env = "SLIDEWIN_TLS_ONLY_GRPC", requires = "tls_cert")]
+    tls_only_grpc: bool,
     /// Mutual TLS: every client must present a certificate that chains to one of these PEM
     /// certificate authorities, on both listeners; one without is refused in the handshake.
     /// Needs --tls-cert.
@@ -97,6 +129,33 @@ pub(crate) struct ServeArgs {
     /// milliseconds (500ms).
     #[arg(long, env = "SLIDEWIN_DRAIN_TIMEOUT", default_value = "5", value_parser = seconds)]
     drain_timeout: Duration,
+    /// Send a gRPC connection a GOAWAY once it is this old (give or take a tenth), so that
+    /// clients reconnect and spread over the replicas: seconds (86400) or milliseconds. Its
+    /// calls are answered first.
+    #[arg(long, env = "SLIDEWIN_GRPC_MAX_CONNECTION_AGE", value_parser = age)]
+    grpc_max_connection_age: Option<Duration>,
+    /// Answer OK to every request over a limit (its descriptors still say OVER_LIMIT), and
+    /// count it: a config tried without denying anyone (envoy ratelimit's SHADOW_MODE).
+    #[arg(long, env = "SLIDEWIN_SHADOW_MODE")]
+    shadow_mode: bool,
+    /// The headers an answer asks Envoy to add: draft (RateLimit-Policy and RateLimit, and
+    /// Retry-After when denied), envoy (envoy ratelimit's three, named by
+    /// --envoy-header-names), or none.
+    #[arg(long, env = "SLIDEWIN_RESPONSE_HEADERS", value_enum, default_value_t = Headers::Draft)]
+    response_headers: Headers,
+    /// The names of --response-headers envoy's three headers: the limit, what is left of it,
+    /// and the seconds until it is full again.
+    #[arg(
+        long,
+        env = "SLIDEWIN_ENVOY_HEADER_NAMES",
+        value_delimiter = ',',
+        default_value = "RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset"
+    )]
+    envoy_header_names: Vec<String>,
+    /// A request within its limit is counted as near it (slidewin_near_limit_total) past this
+    /// share of it: above 0, at most 1.
+    #[arg(long, env = "SLIDEWIN_NEAR_LIMIT_RATIO", default_value = "0.8", value_parser = ratio)]
+    near_limit_ratio: u16,
     /// Let a domain be spread over several config files (envoy ratelimit's
     /// MERGE_DOMAIN_CONFIG): their top-level descriptors join; one defined in two files is
     /// refused.
@@ -150,6 +209,13 @@ enum OnOff {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum Headers {
+    Draft,
+    Envoy,
+    None,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum Policy {
     Open,
     Closed,
@@ -161,7 +227,8 @@ enum LogFormat {
     Json,
 }
 
-pub(crate) fn run(args: ServeArgs) -> ExitCode {
+/// Serves as `args` say, after logging `warnings` (what `--envoy-env` found and does not use).
+pub(crate) fn run(args: ServeArgs, warnings: Vec<String>) -> ExitCode {
     let filter = match tracing_subscriber::EnvFilter::try_new(&args.log) {
         Ok(filter) => filter,
         Err(e) => {
@@ -180,6 +247,9 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
     match args.log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
+    }
+    for warning in warnings {
+        tracing::warn!("envoy ratelimit's environment: {warning}");
     }
     let admin_token = match (&args.admin_token, &args.admin_token_file) {
         (Some(token), _) => AdminToken::new(token).map(Some),
@@ -203,6 +273,23 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let answers = match answers(&args) {
+        Ok(answers) => answers,
+        Err(e) => {
+            eprintln!("slidewin serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let metrics = match args
+        .metrics_addr
+        .map(|addr| MetricsListener::new(addr, &args.metrics_path))
+    {
+        Some(Err(e)) => {
+            eprintln!("slidewin serve: --metrics-path: {e}");
+            return ExitCode::from(2);
+        }
+        listener => listener.transpose().ok().flatten(),
+    };
     let backend = match (args.redis, args.redis_cluster.is_empty()) {
         (Some(url), _) => BackendChoice::Redis(url),
         (None, false) => BackendChoice::RedisCluster(args.redis_cluster),
@@ -214,11 +301,14 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             grpc_addr: args.grpc_addr,
             http_addr: args.http_addr,
             admin: !args.no_admin,
+            admin_addr: args.admin_addr,
+            metrics,
             limits: ConnectionLimits {
                 max_connections: args.max_connections,
                 max_calls_in_flight: args.max_calls_in_flight,
                 drain_delay: args.drain_delay,
                 drain_timeout: args.drain_timeout,
+                max_connection_age: args.grpc_max_connection_age,
                 ..ConnectionLimits::default()
             },
             tls: match (args.tls_cert, args.tls_key) {
@@ -226,6 +316,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     cert,
                     key,
                     client_ca: args.tls_client_ca,
+                    only_grpc: args.tls_only_grpc,
                 }),
                 _ => None,
             },
@@ -238,6 +329,8 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         ready_when_degraded: args.ready_when_degraded,
         merge_domains: args.merge_domains,
         redis_tls,
+        redis_key_prefix: args.redis_key_prefix,
+        answers,
         max_keys: args.max_keys,
         max_memory: args.max_memory,
         bounds: Bounds {
@@ -267,6 +360,42 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
     }
 }
 
+/// How answers are given, as `--shadow-mode`, `--response-headers`, `--envoy-header-names`
+/// and `--near-limit-ratio` say.
+fn answers(args: &ServeArgs) -> Result<AnswerOptions, String> {
+    let headers = match args.response_headers {
+        Headers::Draft => ResponseHeaders::Draft,
+        Headers::None => ResponseHeaders::None,
+        Headers::Envoy => {
+            let names: Vec<HeaderName> = args
+                .envoy_header_names
+                .iter()
+                .map(|name| {
+                    HeaderName::try_from(name.trim())
+                        .map_err(|_| format!("--envoy-header-names: `{name}` is not a header name"))
+                })
+                .collect::<Result<_, _>>()?;
+            let [limit, remaining, reset]: [HeaderName; 3] =
+                names.try_into().map_err(|names: Vec<_>| {
+                    format!(
+                        "--envoy-header-names takes three names, got {}",
+                        names.len()
+                    )
+                })?;
+            ResponseHeaders::Envoy {
+                limit,
+                remaining,
+                reset,
+            }
+        }
+    };
+    Ok(AnswerOptions {
+        shadow_mode: args.shadow_mode,
+        headers,
+        near_limit_permille: args.near_limit_ratio,
+    })
+}
+
 /// The certificates `--redis-ca`, `--redis-cert` and `--redis-key` name, read; none given,
 /// `None`.
 fn redis_tls(
@@ -290,6 +419,11 @@ fn redis_tls(
 /// A duration as `--drain-timeout` takes it: seconds (`5`, `0.5`, `5s`) or milliseconds
 /// (`500ms`), at most a day.
 fn seconds(text: &str) -> Result<Duration, String> {
+    within(text, 86_400.0)
+}
+
+/// Seconds or milliseconds, from 0 to `most` seconds.
+fn within(text: &str, most: f64) -> Result<Duration, String> {
     let (number, scale) = match text.strip_suffix("ms") {
         Some(number) => (number, 1e-3),
         None => (text.strip_suffix('s').unwrap_or(text), 1.0),
@@ -299,12 +433,31 @@ fn seconds(text: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("`{text}` is not a duration: give seconds (5, 0.5) or 500ms"))?;
     let secs = value * scale;
-    if !(0.0..=86_400.0).contains(&secs) {
+    if !(0.0..=most).contains(&secs) {
+        let most_text = if most > 86_400.0 { "366 days" } else { "a day" };
         return Err(format!(
-            "`{text}` is out of range: from 0 to a day (86400 seconds)"
+            "`{text}` is out of range: from 0 to {most_text} ({most} seconds)"
         ));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// A connection's age as `--grpc-max-connection-age` takes it: as `--drain-timeout`, up to
+/// a year.
+fn age(text: &str) -> Result<Duration, String> {
+    within(text, 366.0 * 86_400.0)
+}
+
+/// A share as `--near-limit-ratio` takes it (0.8), in thousandths.
+fn ratio(text: &str) -> Result<u16, String> {
+    match text.trim().parse::<f64>() {
+        // In (0, 1], so the cast holds 1 to 1000.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok((share * 1000.0).round().max(1.0) as u16),
+        _ => Err(format!(
+            "`{text}` is not a share: give a number above 0, at most 1 (0.8)"
+        )),
+    }
 }
 
 /// A unit as `--max-override-unit` takes it: envoy's, in any case.

@@ -34,14 +34,14 @@ pub use config::{Config, ConfigFileError, Unit};
 pub use endpoints::health::Health;
 pub use endpoints::{Endpoints, LoadTally};
 pub use engine::{
-    Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride, RateLimitRequest,
-    RateLimitResponse, RequestDescriptor, RequestError,
+    AnswerOptions, Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride,
+    RateLimitRequest, RateLimitResponse, RequestDescriptor, RequestError, ResponseHeaders,
 };
 pub use error::Error;
 pub use metrics::Metrics;
 pub use redis::{connect_redis, connect_redis_cluster};
 pub use run::{BackendChoice, RunOptions, run};
-pub use serve::{ConnectionLimits, Listeners, ServeOptions, TlsFiles, serve};
+pub use serve::{ConnectionLimits, Listeners, MetricsListener, ServeOptions, TlsFiles, serve};
 pub use snapshot::{
     BackendStatus, ConfigStatus, LoadError, PerSecond, RuleStats, Snapshot, TopKey, Totals,
 };

@@ -81,6 +81,7 @@ struct Inner {
     request_overrides: Family<ResultLabels, Counter>,
     connections_cut: Family<ReasonLabels, Counter>,
     unmatched: Family<UnmatchedLabels, Counter>,
+    global_shadow_mode: Counter,
 }
 
 /// One rule's counters, as envoy ratelimit names them; in hits (a request's `hits_addend`).
@@ -237,6 +238,12 @@ impl Metrics {
              client), or in a domain the config does not have (unknown_domain)",
             unmatched.clone(),
         );
+        let global_shadow_mode = Counter::default();
+        registry.register(
+            "global_shadow_mode",
+            "Requests over a limit answered OK because the global shadow mode is on",
+            global_shadow_mode.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -259,6 +266,7 @@ impl Metrics {
                 request_overrides,
                 connections_cut,
                 unmatched,
+                global_shadow_mode,
             }),
         }
     }
@@ -343,6 +351,11 @@ impl Metrics {
             reason: "unknown_domain",
         };
         self.inner.unmatched.get_or_create(&labels).inc_by(n);
+    }
+
+    /// A request over a limit answered OK by the global shadow mode.
+    pub(crate) fn global_shadow_mode(&self) {
+        self.inner.global_shadow_mode.inc();
     }
 
     pub(crate) fn backend_error(&self) {

@@ -13,7 +13,7 @@ use slidewin_store::{Backend, BackendState};
 use crate::config::Config;
 use crate::config_read::Reader;
 use crate::endpoints::Endpoints;
-use crate::engine::{Bounds, Engine};
+use crate::engine::{AnswerOptions, Bounds, Engine};
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::redis::{connect_redis, connect_redis_cluster};
@@ -54,6 +54,10 @@ pub struct RunOptions {
     pub backend: BackendChoice,
     /// What Redis answers while it is down.
     pub failure_policy: FailurePolicy,
+    /// What Redis's keys start with, instead of `slidewin` (see
+    /// [`Redis::with_key_prefix`](slidewin_store::Redis::with_key_prefix)): services that
+    /// share a Redis under different prefixes share no counts.
+    pub redis_key_prefix: Option<String>,
     /// The certificates for Redis over TLS (`rediss://`); `None` trusts the system's
     /// authorities and sends no client certificate.
     pub redis_tls: Option<RedisTls>,
@@ -69,6 +73,8 @@ pub struct RunOptions {
     pub max_memory: usize,
     /// The bounds on a request.
     pub bounds: Bounds,
+    /// How answers are given: the global shadow mode, the headers, near the limit.
+    pub answers: AnswerOptions,
     /// What the admin surfaces (the dashboard, `/api/*`, `/metrics`) require; none: they
     /// are open, to requests for a loopback host or one of `admin_hosts`.
     pub admin_token: Option<AdminToken>,
@@ -92,11 +98,13 @@ impl Default for RunOptions {
             backend: BackendChoice::Memory,
             failure_policy: FailurePolicy::Open,
             redis_tls: None,
+            redis_key_prefix: None,
             ready_when_degraded: false,
             merge_domains: false,
             max_keys: Memory::DEFAULT_MAX_KEYS,
             max_memory: RunOptions::DEFAULT_MAX_MEMORY,
             bounds: Bounds::default(),
+            answers: AnswerOptions::default(),
             admin_token: None,
             admin_hosts: Vec::new(),
         }
@@ -144,6 +152,7 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
             let backend = connect_redis(url, options.failure_policy, options.redis_tls.as_ref())
                 .await
                 .map_err(|e| Error::Backend(format!("--redis: {e}")))?;
+            let backend = prefixed(backend, &options);
             start(backend, config, options).await
         }
         BackendChoice::RedisCluster(nodes) => {
@@ -152,8 +161,17 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
                 connect_redis_cluster(&urls, options.failure_policy, options.redis_tls.as_ref())
                     .await
                     .map_err(|e| Error::Backend(format!("--redis-cluster: {e}")))?;
+            let backend = prefixed(backend, &options);
             start(backend, config, options).await
         }
+    }
+}
+
+/// `backend` with its keys under the prefix the options name, if any.
+fn prefixed(backend: slidewin_store::Redis, options: &RunOptions) -> slidewin_store::Redis {
+    match &options.redis_key_prefix {
+        Some(prefix) => backend.with_key_prefix(prefix),
+        None => backend,
     }
 }
 
@@ -164,7 +182,8 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
         Arc::new(MonotonicClock),
         options.bounds,
         Metrics::new(),
-    )?;
+    )?
+    .with_answers(options.answers.clone());
     let mut service = Endpoints::new(engine, options.config.clone())
         .with_admin_hosts(options.admin_hosts.clone())
         .with_ready_when_degraded(options.ready_when_degraded)
@@ -214,17 +233,35 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
                 .join(", ")
         }
     );
-    let (scheme, tls) = if listeners.is_tls() {
-        ("https", " (TLS)")
+    println!(
+        "  Envoy RLS gRPC  {grpc}{}",
+        if listeners.is_tls() { " (TLS)" } else { "" }
+    );
+    let scheme = if listeners.is_http_tls() {
+        "https"
     } else {
-        ("http", "")
+        "http"
     };
-    println!("  Envoy RLS gRPC  {grpc}{tls}");
+    let admin_addr = listeners.admin_addr().map_err(Error::io(""))?;
+    if let Some(admin) = admin_addr {
+        println!("  HTTP API        {scheme}://{http}/json, /healthcheck");
+        println!("  admin           {scheme}://{admin}/");
+    }
     if options.serve.admin {
         let token = options.admin_token.as_ref();
-        for line in crate::access::startup_lines(scheme, http, token, &options.admin_hosts) {
+        let at = admin_addr.unwrap_or(http);
+        for line in crate::access::startup_lines(scheme, at, token, &options.admin_hosts) {
             println!("{line}");
         }
+    }
+    if let (Some(addr), Some(metrics)) = (
+        listeners.metrics_addr().map_err(Error::io(""))?,
+        &options.serve.metrics,
+    ) {
+        println!(
+            "  Prometheus      {scheme}://{addr}{} (open: no token)",
+            metrics.path()
+        );
     }
     println!("  try it:");
     println!(

@@ -53,6 +53,17 @@ impl Redis {
         }
     }
 
+    /// The same, its keys under `prefix` instead of `slidewin`
+    /// ([`RedisLimiter::with_prefix`](slidewin_redis::RedisLimiter::with_prefix)): services
+    /// that share a Redis under different prefixes share no counts.
+    #[must_use]
+    pub fn with_key_prefix(self, prefix: &str) -> Redis {
+        Redis {
+            limiter: self.limiter.with_prefix(prefix),
+            ..self
+        }
+    }
+
     /// The limiter.
     #[must_use]
     pub fn limiter(&self) -> &slidewin_redis::RedisLimiter {

@@ -1,5 +1,6 @@
 //! The `slidewin` command's tests, run on the built binary, one module a file, in one binary:
 //! one link instead of one a file.
 
+mod envoy;
 mod period;
 mod serve;

@@ -312,15 +312,28 @@ impl<B: Backend> Endpoints<B> {
     /// `content-type: application/json` only (else `415`): no web page can send that without
     /// the browser asking first (a CORS preflight, which is not answered).
     pub fn router(&self, admin: bool) -> Router {
-        let api = Router::new()
+        let api = self.api_router();
+        if admin {
+            api.merge(self.admin_router())
+        } else {
+            api
+        }
+    }
+
+    /// `POST /json` and the health routes alone: what the HTTP listener serves when the admin
+    /// surfaces listen on an address of their own.
+    pub(crate) fn api_router(&self) -> Router {
+        Router::new()
             .route("/json", post(json::json::<B>))
             .route("/healthcheck", get(health::http::<B>))
             .route("/healthz", get(health::http::<B>))
             .layer(DefaultBodyLimit::max(Bounds::MAX_BODY_BYTES))
-            .with_state(self.clone());
-        if !admin {
-            return api;
-        }
+            .with_state(self.clone())
+    }
+
+    /// The admin surfaces alone (`/api/*`, `/metrics`, the dashboard), behind the admin token
+    /// or the host check.
+    pub(crate) fn admin_router(&self) -> Router {
         // One feed of snapshots for the dashboard's event streams and `/api/stats` alike.
         let source: Arc<dyn SnapshotSource> = Arc::new(self.clone());
         let feed = Feed::new(source, self.draining());
@@ -332,9 +345,17 @@ impl<B: Backend> Endpoints<B> {
             .route("/api/stats", get(move || stats_answer(Arc::clone(&stats))))
             .merge(crate::dashboard::dashboard_on(feed, self.draining()));
         match &self.admin_token {
-            Some(token) => api.merge(token.protect(admin)),
-            None => api.merge(self.admin_hosts.protect(admin)),
+            Some(token) => token.protect(admin),
+            None => self.admin_hosts.protect(admin),
         }
+    }
+
+    /// The metrics alone, at `path`, with neither token nor host check: for a listener that
+    /// only the scraper reaches ([`ServeOptions::metrics`](crate::ServeOptions::metrics)).
+    pub(crate) fn metrics_router(&self, path: &str) -> Router {
+        Router::new()
+            .route(path, get(metrics::<B>))
+            .with_state(self.clone())
     }
 }
 

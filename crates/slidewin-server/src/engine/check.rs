@@ -118,7 +118,8 @@ impl<B: Backend> Engine<B> {
         let binding = checked.binding();
         let decision = checked.decision();
         let code = if decision.allowed() {
-            passed(rule, rule.metrics(), hits, now, decision);
+            let near = self.answers.near_limit_permille;
+            passed(rule, rule.metrics(), (hits, near), now, decision);
             Code::Ok
         } else {
             self.over(rule, hits, now, entries)
@@ -180,11 +181,12 @@ impl<B: Backend> Engine<B> {
     }
 }
 
-/// A descriptor within its limit: counted as passed, and as near the limit past 80% of it.
+/// A descriptor within its limit: counted as passed, and as near the limit past `near`
+/// thousandths of it.
 fn passed<B: Backend>(
     rule: &RuleRt<B>,
     metrics: &RuleMetrics,
-    hits: u64,
+    (hits, near): (u64, u16),
     now: Moment,
     decision: Decision,
 ) {
@@ -192,8 +194,8 @@ fn passed<B: Backend>(
     metrics.within_limit.inc_by(hits);
     let limit = decision.limit();
     let used = limit.saturating_sub(decision.remaining());
-    // envoy ratelimit's near limit: past 80% of the limit after this request.
-    if used.saturating_mul(5) > limit.saturating_mul(4) {
+    // envoy ratelimit's near limit: past the ratio of the limit after this request.
+    if u128::from(used) * 1000 > u128::from(limit) * u128::from(near) {
         metrics.near_limit.inc_by(hits);
     }
 }

@@ -3,6 +3,7 @@
 //! public API are here, and the path of a check from the request to its answer; the steps
 //! are in the submodules.
 
+mod answers;
 mod check;
 mod matching;
 pub(crate) mod request;
@@ -20,6 +21,8 @@ use slidewin_http::{RATELIMIT, RATELIMIT_POLICY, RateLimitFields};
 
 use crate::error::Error;
 
+use self::answers::envoy_headers;
+pub use self::answers::{AnswerOptions, ResponseHeaders};
 use self::check::{DescriptorCheck, refused_status};
 use self::matching::{Node, build, find};
 pub use self::request::{
@@ -75,12 +78,14 @@ pub(crate) struct Loaded<B: Backend> {
 /// The decision engine: a config, a backend, statistics. Cloning shares it.
 pub struct Engine<B: Backend> {
     inner: Arc<Inner<B>>,
+    answers: Arc<AnswerOptions>,
 }
 
 impl<B: Backend> Clone for Engine<B> {
     fn clone(&self) -> Engine<B> {
         Engine {
             inner: Arc::clone(&self.inner),
+            answers: Arc::clone(&self.answers),
         }
     }
 }
@@ -121,7 +126,35 @@ impl<B: Backend> Engine<B> {
                 top: TopKeys::new(),
                 overrides: Overrides::new(),
             }),
+            answers: Arc::new(AnswerOptions::default()),
         })
+    }
+
+    /// The same engine answering as `answers` says: this handle and its clones from now on.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use slidewin_server::{AnswerOptions, Bounds, Config, Engine, Metrics, ResponseHeaders};
+    ///
+    /// let config = Config::parse(Config::EXAMPLE, "example.yaml")?;
+    /// let clock = Arc::new(slidewin::time::MonotonicClock);
+    /// let engine = Engine::new(slidewin_store::Memory::new(), config, clock, Bounds::default(), Metrics::new())?
+    ///     .with_answers(AnswerOptions { shadow_mode: true, headers: ResponseHeaders::None, ..AnswerOptions::default() });
+    /// assert!(engine.answers().shadow_mode);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_answers(self, answers: AnswerOptions) -> Engine<B> {
+        Engine {
+            answers: Arc::new(answers),
+            ..self
+        }
+    }
+
+    /// How it answers.
+    #[must_use]
+    pub fn answers(&self) -> &AnswerOptions {
+        &self.answers
     }
 
     /// Puts `config` in force. Limits kept (same domain and path) keep their counts and
@@ -206,14 +239,24 @@ impl<B: Backend> Engine<B> {
         };
         let matches = self.match_descriptors(root, request, now);
         let tally = self.check_descriptors(request, &matches, now).await?;
-        let headers = self.headers(&matches, &tally);
+        // The global shadow mode answers OK, and the descriptors still say what they were.
+        let over = tally.over();
+        let denied = over && !self.answers.shadow_mode;
+        if over && !denied {
+            self.inner.metrics.global_shadow_mode();
+        }
+        let headers = match &self.answers.headers {
+            ResponseHeaders::Draft => self.headers(&matches, &tally, denied),
+            ResponseHeaders::Envoy {
+                limit,
+                remaining,
+                reset,
+            } => envoy_headers((limit, remaining, reset), &tally.statuses),
+            ResponseHeaders::None => Vec::new(),
+        };
         self.inner.metrics.observe_decision(started.elapsed());
         Ok(RateLimitResponse {
-            overall_code: if tally.over() {
-                Code::OverLimit
-            } else {
-                Code::Ok
-            },
+            overall_code: if denied { Code::OverLimit } else { Code::Ok },
             statuses: tally.statuses,
             headers,
         })
@@ -304,7 +347,12 @@ impl<B: Backend> Engine<B> {
     /// The answer's fields: every policy matched, the binding limit's `RateLimit` (and
     /// `Retry-After` when over), and whether a failure policy answered for a failed store.
     #[inline]
-    fn headers(&self, matches: &Matches<B>, tally: &Tally) -> Vec<(HeaderName, HeaderValue)> {
+    fn headers(
+        &self,
+        matches: &Matches<B>,
+        tally: &Tally,
+        denied: bool,
+    ) -> Vec<(HeaderName, HeaderValue)> {
         let mut headers = Vec::new();
         if !tally.policies.is_empty()
             && let Some(policy) = join_fields(&tally.policies)
@@ -316,9 +364,7 @@ impl<B: Backend> Engine<B> {
             && let ActionRt::Rules { fields, .. } = &rule.action
         {
             headers.push((RATELIMIT, fields.rate_limit_at(*rule_at, decision)));
-            if tally.over()
-                && let Some(retry) = slidewin_http::retry_after(decision)
-            {
+            if denied && let Some(retry) = slidewin_http::retry_after(decision) {
                 headers.push((http::header::RETRY_AFTER, retry));
             }
         }

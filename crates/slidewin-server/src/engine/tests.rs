@@ -178,3 +178,117 @@ fn counter_keys_cannot_be_forged_by_values() {
         counter_key("d", "d.k_a*", &[Entry::new("k", "axy")], &pattern)
     );
 }
+
+/// An engine on one limit of 2 a minute for key `k`, answering as `answers` says.
+fn answering(answers: AnswerOptions) -> Engine<slidewin_store::Memory> {
+    let config = Config::parse(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {name: two, quota: 2/minute}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let clock = Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(9)));
+    Engine::new(
+        slidewin_store::Memory::new(),
+        config,
+        clock,
+        Bounds::default(),
+        Metrics::new(),
+    )
+    .unwrap()
+    .with_answers(answers)
+}
+
+fn one_k() -> RateLimitRequest {
+    RateLimitRequest::new(
+        "d",
+        vec![RequestDescriptor::new(vec![Entry::new("k", "x")])],
+    )
+}
+
+fn names(response: &RateLimitResponse) -> Vec<String> {
+    response
+        .headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
+        .collect()
+}
+
+/// Issue 31: envoy ratelimit's `SHADOW_MODE`. Over the limit, the answer is OK, the descriptor
+/// still says `OVER_LIMIT`, no `Retry-After` is sent, and the answer is counted.
+#[tokio::test]
+async fn issue_31_the_global_shadow_mode_answers_ok_and_counts_it() {
+    let engine = answering(AnswerOptions {
+        shadow_mode: true,
+        ..AnswerOptions::default()
+    });
+    for _ in 0..2 {
+        engine.should_rate_limit(&one_k()).await.unwrap();
+    }
+    let third = engine.should_rate_limit(&one_k()).await.unwrap();
+    assert_eq!(third.overall_code, Code::Ok);
+    assert_eq!(third.statuses[0].code, Code::OverLimit);
+    assert!(names(&third).iter().all(|h| !h.starts_with("retry-after")));
+    assert!(
+        engine
+            .metrics()
+            .encode()
+            .contains("slidewin_global_shadow_mode_total 1"),
+        "{}",
+        engine.metrics().encode()
+    );
+    // Off, the same third request is denied with its Retry-After.
+    let enforcing = answering(AnswerOptions::default());
+    for _ in 0..2 {
+        enforcing.should_rate_limit(&one_k()).await.unwrap();
+    }
+    let denied = enforcing.should_rate_limit(&one_k()).await.unwrap();
+    assert_eq!(denied.overall_code, Code::OverLimit);
+    assert!(names(&denied).iter().any(|h| h.starts_with("retry-after")));
+}
+
+/// Issue 31: envoy ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`, its names, and its default
+/// (no headers).
+#[tokio::test]
+async fn issue_31_response_headers_as_envoy_ratelimit_sends_them_or_none() {
+    let envoy = answering(AnswerOptions {
+        headers: ResponseHeaders::Envoy {
+            limit: HeaderName::from_static("x-limit"),
+            remaining: HeaderName::from_static("x-left"),
+            reset: HeaderName::from_static("x-reset"),
+        },
+        ..AnswerOptions::default()
+    });
+    let first = envoy.should_rate_limit(&one_k()).await.unwrap();
+    assert_eq!(names(&first), ["x-limit: 2", "x-left: 1", "x-reset: 60"]);
+    let none = answering(AnswerOptions {
+        headers: ResponseHeaders::None,
+        ..AnswerOptions::default()
+    });
+    for _ in 0..3 {
+        assert!(
+            none.should_rate_limit(&one_k())
+                .await
+                .unwrap()
+                .headers
+                .is_empty()
+        );
+    }
+}
+
+/// Issue 31: envoy ratelimit's `NEAR_LIMIT_RATIO`: with 0.5, the first of two is near.
+#[tokio::test]
+async fn issue_31_near_limit_begins_at_the_ratio() {
+    let count = |permille: u16| async move {
+        let engine = answering(AnswerOptions {
+            near_limit_permille: permille,
+            ..AnswerOptions::default()
+        });
+        engine.should_rate_limit(&one_k()).await.unwrap();
+        engine.metrics().encode()
+    };
+    let near = "slidewin_rate_limit_near_limit_total{domain=\"d\",rule=\"two\"} 1";
+    assert!(count(400).await.contains(near));
+    // Half used is not past half; nor past 0.8.
+    assert!(!count(500).await.contains(near));
+    assert!(!count(800).await.contains(near));
+}

@@ -150,6 +150,8 @@ where
         tokio::pin!(idle);
         let stalls = tokio::time::sleep_until(activity.next_epoch());
         tokio::pin!(stalls);
+        let aged = aged(limits.max_connection_age);
+        tokio::pin!(aged);
         let served = loop {
             tokio::select! {
                 served = connection.as_mut() => break served,
@@ -168,6 +170,15 @@ where
                         Some(since) => idle.as_mut().reset(since + limits.idle_timeout),
                         // A call in flight: it cannot have ended an idle timeout ago.
                         None => idle.as_mut().reset(now + limits.idle_timeout),
+                    }
+                }
+                () = &mut aged => {
+                    tracing::debug!("gRPC connection at its max age: closing it (GOAWAY)");
+                    connection.as_mut().graceful_shutdown();
+                    // Its calls finish within the request timeout; a health watch would not.
+                    match tokio::time::timeout(limits.request_timeout, connection.as_mut()).await {
+                        Ok(served) => break served,
+                        Err(_) => return,
                     }
                 }
                 () = &mut stalls => {
@@ -189,6 +200,19 @@ where
             tracing::debug!("gRPC connection closed: {e}");
         }
     }
+}
+
+/// Completes when a connection is `max_age` old, give or take a tenth; never without one.
+async fn aged(max_age: Option<Duration>) {
+    let Some(age) = max_age else {
+        return std::future::pending().await;
+    };
+    // A fraction in [0.9, 1.1) from std's randomly keyed hasher: no two connections alike.
+    let random = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), Instant::now());
+    #[allow(clippy::cast_precision_loss)] // 53 bits of randomness are plenty
+    let fraction = 0.9 + 0.2 * (random >> 11) as f64 / (1u64 << 53) as f64;
+    let jittered = Duration::try_from_secs_f64(age.as_secs_f64() * fraction).unwrap_or(age);
+    tokio::time::sleep(jittered).await;
 }
 
 /// A health call's answer by `health`: a `Watch` with one of `watches` (or

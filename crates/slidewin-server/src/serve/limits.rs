@@ -82,6 +82,13 @@ pub struct ConnectionLimits {
     /// An unanswered ping closes its connection after this long.
     /// [`ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_TIMEOUT`].
     pub http2_keepalive_timeout: Duration,
+    /// A gRPC connection open this long (give or take a tenth, so that a fleet's connections
+    /// do not all age at once) gets a `GOAWAY`: its client reconnects, perhaps to another
+    /// replica, so a long-lived Envoy connection does not pin its load to one. Its calls in
+    /// flight are answered first; a health `Watch` on it is cut one request timeout later.
+    /// `None`, the default, lets a busy connection live as long as it likes (an idle one still
+    /// closes after the idle timeout). envoy ratelimit's `GRPC_MAX_CONNECTION_AGE`.
+    pub max_connection_age: Option<Duration>,
 }
 
 impl Default for ConnectionLimits {
@@ -98,6 +105,7 @@ impl Default for ConnectionLimits {
             drain_timeout: ConnectionLimits::DEFAULT_DRAIN_TIMEOUT,
             http2_keepalive_interval: ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
             http2_keepalive_timeout: ConnectionLimits::DEFAULT_HTTP2_KEEPALIVE_TIMEOUT,
+            max_connection_age: None,
         }
     }
 }
@@ -159,7 +167,12 @@ impl ConnectionLimits {
             ("idle_timeout", self.idle_timeout),
             ("http2_keepalive_interval", self.http2_keepalive_interval),
             ("http2_keepalive_timeout", self.http2_keepalive_timeout),
-        ] {
+        ]
+        .into_iter()
+        .chain(
+            self.max_connection_age
+                .map(|age| ("max_connection_age", age)),
+        ) {
             if value.is_zero() {
                 return Err(Error::setting(
                     name,

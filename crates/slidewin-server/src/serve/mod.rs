@@ -87,6 +87,15 @@ pub struct ServeOptions {
     pub http_addr: SocketAddr,
     /// Serve the dashboard, `/api/*` and `/metrics`; `false` closes them.
     pub admin: bool,
+    /// Serve the dashboard, `/api/*` and `/metrics` on a listener of their own at this
+    /// address, so that the HTTP listener, which Envoy and the probes reach, serves only
+    /// `POST /json` and health (envoy ratelimit's debug port). `None`, the default: on the
+    /// HTTP listener. Nothing listens there when `admin` is false.
+    pub admin_addr: Option<SocketAddr>,
+    /// Prometheus's metrics alone, on a listener of their own (envoy ratelimit's
+    /// `PROMETHEUS_ADDR`), answered without the admin token or the host check: bind it where
+    /// only the scraper reaches. `None`, the default, opens none.
+    pub metrics: Option<MetricsListener>,
     /// The bounds on each connection, on both listeners.
     pub limits: ConnectionLimits,
     /// TLS on both listeners; `None`, the default, speaks plain text.
@@ -99,6 +108,8 @@ impl Default for ServeOptions {
             grpc_addr: SocketAddr::from(([127, 0, 0, 1], 8081)),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin: true,
+            admin_addr: None,
+            metrics: None,
             limits: ConnectionLimits::default(),
             tls: None,
         }
@@ -117,18 +128,77 @@ pub struct TlsFiles {
     /// authorities (PEM `CERTIFICATE` blocks), on both listeners: one without, or with another,
     /// is refused in the handshake. `None`, the default, asks for no client certificate.
     pub client_ca: Option<PathBuf>,
+    /// TLS on the gRPC listener only (envoy ratelimit's `GRPC_SERVER_USE_TLS`): the others
+    /// speak plain text, so that HTTP probes need no certificate. `false`: on every listener.
+    pub only_grpc: bool,
+}
+
+/// A listener for Prometheus alone: its address and the path of the metrics.
+///
+/// ```
+/// use slidewin_server::MetricsListener;
+/// let metrics = MetricsListener::new("0.0.0.0:9090".parse()?, "/metrics")?;
+/// assert_eq!(metrics.path(), "/metrics");
+/// for bad in ["metrics", "/a/{b}", "/a b", "", &format!("/{}", "m".repeat(256))] {
+///     assert!(MetricsListener::new("0.0.0.0:9090".parse()?, bad).is_err(), "{bad}");
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricsListener {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    path: String,
+}
+
+impl MetricsListener {
+    /// The longest path: 256 bytes.
+    pub const MAX_PATH_BYTES: usize = 256;
+
+    /// A listener at `addr` serving the metrics at `path`.
+    ///
+    /// # Errors
+    ///
+    /// A path that does not start with `/`, is longer than [`MetricsListener::MAX_PATH_BYTES`],
+    /// or holds anything but letters, digits and `/._-~`.
+    pub fn new(addr: SocketAddr, path: &str) -> Result<MetricsListener, crate::Error> {
+        let plain = |c: char| c.is_ascii_alphanumeric() || "/._-~".contains(c);
+        if !path.starts_with('/') || path.len() > Self::MAX_PATH_BYTES || !path.chars().all(plain) {
+            return Err(crate::Error::setting(
+                "metrics_path",
+                format!(
+                    "the metrics path must start with / and hold at most {} letters, digits or \
+                     /._-~ (MetricsListener::MAX_PATH_BYTES); got {:?}",
+                    Self::MAX_PATH_BYTES,
+                    path.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+        Ok(MetricsListener {
+            addr,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The path of the metrics.
+    #[must_use]
+    pub fn path(&self) -> &str {
+        &self.path
+    }
 }
 
 /// Bound listeners, ready to serve.
 pub struct Listeners {
     grpc: TcpListener,
     http: TcpListener,
+    admin: Option<TcpListener>,
+    metrics: Option<(TcpListener, String)>,
     limits: ConnectionLimits,
     tls: Option<Tls>,
 }
 
 impl Listeners {
-    /// Checks the limits, reads the TLS files if any, and binds both addresses.
+    /// Checks the limits, reads the TLS files if any, and binds every address.
     ///
     /// # Errors
     ///
@@ -152,6 +222,23 @@ impl Listeners {
             http: TcpListener::bind(options.http_addr)
                 .await
                 .map_err(named("HTTP", options.http_addr))?,
+            admin: match options.admin_addr.filter(|_| options.admin) {
+                Some(addr) => Some(
+                    TcpListener::bind(addr)
+                        .await
+                        .map_err(named("admin", addr))?,
+                ),
+                None => None,
+            },
+            metrics: match &options.metrics {
+                Some(metrics) => Some((
+                    TcpListener::bind(metrics.addr)
+                        .await
+                        .map_err(named("metrics", metrics.addr))?,
+                    metrics.path.clone(),
+                )),
+                None => None,
+            },
             limits: options.limits,
             tls,
         })
@@ -175,9 +262,35 @@ impl Listeners {
         self.http.local_addr()
     }
 
-    /// Whether both listeners speak TLS.
+    /// The admin listener's address, if the admin surfaces have one of their own.
+    ///
+    /// # Errors
+    ///
+    /// The socket's error.
+    pub fn admin_addr(&self) -> io::Result<Option<SocketAddr>> {
+        self.admin.as_ref().map(TcpListener::local_addr).transpose()
+    }
+
+    /// The metrics listener's address, if there is one.
+    ///
+    /// # Errors
+    ///
+    /// The socket's error.
+    pub fn metrics_addr(&self) -> io::Result<Option<SocketAddr>> {
+        self.metrics
+            .as_ref()
+            .map(|(listener, _)| listener.local_addr())
+            .transpose()
+    }
+
+    /// Whether the gRPC listener speaks TLS.
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// Whether the HTTP listeners (and the admin and metrics ones) speak TLS too.
+    pub fn is_http_tls(&self) -> bool {
+        self.tls.as_ref().is_some_and(|tls| tls.http.is_some())
     }
 }
 
@@ -209,7 +322,7 @@ pub async fn serve<B: Backend>(
                 .watch()
                 .inspect_err(|e| tracing::warn!("{e}: the certificate will not be read again"))
                 .ok();
-            (Some(tls.http), Some(tls.grpc), rotation)
+            (tls.http, Some(tls.grpc), rotation)
         }
         None => (None, None, None),
     };
@@ -225,13 +338,31 @@ pub async fn serve<B: Backend>(
     let (reporter, health) = tonic_health::server::health_reporter();
     crate::endpoints::health::report_now(&service, &reporter).await;
     let reporting = tokio::spawn(crate::endpoints::health::report(service.clone(), reporter));
-    let http = listen(
-        listeners.http,
-        (limits, HTTP_FIRST_BYTES, Arc::clone(&cap)),
-        http_tls,
-        Http::new(service.router(admin), limits, Arc::clone(&cap)),
-        phase_rx.clone(),
+    let http_on = |listener, router| {
+        listen(
+            listener,
+            (limits, HTTP_FIRST_BYTES, Arc::clone(&cap)),
+            http_tls.clone(),
+            Http::new(router, limits, Arc::clone(&cap)),
+            phase_rx.clone(),
+        )
+    };
+    // The admin surfaces on the HTTP listener, or on their own; and the metrics alone.
+    let (api, admin_apart) = match listeners.admin {
+        Some(listener) if admin => (service.api_router(), Some(listener)),
+        _ => (service.router(admin), None),
+    };
+    let others = futures_util::future::join_all(
+        admin_apart
+            .map(|listener| http_on(listener, service.admin_router()))
+            .into_iter()
+            .chain(
+                listeners
+                    .metrics
+                    .map(|(listener, path)| http_on(listener, service.metrics_router(&path))),
+            ),
     );
+    let http = http_on(listeners.http, api);
     let grpc = listen(
         listeners.grpc,
         (limits, GRPC_FIRST_BYTES, Arc::clone(&cap)),
@@ -255,7 +386,7 @@ pub async fn serve<B: Backend>(
         tokio::time::sleep(limits.drain_timeout).await;
         let _ = phase_tx.send(Phase::Cut);
     });
-    tokio::join!(http, grpc);
+    tokio::join!(http, grpc, others);
     reporting.abort();
     Ok(())
 }

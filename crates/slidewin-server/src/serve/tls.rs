@@ -1,4 +1,4 @@
-//! TLS on both listeners: the certificate, read again when its files change (cert-manager
+//! TLS on the listeners: the certificate, read again when its files change (cert-manager
 //! rotates them) without a restart or a dropped connection, and for mutual TLS the
 //! authorities a client's certificate must chain to.
 
@@ -18,10 +18,11 @@ use tokio_rustls::{TlsAcceptor, rustls};
 
 use super::TlsFiles;
 
-/// TLS, read and checked: rustls' acceptor for each listener, offering HTTP/1.1 on one and
-/// HTTP/2 on the other (ALPN), and the certificate they share.
+/// TLS, read and checked: rustls' acceptor for each kind of listener, offering HTTP/1.1 on the
+/// HTTP ones (none when TLS is on gRPC only) and HTTP/2 on gRPC (ALPN), and the certificate they
+/// share.
 pub(super) struct Tls {
-    pub(super) http: TlsAcceptor,
+    pub(super) http: Option<TlsAcceptor>,
     pub(super) grpc: TlsAcceptor,
     certs: Arc<Certs>,
 }
@@ -142,7 +143,7 @@ impl Tls {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         grpc.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Tls {
-            http: TlsAcceptor::from(Arc::new(config)),
+            http: (!files.only_grpc).then(|| TlsAcceptor::from(Arc::new(config))),
             grpc: TlsAcceptor::from(Arc::new(grpc)),
             certs,
         })

@@ -378,3 +378,64 @@ async fn without_a_token_everything_is_open_as_before() {
     assert_eq!(status, 200);
     server.stop().await;
 }
+
+/// `GET path` at `addr` on a connection of its own, `headers` added: the status line's code.
+async fn status_at(addr: std::net::SocketAddr, path: &str, headers: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head =
+        format!("GET {path} HTTP/1.1\r\nhost: localhost\r\n{headers}connection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let code = answer[9..12].parse().unwrap();
+    (code, answer)
+}
+
+/// Issue 31: the admin surfaces on a listener of their own (envoy ratelimit's debug port)
+/// keep their token; the HTTP listener then serves none of them; and the metrics listener
+/// (envoy ratelimit's `PROMETHEUS_ADDR`) serves the metrics alone, at its path, without one.
+#[tokio::test]
+async fn issue_31_admin_and_metrics_listen_apart_from_the_data_plane() {
+    let engine = Engine::new(
+        Memory::new(),
+        config(),
+        Arc::new(ManualClock::new(Moment::from_secs(1_000))),
+        Bounds::default(),
+        Metrics::new(),
+    )
+    .unwrap();
+    let service = Endpoints::new(engine, vec![]).with_admin_token(AdminToken::new(TOKEN).unwrap());
+    let local = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let options = slidewin_server::ServeOptions {
+        admin_addr: Some(local),
+        metrics: Some(slidewin_server::MetricsListener::new(local, "/stats/prometheus").unwrap()),
+        ..server::local()
+    };
+    let served = Served::start(service, &options).await;
+    let (admin, metrics) = (served.admin.unwrap(), served.metrics.unwrap());
+    let bearer = format!("authorization: Bearer {TOKEN}\r\n");
+
+    for (path, _) in ADMIN_ROUTES {
+        assert_eq!(
+            status_at(served.http, path, &bearer).await.0,
+            404,
+            "{path} on HTTP"
+        );
+        assert_eq!(
+            status_at(admin, path, "").await.0,
+            401,
+            "{path} without the token"
+        );
+    }
+    assert_eq!(status_at(admin, "/api/config", &bearer).await.0, 200);
+    assert_eq!(status_at(served.http, "/healthcheck", "").await.0, 200);
+    let (code, scraped) = status_at(metrics, "/stats/prometheus", "").await;
+    assert_eq!(code, 200);
+    assert!(scraped.contains("slidewin_config_loads_total"), "{scraped}");
+    // The metrics listener serves nothing else.
+    for path in ["/metrics", "/api/config", "/", "/json"] {
+        assert_eq!(status_at(metrics, path, "").await.0, 404, "{path}");
+    }
+    served.stop().await;
+}

@@ -558,6 +558,7 @@ fn self_signed() -> (TlsFiles, String) {
             cert,
             key,
             client_ca: None,
+            only_grpc: false,
         },
         pem,
     )
@@ -680,6 +681,7 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
         cert: missing.clone(),
         key: files.key.clone(),
         client_ca: None,
+        only_grpc: false,
     })
     .await;
     assert!(error.contains(&missing.display().to_string()), "{error}");
@@ -690,6 +692,7 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
         cert: files.cert.clone(),
         key: garbage.clone(),
         client_ca: None,
+        only_grpc: false,
     })
     .await;
     assert!(error.contains(&garbage.display().to_string()), "{error}");
@@ -700,6 +703,7 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
         cert: files.cert.clone(),
         key: other.key.clone(),
         client_ca: None,
+        only_grpc: false,
     })
     .await;
     assert!(error.contains(&other.key.display().to_string()), "{error}");
@@ -709,6 +713,7 @@ async fn a_missing_or_bad_tls_file_is_a_startup_error_naming_it() {
         cert: files.key.clone(),
         key: files.key.clone(),
         client_ca: None,
+        only_grpc: false,
     })
     .await;
     assert!(error.contains("no CERTIFICATE"), "{error}");
@@ -777,4 +782,68 @@ async fn the_admin_cookie_is_secure_over_tls() {
         served.stop().await;
     }
     remove(&files);
+}
+
+/// The HTTP/2 frame types `bytes` holds, in order (each frame: a 9-byte head, then its payload).
+fn frame_types(bytes: &[u8]) -> Vec<u8> {
+    let mut types = Vec::new();
+    let mut at = 0;
+    while at + 9 <= bytes.len() {
+        let length = usize::from(bytes[at]) << 16
+            | usize::from(bytes[at + 1]) << 8
+            | usize::from(bytes[at + 2]);
+        types.push(bytes[at + 3]);
+        at += 9 + length;
+    }
+    types
+}
+
+/// Issue 31: envoy ratelimit's `GRPC_MAX_CONNECTION_AGE`. A gRPC connection, busy or not
+/// (the idle timeout is out of reach here), gets a `GOAWAY` once it is old, and is closed.
+#[tokio::test]
+async fn issue_31_an_aged_grpc_connection_gets_a_goaway() {
+    let running = start(
+        ConnectionLimits {
+            max_connection_age: Some(Duration::from_millis(50)),
+            ..quick_not_idle()
+        },
+        None,
+    )
+    .await;
+    let mut stream = TcpStream::connect(running.grpc).await.unwrap();
+    stream.write_all(PREFACE).await.unwrap();
+    // An empty SETTINGS frame: the client's half of the handshake.
+    stream
+        .write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    tokio::time::timeout(HANG, stream.read_to_end(&mut seen))
+        .await
+        .expect("the aged connection is closed")
+        .unwrap();
+    const GOAWAY: u8 = 7;
+    assert!(
+        frame_types(&seen).contains(&GOAWAY),
+        "{:?}",
+        frame_types(&seen)
+    );
+    // A new connection is served as before.
+    grpc_ok(running.grpc).await;
+    running.stop().await;
+}
+
+#[test]
+fn a_zero_max_connection_age_is_refused_naming_it() {
+    let limits = ConnectionLimits {
+        max_connection_age: Some(Duration::ZERO),
+        ..ConnectionLimits::default()
+    };
+    assert!(
+        limits
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max_connection_age")
+    );
 }

@@ -83,6 +83,7 @@ fn pki(test: &str) -> (Pki, TlsFiles) {
         cert: dir.join("cert.pem"),
         key: dir.join("key.pem"),
         client_ca: Some(dir.join("client-ca.pem")),
+        only_grpc: false,
     };
     std::fs::write(&files.cert, server.cert.pem()).unwrap();
     std::fs::write(&files.key, server.signing_key.serialize_pem()).unwrap();
@@ -418,4 +419,33 @@ async fn json_check(http: SocketAddr) -> (u16, String) {
     tcp.read_to_string(&mut answer).await.unwrap();
     let status = answer[9..12].parse().unwrap();
     (status, answer)
+}
+
+/// Issue 31: envoy ratelimit's `GRPC_SERVER_USE_TLS` is TLS on gRPC only: mutual TLS there,
+/// and the HTTP listener, which the kubelet probes over plain HTTP, speaks plain text.
+#[tokio::test]
+async fn issue_31_tls_on_grpc_only_leaves_the_http_listener_plain() {
+    let (pki, mut files) = pki("grpc-only");
+    files.only_grpc = true;
+    let served = start(files).await;
+    std::fs::remove_dir_all(&pki.dir).unwrap();
+
+    assert!(grpc_answered(&pki, served.grpc, Some(&pki.trusted)).await);
+    assert!(
+        !grpc_answered(&pki, served.grpc, None).await,
+        "no certificate"
+    );
+    let mut plain = TcpStream::connect(served.http).await.unwrap();
+    plain
+        .write_all(b"GET /healthcheck HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    plain.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert_eq!(
+        https_status(&pki, served.http, Some(&pki.trusted)).await,
+        None
+    );
+    served.stop().await;
 }

@@ -19,10 +19,15 @@ pub(crate) fn local() -> ServeOptions {
     }
 }
 
-/// A service being served: its two addresses, and a way to stop it.
+/// A service being served: its addresses, and a way to stop it.
+#[allow(dead_code)] // each test binary uses part of the support
 pub(crate) struct Served {
     pub(crate) grpc: SocketAddr,
     pub(crate) http: SocketAddr,
+    /// The admin listener's, when the admin surfaces listen apart.
+    pub(crate) admin: Option<SocketAddr>,
+    /// The metrics listener's, when there is one.
+    pub(crate) metrics: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     served: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -36,6 +41,8 @@ impl Served {
             listeners.grpc_addr().expect("an address"),
             listeners.http_addr().expect("an address"),
         );
+        let admin = listeners.admin_addr().expect("an address");
+        let metrics = listeners.metrics_addr().expect("an address");
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(serve(service, listeners, options.admin, async {
             let _ = stopped.await;
@@ -43,6 +50,8 @@ impl Served {
         Served {
             grpc,
             http,
+            admin,
+            metrics,
             stop: Some(stop),
             served: Some(served),
         }

@@ -85,4 +85,30 @@ mod redis {
             .unwrap();
         assert_eq!(Redis::new(cluster).kind(), BackendKind::RedisCluster);
     }
+
+    /// Issue 31: envoy ratelimit's `CACHE_KEY_PREFIX`. Services on one Redis under different
+    /// key prefixes share no counts; under the same one, they share them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn issue_31_key_prefixes_keep_services_apart() {
+        let server = RedisServer::start();
+        let limiter = RedisLimiter::connect(&server.url()).await.unwrap();
+        let one = Redis::new(limiter.clone()).with_key_prefix("team_a");
+        let same = Redis::new(limiter.clone()).with_key_prefix("team_a");
+        let other = Redis::new(limiter).with_key_prefix("team_b");
+        let now = Moment::from_secs(1_000);
+        let allowed = |redis: &Redis| {
+            let store = redis.store(api("1/minute")).unwrap();
+            let redis = redis.clone();
+            async move {
+                redis
+                    .check(&store, "ann".into(), now, 1)
+                    .await
+                    .unwrap()
+                    .allowed()
+            }
+        };
+        assert!(allowed(&one).await);
+        assert!(!allowed(&same).await, "the same prefix shares the count");
+        assert!(allowed(&other).await, "another prefix counts apart");
+    }
 }
