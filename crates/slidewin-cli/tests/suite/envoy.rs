@@ -19,7 +19,7 @@ use slidewin_test_support::redis::RedisServer;
 const CONFIG: &str = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
 
 /// A fresh directory for `test`.
-fn fresh_dir(test: &str) -> PathBuf {
+pub(crate) fn fresh_dir(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("slidewin-envoy-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -36,21 +36,21 @@ fn runtime_tree(root: &Path) {
 }
 
 /// The binary under envoy ratelimit's name, as an image would hold it.
-fn ratelimit_binary(dir: &Path) -> PathBuf {
+pub(crate) fn ratelimit_binary(dir: &Path) -> PathBuf {
     let link = dir.join("ratelimit");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_slidewin"), &link).unwrap();
     link
 }
 
-struct Addresses {
-    grpc: String,
-    http: String,
-    admin: String,
-    metrics: String,
+pub(crate) struct Addresses {
+    pub(crate) grpc: String,
+    pub(crate) http: String,
+    pub(crate) admin: String,
+    pub(crate) metrics: String,
 }
 
 /// What the service prints, read up to its curl line: each listener's address.
-fn addresses(child: &mut Child) -> Addresses {
+pub(crate) fn addresses(child: &mut Child) -> Addresses {
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let (mut grpc, mut http, mut admin, mut metrics) = (None, None, None, None);
     let after = |line: &str, label: &str| {
@@ -102,7 +102,7 @@ fn exchange(addr: &str, request: &str, body: &str) -> String {
     answer
 }
 
-fn get(addr: &str, path: &str) -> String {
+pub(crate) fn get(addr: &str, path: &str) -> String {
     exchange(addr, &format!("GET {path} HTTP/1.1"), "")
 }
 

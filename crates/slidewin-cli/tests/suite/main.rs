@@ -1,6 +1,7 @@
 //! The `slidewin` command's tests, run on the built binary, one module a file, in one binary:
 //! one link instead of one a file.
 
+mod deploy;
 mod envoy;
 mod period;
 mod serve;
