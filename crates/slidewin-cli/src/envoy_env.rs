@@ -343,11 +343,23 @@ impl Env<'_> {
                 &socket,
                 "a cluster is reached over tcp",
             ),
+            ("SENTINEL", _) if tls => {
+                self.error(
+                    "REDIS_TLS",
+                    "true",
+                    "TLS through Sentinel is not supported yet",
+                );
+            }
+            ("SENTINEL", "tcp") => self.sentinel(&url, &auth),
             ("SENTINEL", _) => {
-                self.error("REDIS_TYPE", &kind, "Redis Sentinel is not supported yet")
+                self.error(
+                    "REDIS_SOCKET_TYPE",
+                    &socket,
+                    "sentinels are reached over tcp",
+                );
             }
             ("SINGLE", _) => self.error("REDIS_SOCKET_TYPE", &socket, "give unix or tcp"),
-            _ => self.error("REDIS_TYPE", &kind, "give SINGLE or CLUSTER"),
+            _ => self.error("REDIS_TYPE", &kind, "give SINGLE, CLUSTER or SENTINEL"),
         }
         for (name, flag) in [
             ("REDIS_TLS_CACERT", "--redis-ca"),
@@ -366,6 +378,28 @@ impl Env<'_> {
         // envoy ratelimit stays healthy while Redis is away unless told otherwise.
         if !self.bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false) {
             self.switch("--ready-when-degraded");
+        }
+    }
+
+    /// `REDIS_TYPE=SENTINEL`: `REDIS_URL` is `master,host:port,...`, `REDIS_SENTINEL_AUTH` the
+    /// sentinels' password and `REDIS_AUTH` the primary's.
+    fn sentinel(&mut self, url: &str, auth: &str) {
+        let sentinel_auth = userinfo(&self.get("REDIS_SENTINEL_AUTH", ""));
+        let mut parts = url.split(',').map(str::trim);
+        let master = parts.next().unwrap_or_default().to_owned();
+        let sentinels: Vec<String> = parts
+            .map(|node| format!("redis://{sentinel_auth}{node}"))
+            .collect();
+        if master.is_empty() || sentinels.is_empty() {
+            self.error("REDIS_URL", url, "for SENTINEL give master,host:port,...");
+            return;
+        }
+        self.flag(
+            "--redis-sentinel",
+            format!("{master},{}", sentinels.join(",")),
+        );
+        if !auth.is_empty() {
+            self.flag("--redis-primary-auth", auth);
         }
     }
 

@@ -58,6 +58,25 @@ pub(crate) struct ServeArgs {
     /// --redis, a cluster down at start does not stop the service.
     #[arg(long, env = "SLIDEWIN_REDIS_CLUSTER", value_delimiter = ',')]
     redis_cluster: Vec<String>,
+    /// Keep the counts in the primary Redis Sentinel names: the primary's name, then the
+    /// sentinels, as mymaster,host:26379,host:26379 (a sentinel may be a redis:// URL with
+    /// the sentinels' password). After a failover the sentinels are asked again.
+    #[arg(
+        long,
+        env = "SLIDEWIN_REDIS_SENTINEL",
+        value_delimiter = ',',
+        conflicts_with_all = ["redis", "redis_cluster"]
+    )]
+    redis_sentinel: Vec<String>,
+    /// The password (or user:password) of the primary that --redis-sentinel finds. A flag
+    /// shows in `ps`: prefer the environment variable.
+    #[arg(
+        long,
+        env = "SLIDEWIN_REDIS_PRIMARY_AUTH",
+        hide_env_values = true,
+        requires = "redis_sentinel"
+    )]
+    redis_primary_auth: Option<String>,
     /// Redis over TLS (a rediss:// URL, or rediss:// cluster seeds): trust these PEM
     /// certificate authorities instead of the system's. A password or an ACL user goes in the
     /// URL: rediss://user:password@host:6380/.
@@ -290,10 +309,19 @@ pub(crate) fn run(args: ServeArgs, warnings: Vec<String>) -> ExitCode {
         }
         listener => listener.transpose().ok().flatten(),
     };
-    let backend = match (args.redis, args.redis_cluster.is_empty()) {
-        (Some(url), _) => BackendChoice::Redis(url),
-        (None, false) => BackendChoice::RedisCluster(args.redis_cluster),
-        (None, true) => BackendChoice::Memory,
+    let backend = match (
+        args.redis,
+        args.redis_cluster.is_empty(),
+        args.redis_sentinel.split_first(),
+    ) {
+        (Some(url), _, _) => BackendChoice::Redis(url),
+        (None, false, _) => BackendChoice::RedisCluster(args.redis_cluster),
+        (None, true, Some((master, sentinels))) => BackendChoice::RedisSentinel {
+            master: master.clone(),
+            sentinels: sentinels.to_vec(),
+            auth: args.redis_primary_auth,
+        },
+        (None, true, None) => BackendChoice::Memory,
     };
     let options = RunOptions {
         config: args.config,

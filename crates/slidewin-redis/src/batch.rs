@@ -120,7 +120,7 @@ impl Batcher {
         timeout: Duration,
     ) -> Result<Decisions, RedisError> {
         let group = match &self.connection {
-            Connection::Single(..) => 0,
+            Connection::Single(..) | Connection::Sentinel(_) => 0,
             Connection::Cluster(_, nodes) => Nodes::group(&nodes.map(), call.tag()),
         };
         let route = {
@@ -291,7 +291,9 @@ pub(crate) async fn answer_all(
     }
     // The checks of each node (all of them on a single node), and how a call names its keys.
     let (keys, groups) = match connection {
-        Connection::Single(..) => (Keys::Declared, vec![(0..calls.len()).collect()]),
+        Connection::Single(..) | Connection::Sentinel(_) => {
+            (Keys::Declared, vec![(0..calls.len()).collect()])
+        }
         Connection::Cluster(_, nodes) => {
             let map = nodes.map();
             let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();

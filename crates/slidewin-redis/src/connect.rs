@@ -14,6 +14,7 @@ use crate::cluster::Nodes;
 use crate::connection::{Connection, within};
 use crate::error::{RedisError, quote, redact};
 use crate::limiter::{DEFAULT_TIMEOUT, RedisLimiter};
+use crate::sentinel::SentinelPrimary;
 
 /// How long the cluster client waits before it sends a command again after a refused
 /// connection, `CLUSTERDOWN` or `TRYAGAIN`, in milliseconds: at least the first, at most the
@@ -185,6 +186,62 @@ impl RedisLimiter {
         }
     }
 
+    /// Connects to the primary that Redis Sentinel names for `master`, through any of
+    /// `sentinels` (`redis://host:26379/`; a password in a sentinel's URL is the sentinels'),
+    /// or when none answers now, makes the limiter anyway, as
+    /// [`connect_lazily`](RedisLimiter::connect_lazily) does. `auth` is the primary's
+    /// (`password` or `user:password`). After a failover (the primary gone, silent, or made a
+    /// replica), the next call asks the sentinels which server is the primary now: the calls in
+    /// between fail as Redis being away does, and the circuit and the failure policy answer.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisError::Config`] for no master name, no sentinel, a sentinel URL that is not
+    /// one, or a `rediss://` one (TLS through Sentinel is not supported yet); an error of the primary's own answer (a wrong password).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin_redis::{CircuitState, RedisLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), slidewin_redis::RedisError> {
+    /// // No sentinel listens on port 1: the limiter is made anyway, its circuit open.
+    /// let redis = RedisLimiter::connect_sentinel_lazily("mymaster", &["redis://127.0.0.1:1/"], None).await?;
+    /// assert_eq!(redis.circuit_state(), CircuitState::Open);
+    /// assert!(RedisLimiter::connect_sentinel_lazily("", &["redis://127.0.0.1:1/"], None).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_sentinel_lazily(
+        master: &str,
+        sentinels: &[&str],
+        auth: Option<&str>,
+    ) -> Result<RedisLimiter, RedisError> {
+        for url in sentinels {
+            if url.starts_with("rediss") {
+                return Err(RedisError::Config {
+                    detail: format!(
+                        "`{}`: TLS through Sentinel is not supported yet",
+                        redact(url)
+                    ),
+                });
+            }
+            if let Err(err) = Client::open(*url) {
+                return Err(not_a_url(url, &redact(url), &err));
+            }
+        }
+        let primary = Arc::new(SentinelPrimary::new(master, sentinels, auth)?);
+        let shown = Arc::clone(&primary.shown);
+        let mut connection = Connection::Sentinel(primary);
+        let limiter = RedisLimiter::with(connection.clone());
+        let ping = async { redis::cmd("PING").query_async::<()>(&mut connection).await };
+        match within(DEFAULT_TIMEOUT, ping).await {
+            Ok(()) => Ok(limiter),
+            Err(fault) => limiter.started_down(fault.at(&shown)),
+        }
+    }
+
     /// On a cluster connected to, knowing where its slots are.
     async fn on_cluster(mut connection: ClusterConnection, seeds: String) -> RedisLimiter {
         // Where the slots are, to send each node its checks together. Without it (the cluster
@@ -197,7 +254,7 @@ impl RedisLimiter {
 
 /// The connection's settings: each attempt and each answer waited for at most the default
 /// timeout; reconnecting retried up to every half second.
-fn manager_config() -> ConnectionManagerConfig {
+pub(crate) fn manager_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(DEFAULT_TIMEOUT))
         .set_response_timeout(Some(DEFAULT_TIMEOUT))

@@ -13,6 +13,7 @@ use slidewin::limit::{Decision, Decisions};
 use crate::cluster::Nodes;
 use crate::error::RedisError;
 use crate::rules::{Call, SCRIPT};
+use crate::sentinel::SentinelPrimary;
 
 /// One connection, to a single Redis or to a cluster; both multiplex requests and reconnect by
 /// themselves. A single Redis's comes with its URL (its password hidden), for messages; a
@@ -22,6 +23,8 @@ use crate::rules::{Call, SCRIPT};
 pub(crate) enum Connection {
     Single(ConnectionManager, Arc<str>),
     Cluster(ClusterConnection, Arc<Nodes>),
+    /// The primary a Redis Sentinel names, asked for again after a failover.
+    Sentinel(Arc<SentinelPrimary>),
 }
 
 impl Connection {
@@ -30,6 +33,7 @@ impl Connection {
         match self {
             Connection::Single(_, url) => Arc::clone(url),
             Connection::Cluster(_, nodes) => nodes.place(key),
+            Connection::Sentinel(primary) => Arc::clone(&primary.shown),
         }
     }
 
@@ -38,6 +42,7 @@ impl Connection {
         match self {
             Connection::Single(_, url) => Arc::clone(url),
             Connection::Cluster(_, nodes) => nodes.place_of_group(group),
+            Connection::Sentinel(primary) => Arc::clone(&primary.shown),
         }
     }
 }
@@ -47,6 +52,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c, _) => c.req_packed_command(cmd),
             Connection::Cluster(c, _) => c.req_packed_command(cmd),
+            Connection::Sentinel(primary) => Box::pin(primary.command(cmd)),
         }
     }
 
@@ -59,6 +65,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c, _) => c.req_packed_commands(pipeline, offset, count),
             Connection::Cluster(c, _) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Sentinel(primary) => Box::pin(primary.commands(pipeline, offset, count)),
         }
     }
 
@@ -66,6 +73,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c, _) => c.get_db(),
             Connection::Cluster(c, _) => c.get_db(),
+            Connection::Sentinel(_) => 0,
         }
     }
 }
@@ -149,7 +157,7 @@ pub(crate) async fn pipelined(
             key,
             SlotAddr::Master,
         ))),
-        Connection::Single(..) => None,
+        Connection::Single(..) | Connection::Sentinel(_) => None,
     };
     if let ([command], None) = (commands, &route) {
         // One command needs no pipeline (nor a copy of it).

@@ -46,6 +46,7 @@ mod connection;
 mod error;
 mod limiter;
 mod rules;
+mod sentinel;
 #[cfg(feature = "tls")]
 mod tls;
 

@@ -39,7 +39,7 @@ pub use engine::{
 };
 pub use error::Error;
 pub use metrics::Metrics;
-pub use redis::{connect_redis, connect_redis_cluster};
+pub use redis::{connect_redis, connect_redis_cluster, connect_redis_sentinel};
 pub use run::{BackendChoice, RunOptions, run};
 pub use serve::{ConnectionLimits, Listeners, MetricsListener, ServeOptions, TlsFiles, serve};
 pub use snapshot::{

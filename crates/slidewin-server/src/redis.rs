@@ -85,6 +85,42 @@ pub async fn connect_redis_cluster(
     started(limiter, policy)
 }
 
+/// `slidewin serve --redis-sentinel`'s backend: the primary that Redis Sentinel names for
+/// `master`, through `sentinels` (URLs; a password in one is the sentinels'), `auth` the
+/// primary's (`password` or `user:password`); asked for again after a failover. Made as
+/// [`connect_redis`] makes one server's.
+///
+/// # Errors
+///
+/// As [`connect_redis`]; no master name or no sentinel.
+///
+/// # Example
+///
+/// ```
+/// use slidewin_server::{FailurePolicy, connect_redis_sentinel};
+/// use slidewin_store::{Backend, BackendState};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), slidewin_redis::RedisError> {
+/// let sentinels = ["redis://127.0.0.1:1/".to_owned()];
+/// let redis = connect_redis_sentinel("mymaster", &sentinels, None, FailurePolicy::Open).await?;
+/// assert_eq!(redis.state(), BackendState::Down);
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect_redis_sentinel(
+    master: &str,
+    sentinels: &[String],
+    auth: Option<&str>,
+    policy: FailurePolicy,
+) -> Result<Redis, RedisError> {
+    let sentinels: Vec<&str> = sentinels.iter().map(String::as_str).collect();
+    started(
+        RedisLimiter::connect_sentinel_lazily(master, &sentinels, auth).await?,
+        policy,
+    )
+}
+
 /// The service's backend on `limiter`, just made: the service's probe waits and `policy`;
 /// when Redis did not answer, a warn line now and an info line when it first does.
 fn started(limiter: RedisLimiter, policy: FailurePolicy) -> Result<Redis, RedisError> {

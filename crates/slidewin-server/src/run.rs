@@ -30,6 +30,15 @@ pub enum BackendChoice {
     Redis(String),
     /// A Redis Cluster, by its seed nodes (`host:port`).
     RedisCluster(Vec<String>),
+    /// The primary Redis Sentinel names (see [`connect_redis_sentinel`](crate::connect_redis_sentinel)).
+    RedisSentinel {
+        /// The name the sentinels know the primary by.
+        master: String,
+        /// The sentinels (`host:port`, or URLs carrying the sentinels' password).
+        sentinels: Vec<String>,
+        /// The primary's `password` or `user:password`.
+        auth: Option<String>,
+    },
 }
 
 /// Everything `slidewin serve` is told.
@@ -164,6 +173,28 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
             let backend = prefixed(backend, &options);
             start(backend, config, options).await
         }
+        BackendChoice::RedisSentinel {
+            master,
+            sentinels,
+            auth,
+        } => {
+            if options.redis_tls.is_some() {
+                return Err(Error::Backend(
+                    "--redis-sentinel: TLS to Redis through Sentinel is not supported yet".into(),
+                ));
+            }
+            let urls: Vec<String> = sentinels.iter().map(|n| cluster_seed(n)).collect();
+            let backend = crate::redis::connect_redis_sentinel(
+                master,
+                &urls,
+                auth.as_deref(),
+                options.failure_policy,
+            )
+            .await
+            .map_err(|e| Error::Backend(format!("--redis-sentinel: {e}")))?;
+            let backend = prefixed(backend, &options);
+            start(backend, config, options).await
+        }
     }
 }
 
@@ -272,7 +303,7 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
         .map_err(Error::io(""))
 }
 
-/// A cluster seed as redis-rs takes it: `host:port` (as `--redis-cluster` documents it) gets
+/// A cluster seed or a sentinel as redis-rs takes it: `host:port` (as `--redis-cluster` documents it) gets
 /// `redis://`; a URL is kept.
 fn cluster_seed(node: &str) -> String {
     if node.contains("://") {

@@ -120,6 +120,31 @@ fn a_cluster_a_password_alone_and_a_unix_socket_with_a_password() {
 }
 
 #[test]
+fn sentinel_takes_its_master_its_sentinels_password_and_the_primarys() {
+    let out = with(&[
+        ("REDIS_TYPE", "SENTINEL"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "mymaster, s1:26379,s2:26379"),
+        ("REDIS_AUTH", "app:pw"),
+        ("REDIS_SENTINEL_AUTH", "sentinel-pw"),
+    ])
+    .unwrap();
+    assert_eq!(
+        value(&out, "--redis-sentinel"),
+        Some("mymaster,redis://:sentinel-pw@s1:26379,redis://:sentinel-pw@s2:26379")
+    );
+    assert_eq!(value(&out, "--redis-primary-auth"), Some("app:pw"));
+    assert!(!out.flags.iter().any(|f| f == "--redis"));
+    let error = with(&[
+        ("REDIS_TYPE", "SENTINEL"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "mymaster"),
+    ])
+    .unwrap_err();
+    assert!(error.contains("REDIS_URL"), "{error}");
+}
+
+#[test]
 fn response_headers_take_their_names() {
     let out = with(&[
         ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
@@ -156,6 +181,7 @@ fn what_cannot_be_honoured_stops_the_start_naming_each_variable() {
         ("BACKEND_TYPE", "memcache"),
         ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
         ("REDIS_TYPE", "SENTINEL"),
+        ("REDIS_SOCKET_TYPE", "unix"),
         ("QUOTA_MODE", "true"),
         ("GRPC_CLIENT_TLS_SAN", "envoy"),
         ("PORT", "http"),
@@ -168,7 +194,7 @@ fn what_cannot_be_honoured_stops_the_start_naming_each_variable() {
     for name in [
         "BACKEND_TYPE=\"memcache\"",
         "CONFIG_TYPE=\"GRPC_XDS_SOTW\"",
-        "REDIS_TYPE=\"SENTINEL\"",
+        "REDIS_SOCKET_TYPE=\"unix\"",
         "QUOTA_MODE",
         "GRPC_CLIENT_TLS_SAN",
         "PORT=\"http\"",

@@ -84,7 +84,8 @@ pub(crate) fn addresses(child: &mut Child) -> Addresses {
         grpc: grpc.expect("it prints the gRPC address"),
         http: http.expect("it prints the HTTP API's address"),
         admin: admin.expect("it prints the admin address"),
-        metrics: metrics.expect("it prints the metrics' URL"),
+        // Printed only with USE_PROMETHEUS.
+        metrics: metrics.unwrap_or_default(),
     }
 }
 
@@ -272,4 +273,63 @@ fn issue_31_envoy_env_refuses_what_it_cannot_honour_and_flags_win() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("/srv/runtime_data/current/config"), "{err}");
+}
+
+/// Issue 31: `REDIS_TYPE=SENTINEL` through the binary: checks go to the primary the sentinel
+/// names, with `REDIS_AUTH`, and after a failover to the new primary, counts kept. A flag given
+/// (`--response-headers draft`) wins over the variables (none, envoy ratelimit's default).
+#[test]
+fn issue_31_sentinel_failover_through_the_binary() {
+    use slidewin_test_support::sentinel::SentinelSet;
+    let set = SentinelSet::start(Some("pw"));
+    let dir = fresh_dir("sentinel");
+    runtime_tree(&dir.join("data"));
+    let mut child = Command::new(ratelimit_binary(&dir))
+        .args(["--response-headers", "draft"])
+        .env_clear()
+        .envs([
+            ("RUNTIME_ROOT", dir.join("data").to_str().unwrap()),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("REDIS_TYPE", "SENTINEL"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", &format!("mymaster,127.0.0.1:{}", set.port)),
+            ("REDIS_AUTH", "pw"),
+            ("USE_STATSD", "false"),
+            ("HOST", "127.0.0.1"),
+            ("PORT", "0"),
+            ("GRPC_HOST", "127.0.0.1"),
+            ("GRPC_PORT", "0"),
+            ("DEBUG_HOST", "127.0.0.1"),
+            ("DEBUG_PORT", "0"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let at = addresses(&mut child);
+    let check = || {
+        exchange(
+            &at.http,
+            "POST /json HTTP/1.1\r\ncontent-type: application/json",
+            r#"{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"bo"}]}]}"#,
+        )
+        .to_ascii_lowercase()
+    };
+    let first = check();
+    assert!(
+        first.contains(r#""overallcode":"ok""#) && first.contains("ratelimit-policy"),
+        "{first}"
+    );
+    assert!(!first.contains("slidewin-degraded"), "{first}");
+    set.failover(Some("pw"));
+    // Answered by the failure policy until the service asks the sentinel again (bounded).
+    let second = (0..100_000)
+        .map(|_| check())
+        .find(|answer| !answer.contains("slidewin-degraded"))
+        .expect("the new primary answers");
+    assert!(second.contains(r#""overallcode":"ok""#), "{second}");
+    let third = check();
+    assert!(third.contains(r#""overallcode":"over_limit""#), "{third}");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

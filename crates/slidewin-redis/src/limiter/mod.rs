@@ -121,6 +121,7 @@ impl std::fmt::Debug for RedisLimiter {
         let kind = match self.connection {
             Connection::Single(..) => "single",
             Connection::Cluster(..) => "cluster",
+            Connection::Sentinel(_) => "sentinel",
         };
         f.debug_struct("RedisLimiter")
             .field("connection", &kind)

@@ -8,6 +8,7 @@ mod limit_edges;
 mod lua;
 mod outage;
 mod same_answers;
+mod sentinel;
 mod shared_login_throttle;
 mod single;
 mod support;
