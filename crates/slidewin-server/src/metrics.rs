@@ -18,6 +18,15 @@ struct RuleLabels {
     rule: String,
 }
 
+/// A limit's hits for one descriptor (`detailed_metric`, `value_to_metric`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DescriptorLabels {
+    domain: String,
+    rule: String,
+    descriptor: String,
+    result: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
@@ -82,6 +91,7 @@ struct Inner {
     connections_cut: Family<ReasonLabels, Counter>,
     unmatched: Family<UnmatchedLabels, Counter>,
     global_shadow_mode: Counter,
+    descriptor_hits: Family<DescriptorLabels, Counter>,
 }
 
 /// One rule's counters, as envoy ratelimit names them; in hits (a request's `hits_addend`).
@@ -244,6 +254,14 @@ impl Metrics {
             "Requests over a limit answered OK because the global shadow mode is on",
             global_shadow_mode.clone(),
         );
+        let descriptor_hits = Family::<DescriptorLabels, Counter>::default();
+        registry.register(
+            "rate_limit_descriptor_hits",
+            "A limit's hits per descriptor, by result (within_limit, over_limit, shadow_mode), \
+             where its config asks with detailed_metric or value_to_metric; at most 100 \
+             descriptors a limit, the others as descriptor=\"_other\"",
+            descriptor_hits.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -267,6 +285,7 @@ impl Metrics {
                 connections_cut,
                 unmatched,
                 global_shadow_mode,
+                descriptor_hits,
             }),
         }
     }
@@ -351,6 +370,39 @@ impl Metrics {
             reason: "unknown_domain",
         };
         self.inner.unmatched.get_or_create(&labels).inc_by(n);
+    }
+
+    /// `hits` of limit `rule` for the descriptor named `descriptor`, by `result`.
+    pub(crate) fn descriptor_hits(
+        &self,
+        domain: &str,
+        rule: &str,
+        descriptor: &str,
+        result: &'static str,
+        hits: u64,
+    ) {
+        let labels = DescriptorLabels {
+            domain: domain.to_owned(),
+            rule: rule.to_owned(),
+            descriptor: descriptor.to_owned(),
+            result,
+        };
+        self.inner
+            .descriptor_hits
+            .get_or_create(&labels)
+            .inc_by(hits);
+    }
+
+    /// Removes the series of limit `rule` for the descriptor named `descriptor`.
+    pub(crate) fn forget_descriptor(&self, domain: &str, rule: &str, descriptor: &str) {
+        for result in ["within_limit", "over_limit", "shadow_mode"] {
+            self.inner.descriptor_hits.remove(&DescriptorLabels {
+                domain: domain.to_owned(),
+                rule: rule.to_owned(),
+                descriptor: descriptor.to_owned(),
+                result,
+            });
+        }
     }
 
     /// A request over a limit answered OK by the global shadow mode.

@@ -177,6 +177,7 @@ fn make<B: Backend>(
         quota_mode: false,
         action,
         stats: Arc::new(RuleWindow::new(now)),
+        detail: None,
     })
 }
 

@@ -189,6 +189,8 @@ pub(crate) struct Descriptor {
     shadow: bool,
     quota_mode: bool,
     share_threshold: bool,
+    detailed_metric: bool,
+    value_to_metric: bool,
     descriptors: Vec<Descriptor>,
 }
 
@@ -450,6 +452,19 @@ impl Descriptor {
     #[must_use]
     pub(crate) fn share_threshold(&self) -> bool {
         self.share_threshold
+    }
+
+    /// envoy ratelimit's `detailed_metric`: its limit's hits counted per descriptor, every
+    /// entry's value in the series.
+    #[must_use]
+    pub(crate) fn detailed_metric(&self) -> bool {
+        self.detailed_metric
+    }
+
+    /// envoy ratelimit's `value_to_metric`: the request's value at this level in the series.
+    #[must_use]
+    pub(crate) fn value_to_metric(&self) -> bool {
+        self.value_to_metric
     }
 
     /// Its children.

@@ -130,12 +130,12 @@ struct DescriptorYaml {
     quota_mode: bool,
     #[serde(default)]
     share_threshold: bool,
-    // Stats options of envoy ratelimit: accepted; our metrics never label by value (a
-    // label per value is unbounded), so they change nothing here.
-    #[serde(default, rename = "detailed_metric")]
-    _detailed_metric: bool,
-    #[serde(default, rename = "value_to_metric")]
-    _value_to_metric: bool,
+    // envoy ratelimit's stats options: a limit's hits per descriptor, bounded
+    // (`engine::detailed`).
+    #[serde(default)]
+    detailed_metric: bool,
+    #[serde(default)]
+    value_to_metric: bool,
     // Passed through as dynamic metadata by envoy ratelimit; accepted, unused.
     #[serde(default, rename = "metadata")]
     _metadata: Option<de::IgnoredAny>,
@@ -283,6 +283,8 @@ impl DescriptorYaml {
             shadow: self.shadow_mode,
             quota_mode: self.quota_mode,
             share_threshold: self.share_threshold,
+            detailed_metric: self.detailed_metric,
+            value_to_metric: self.value_to_metric,
             descriptors,
         })
     }

@@ -124,6 +124,17 @@ impl<B: Backend> Engine<B> {
         } else {
             self.over(rule, hits, now, entries)
         };
+        if let Some(detail) = &rule.detail {
+            let result = match (decision.allowed(), rule.shadow) {
+                (true, _) => "within_limit",
+                (false, true) => "shadow_mode",
+                (false, false) => "over_limit",
+            };
+            let series = detail.series(entries);
+            self.inner
+                .metrics
+                .descriptor_hits(&rule.domain, &rule.shown, &series, result, hits);
+        }
         let remaining = u32::try_from(decision.remaining()).unwrap_or(u32::MAX);
         DescriptorCheck {
             status: DescriptorStatus {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use slidewin::Moment;
 use slidewin_http::RateLimitFields;
 
+use super::detailed::{DetailedPlan, MetricLevel};
 use super::request::Entry;
 use super::stats::RuleWindow;
 use super::{ActionRt, Loaded, Matched, RuleRt};
@@ -119,6 +120,7 @@ pub(super) fn build<B: Backend>(
             rules: &mut rules,
             now,
             metrics,
+            trail: Vec::new(),
         };
         level.build(domain.descriptors(), &mut root)?;
         domains.insert(domain.name().to_owned(), root);
@@ -131,6 +133,9 @@ pub(super) fn build<B: Backend>(
                 .any(|r: &Arc<RuleRt<B>>| r.domain == rule.domain && r.shown == rule.shown)
             {
                 metrics.forget_rule(&rule.domain, &rule.shown);
+                if let Some(detail) = &rule.detail {
+                    detail.forget(metrics, &rule.domain, &rule.shown);
+                }
             }
         }
     }
@@ -152,6 +157,8 @@ struct Level<'a, B: Backend> {
     rules: &'a mut Vec<Arc<RuleRt<B>>>,
     now: Moment,
     metrics: &'a Metrics,
+    /// The levels above and at the descriptor being built, as its metrics name them.
+    trail: Vec<MetricLevel>,
 }
 
 impl<B: Backend> Level<'_, B> {
@@ -166,12 +173,19 @@ impl<B: Backend> Level<'_, B> {
             if descriptor.share_threshold() {
                 node.shared_value = descriptor.value().map(str::to_owned);
             }
+            self.trail.push(MetricLevel {
+                key: descriptor.key().to_owned(),
+                value: descriptor.value().map(str::to_owned),
+                to_metric: descriptor.value_to_metric(),
+                shared: descriptor.share_threshold(),
+            });
             if let Some(limit) = descriptor.limit() {
                 let rule = self.rule(descriptor, limit)?;
                 self.rules.push(Arc::clone(&rule));
                 node.rule = Some(rule);
             }
             self.build(descriptor.descriptors(), &mut node)?;
+            self.trail.pop();
             if descriptor.value().is_some_and(|v| v.contains('*')) {
                 let parts = composite.split('*').map(str::to_owned).collect();
                 parent.wildcards.push((composite.clone(), parts));
@@ -214,7 +228,23 @@ impl<B: Backend> Level<'_, B> {
                 |o| Arc::clone(&o.stats),
             ),
             metrics: self.metrics.lazy_rule(),
+            detail: self.detail(descriptor, old),
         }))
+    }
+
+    /// The per-descriptor metrics `descriptor`'s flags ask for, going on with the kept
+    /// limit's series; a kept limit's series that are no longer asked for are removed.
+    fn detail(
+        &self,
+        descriptor: &Descriptor,
+        old: Option<&Arc<RuleRt<B>>>,
+    ) -> Option<DetailedPlan> {
+        let kept = old.and_then(|old| old.detail.as_ref());
+        let plan = DetailedPlan::new(&self.trail, descriptor.detailed_metric(), kept);
+        if let (None, Some(old), Some(kept)) = (&plan, old, kept) {
+            kept.forget(self.metrics, &old.domain, &old.shown);
+        }
+        plan
     }
 
     /// The store for `spec`: the kept limit's where its rules are the same, else a new one

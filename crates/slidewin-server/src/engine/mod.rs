@@ -5,6 +5,7 @@
 
 mod answers;
 mod check;
+mod detailed;
 mod matching;
 pub(crate) mod request;
 mod stats;
@@ -50,6 +51,8 @@ pub(crate) struct RuleRt<B: Backend> {
     pub(crate) action: ActionRt<B>,
     pub(crate) stats: Arc<RuleWindow>,
     pub(crate) metrics: LazyRuleMetrics,
+    /// Its hits per descriptor, when `detailed_metric` or `value_to_metric` ask for them.
+    pub(crate) detail: Option<detailed::DetailedPlan>,
 }
 
 pub(crate) enum ActionRt<B: Backend> {

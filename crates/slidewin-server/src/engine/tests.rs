@@ -292,3 +292,131 @@ async fn issue_31_near_limit_begins_at_the_ratio() {
     assert!(!count(500).await.contains(near));
     assert!(!count(800).await.contains(near));
 }
+
+/// An engine on `yaml`, memory, a clock that stays put.
+fn engine_on(yaml: &str) -> Engine<slidewin_store::Memory> {
+    let config = Config::parse(yaml, "t.yaml").unwrap();
+    let clock = Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(9)));
+    Engine::new(
+        slidewin_store::Memory::new(),
+        config,
+        clock,
+        Bounds::default(),
+        Metrics::new(),
+    )
+    .unwrap()
+}
+
+fn request_of(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
+    RateLimitRequest::new(
+        domain,
+        vec![RequestDescriptor::new(
+            entries.iter().map(|(k, v)| Entry::new(k, v)).collect(),
+        )],
+    )
+}
+
+/// Issue 31: envoy ratelimit's README, example 10: `value_to_metric` puts the request's values
+/// of those levels in the series.
+#[tokio::test]
+async fn issue_31_value_to_metric_as_envoy_ratelimits_example_10() {
+    let engine = engine_on(
+        "domain: example10\ndescriptors:\n  - key: route\n    value_to_metric: true\n    descriptors:\n      - key: http_method\n        value_to_metric: true\n        descriptors:\n          - key: subject_id\n            rate_limit: {unit: minute, requests_per_unit: 60}\n",
+    );
+    let request = request_of(
+        "example10",
+        &[
+            ("route", "api"),
+            ("http_method", "GET"),
+            ("subject_id", "123"),
+        ],
+    );
+    engine.should_rate_limit(&request).await.unwrap();
+    let text = engine.metrics().encode();
+    assert!(
+        text.contains(
+            "slidewin_rate_limit_descriptor_hits_total{domain=\"example10\",rule=\"route.http_method.subject_id\",descriptor=\"route_api.http_method_GET.subject_id\",result=\"within_limit\"} 1"
+        ),
+        "{text}"
+    );
+}
+
+/// Issue 31: envoy ratelimit's README, example 8: `detailed_metric` on a descriptor without a
+/// value counts each value apart; a limit without either flag makes no such series.
+#[tokio::test]
+async fn issue_31_detailed_metric_as_envoy_ratelimits_example_8() {
+    let engine = engine_on(
+        "domain: example8\ndescriptors:\n  - key: key1\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: key2\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+    );
+    for value in [
+        "unspecified_value",
+        "unspecified_value",
+        "unspecified_value2",
+    ] {
+        engine
+            .should_rate_limit(&request_of("example8", &[("key1", value)]))
+            .await
+            .unwrap();
+    }
+    engine
+        .should_rate_limit(&request_of("example8", &[("key2", "x")]))
+        .await
+        .unwrap();
+    let text = engine.metrics().encode();
+    let series = |descriptor: &str, result: &str, n: u32| {
+        format!("descriptor=\"{descriptor}\",result=\"{result}\"}} {n}")
+    };
+    assert!(
+        text.contains(&series("key1_unspecified_value", "within_limit", 1)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&series("key1_unspecified_value", "over_limit", 1)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&series("key1_unspecified_value2", "within_limit", 1)),
+        "{text}"
+    );
+    assert!(!text.contains("rule=\"key2\",descriptor"), "{text}");
+}
+
+/// Issue 31: clients choose the values, so a limit makes at most `MAX_SERIES` series, the rest
+/// counted as `_other`, and a reload does not make room for more.
+#[tokio::test]
+async fn issue_31_per_descriptor_series_are_bounded_across_reloads() {
+    let yaml = "domain: d\ndescriptors:\n  - key: user\n    value_to_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 5}\n";
+    let engine = engine_on(yaml);
+    let max = detailed::DetailedPlan::MAX_SERIES;
+    for i in 0..max + 50 {
+        let user = format!("u{i}");
+        engine
+            .should_rate_limit(&request_of("d", &[("user", &user)]))
+            .await
+            .unwrap();
+    }
+    let series = |text: &str| {
+        text.matches("slidewin_rate_limit_descriptor_hits_total{")
+            .count()
+    };
+    let text = engine.metrics().encode();
+    assert_eq!(series(&text), max + 1, "{text}");
+    assert!(
+        text.contains("descriptor=\"_other\",result=\"within_limit\"} 50"),
+        "{text}"
+    );
+    engine
+        .reload(Config::parse(yaml, "t.yaml").unwrap())
+        .unwrap();
+    engine
+        .should_rate_limit(&request_of("d", &[("user", "new-after-reload")]))
+        .await
+        .unwrap();
+    assert_eq!(series(&engine.metrics().encode()), max + 1);
+    // A config without the flag removes the limit's series.
+    let plain = "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n";
+    engine
+        .reload(Config::parse(plain, "t.yaml").unwrap())
+        .unwrap();
+    assert_eq!(series(&engine.metrics().encode()), 0);
+}
