@@ -27,6 +27,21 @@ struct DescriptorLabels {
     result: &'static str,
 }
 
+/// One rule of a limit (a `limits` list has several; a `rate_limit` one, named as its limit).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    domain: String,
+    rule: String,
+    limit: String,
+}
+
+/// A rule of a limit as the gauges show it: its name, how many it admits, over what span.
+pub(crate) struct LimitShown {
+    pub(crate) name: String,
+    pub(crate) limit: u64,
+    pub(crate) span_seconds: f64,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
@@ -92,6 +107,8 @@ struct Inner {
     unmatched: Family<UnmatchedLabels, Counter>,
     global_shadow_mode: Counter,
     descriptor_hits: Family<DescriptorLabels, Counter>,
+    limit: Family<LimitLabels, Gauge>,
+    window_seconds: Family<LimitLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 /// One rule's counters, as envoy ratelimit names them; in hits (a request's `hits_addend`).
@@ -113,10 +130,24 @@ pub(crate) struct LazyRuleMetrics {
 }
 
 impl LazyRuleMetrics {
-    /// Its counters, `domain` and `path` naming them if they are made now.
+    /// Whether its series have been made (the limit has been hit).
+    pub(crate) fn is_made(&self) -> bool {
+        self.made.get().is_some()
+    }
+
+    /// Its counters, `domain` and `path` naming them if they are made now, and its gauges
+    /// set then from `limits`.
     #[inline]
-    pub(crate) fn get(&self, domain: &str, path: &str) -> &RuleMetrics {
-        self.made.get_or_init(|| self.metrics.rule(domain, path))
+    pub(crate) fn get(
+        &self,
+        domain: &str,
+        path: &str,
+        limits: impl FnOnce() -> Vec<LimitShown>,
+    ) -> &RuleMetrics {
+        self.made.get_or_init(|| {
+            self.metrics.set_limits(domain, path, &limits());
+            self.metrics.rule(domain, path)
+        })
     }
 }
 
@@ -262,6 +293,21 @@ impl Metrics {
              descriptors a limit, the others as descriptor=\"_other\"",
             descriptor_hits.clone(),
         );
+        let limit = Family::<LimitLabels, Gauge>::default();
+        registry.register(
+            "rate_limit_limit",
+            "What each rule of a limit admits in its window (0 for a blocked limit), from the \
+             limit's first hit; with slidewin_rate_limit_window_seconds, the rate that \
+             utilization is measured against",
+            limit.clone(),
+        );
+        let window_seconds =
+            Family::<LimitLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "rate_limit_window_seconds",
+            "The span of each rule of a limit, in seconds, from the limit's first hit",
+            window_seconds.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -286,6 +332,8 @@ impl Metrics {
                 unmatched,
                 global_shadow_mode,
                 descriptor_hits,
+                limit,
+                window_seconds,
             }),
         }
     }
@@ -309,6 +357,41 @@ impl Metrics {
             near_limit: self.inner.near_limit.get_or_create_owned(&labels),
             within_limit: self.inner.within_limit.get_or_create_owned(&labels),
             shadow_mode: self.inner.shadow_mode.get_or_create_owned(&labels),
+        }
+    }
+
+    /// Sets the gauges of limit `rule`'s rules.
+    pub(crate) fn set_limits(&self, domain: &str, rule: &str, limits: &[LimitShown]) {
+        for shown in limits {
+            let labels = LimitLabels {
+                domain: domain.to_owned(),
+                rule: rule.to_owned(),
+                limit: shown.name.clone(),
+            };
+            let limit = i64::try_from(shown.limit).unwrap_or(i64::MAX);
+            self.inner.limit.get_or_create(&labels).set(limit);
+            self.inner
+                .window_seconds
+                .get_or_create(&labels)
+                .set(shown.span_seconds);
+        }
+    }
+
+    /// Removes the gauges of limit `rule`'s rules named `names`.
+    pub(crate) fn forget_limits<'a>(
+        &self,
+        domain: &str,
+        rule: &str,
+        names: impl IntoIterator<Item = &'a str>,
+    ) {
+        for name in names {
+            let labels = LimitLabels {
+                domain: domain.to_owned(),
+                rule: rule.to_owned(),
+                limit: name.to_owned(),
+            };
+            self.inner.limit.remove(&labels);
+            self.inner.window_seconds.remove(&labels);
         }
     }
 

@@ -126,7 +126,7 @@ fn drop_idle<B: Backend>(table: &mut Table<B>, backend: &B, metrics: &Metrics, n
                 ActionRt::Blocked { .. } | ActionRt::Unlimited => true,
             };
         if idle {
-            metrics.forget_rule(&rule.domain, &rule.shown);
+            rule.forget_metrics(metrics);
         }
         !idle
     });

@@ -128,14 +128,12 @@ pub(super) fn build<B: Backend>(
     if let Some(old) = old {
         // Limits gone: their metric series go too (their counts went with the old config).
         for rule in &old.rules {
-            if !rules
+            let kept = rules
                 .iter()
-                .any(|r: &Arc<RuleRt<B>>| r.domain == rule.domain && r.shown == rule.shown)
-            {
-                metrics.forget_rule(&rule.domain, &rule.shown);
-                if let Some(detail) = &rule.detail {
-                    detail.forget(metrics, &rule.domain, &rule.shown);
-                }
+                .find(|r: &&Arc<RuleRt<B>>| r.domain == rule.domain && r.shown == rule.shown);
+            match kept {
+                None => rule.forget_metrics(metrics),
+                Some(new) => regauge(rule, new, metrics),
             }
         }
     }
@@ -146,6 +144,21 @@ pub(super) fn build<B: Backend>(
         domains,
         rules,
     })
+}
+
+/// A kept limit's gauges: those of rules it no longer has removed, and where it had been hit,
+/// its new quotas shown at once (a limit not yet hit shows them at its first hit).
+fn regauge<B: Backend>(old: &RuleRt<B>, new: &RuleRt<B>, metrics: &Metrics) {
+    let now = new.limits_shown();
+    let gone = old.limits_shown();
+    let gone = gone
+        .iter()
+        .filter(|o| !now.iter().any(|n| n.name == o.name))
+        .map(|o| o.name.as_str());
+    metrics.forget_limits(&old.domain, &old.shown, gone);
+    if old.metrics.is_made() {
+        metrics.set_limits(&new.domain, &new.shown, &now);
+    }
 }
 
 /// What building one domain's tree needs at every level: the backend that makes stores, the

@@ -32,7 +32,7 @@ pub use self::request::{
 };
 pub(crate) use self::stats::RuleWindow;
 use crate::config::{Config, Unit};
-use crate::metrics::{LazyRuleMetrics, Metrics, RuleMetrics};
+use crate::metrics::{LazyRuleMetrics, LimitShown, Metrics, RuleMetrics};
 use crate::overrides::{Overrides, Refused};
 use crate::top::TopKeys;
 use slidewin_store::Backend;
@@ -412,7 +412,43 @@ impl<B: Backend> RuleRt<B> {
     /// Its counters, made at its first hit.
     #[inline]
     pub(crate) fn metrics(&self) -> &RuleMetrics {
-        self.metrics.get(&self.domain, &self.shown)
+        self.metrics
+            .get(&self.domain, &self.shown, || self.limits_shown())
+    }
+
+    /// Its rules as the gauges show them: a blocked limit admits 0 in its unit.
+    pub(crate) fn limits_shown(&self) -> Vec<LimitShown> {
+        match &self.action {
+            ActionRt::Unlimited => Vec::new(),
+            ActionRt::Blocked { unit } => vec![LimitShown {
+                name: self.shown.clone(),
+                limit: 0,
+                span_seconds: unit.span().as_secs_f64(),
+            }],
+            ActionRt::Rules { spec, .. } => spec
+                .rules()
+                .iter()
+                .map(|rule| LimitShown {
+                    name: rule.name().to_owned(),
+                    limit: rule.quota().limit(),
+                    span_seconds: rule.quota().span().as_secs_f64(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Removes every series it made: its counters, its gauges, its per-descriptor series.
+    pub(crate) fn forget_metrics(&self, metrics: &Metrics) {
+        metrics.forget_rule(&self.domain, &self.shown);
+        let names = self.limits_shown();
+        metrics.forget_limits(
+            &self.domain,
+            &self.shown,
+            names.iter().map(|l| l.name.as_str()),
+        );
+        if let Some(detail) = &self.detail {
+            detail.forget(metrics, &self.domain, &self.shown);
+        }
     }
 
     /// Its one name (see [`crate::config::DescriptorLimit::name`]).

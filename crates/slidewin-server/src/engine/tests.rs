@@ -420,3 +420,68 @@ async fn issue_31_per_descriptor_series_are_bounded_across_reloads() {
         .unwrap();
     assert_eq!(series(&engine.metrics().encode()), 0);
 }
+
+/// Issue 31 (limitador#447): each rule of a limit shows what it admits and over what span, so
+/// that utilization can be graphed; from the limit's first hit, updated at once by a reload
+/// of a limit that has been hit, removed with the limit.
+#[tokio::test]
+async fn issue_31_a_limits_rules_show_their_limit_and_window() {
+    let yaml = |hourly: u32| {
+        format!(
+            "domain: d\ndescriptors:\n  - key: k\n    limits:\n      - {{name: burst, quota: 5/second}}\n      - {{name: hourly, quota: {hourly}/hour}}\n"
+        )
+    };
+    let engine = engine_on(&yaml(100));
+    let gauge = |text: &str, name: &str, limit: &str| {
+        let prefix =
+            format!("slidewin_rate_limit_{name}{{domain=\"d\",rule=\"k\",limit=\"{limit}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        gauge(&engine.metrics().encode(), "limit", "burst"),
+        None,
+        "no hit yet"
+    );
+    engine
+        .should_rate_limit(&request_of("d", &[("k", "x")]))
+        .await
+        .unwrap();
+    let text = engine.metrics().encode();
+    assert_eq!(
+        gauge(&text, "limit", "burst").as_deref(),
+        Some("5"),
+        "{text}"
+    );
+    assert_eq!(
+        gauge(&text, "window_seconds", "burst").as_deref(),
+        Some("1.0"),
+        "{text}"
+    );
+    assert_eq!(gauge(&text, "limit", "hourly").as_deref(), Some("100"));
+    assert_eq!(
+        gauge(&text, "window_seconds", "hourly").as_deref(),
+        Some("3600.0")
+    );
+
+    engine
+        .reload(Config::parse(&yaml(200), "t.yaml").unwrap())
+        .unwrap();
+    assert_eq!(
+        gauge(&engine.metrics().encode(), "limit", "hourly").as_deref(),
+        Some("200")
+    );
+    engine
+        .reload(
+            Config::parse(
+                "domain: d\ndescriptors:\n  - key: other\n    rate_limit: {quota: 1/s}\n",
+                "t.yaml",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let text = engine.metrics().encode();
+    assert_eq!(gauge(&text, "limit", "burst"), None, "{text}");
+    assert_eq!(gauge(&text, "window_seconds", "hourly"), None, "{text}");
+}

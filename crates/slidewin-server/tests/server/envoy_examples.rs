@@ -523,7 +523,8 @@ async fn example7_replaces<S: Setup>(s: S) {
 
 /// Example 8: a descriptor with no value counts each value apart, and a value named has
 /// its own limit. (The README's list says "/ sec"; its config says minute, which is what
-/// is tested.) `detailed_metric` is accepted; our metrics never label by value.
+/// is tested.) `detailed_metric` counts each value's hits in a series of its own, as the
+/// README's metric keys name them.
 async fn example8_detailed_metric<S: Setup>(s: S) {
     let e = env(&s, EXAMPLE8).await;
     for value in ["unspecified_value", "unspecified_value2"] {
@@ -543,8 +544,11 @@ async fn example8_detailed_metric<S: Setup>(s: S) {
     e.admit("example8", &value1, 19).await;
     e.deny("example8", &value1).await;
     let metrics = e.metrics();
-    assert!(!metrics.contains("unspecified_value"), "{metrics}");
     assert!(metrics.contains(r#"rule="key1""#), "{metrics}");
+    for key in ["key1_unspecified_value", "key1_unspecified_value2"] {
+        let series = format!(r#"descriptor="{key}",result="over_limit"}} 1"#);
+        assert!(metrics.contains(&series), "{key}: {metrics}");
+    }
 }
 
 /// Example 9: `*` at the end, in the middle, several times; each matched value counted
@@ -595,8 +599,8 @@ async fn example9_wildcards<S: Setup>(s: S) {
 }
 
 /// Example 10: three levels without values: each combination of values counted on its
-/// own; a wildcard in the middle level. `value_to_metric` is accepted; our metrics label
-/// by the config's path.
+/// own; a wildcard in the middle level. `value_to_metric` puts the request's values in the
+/// series beside the rule's, as the README's metric keys name them.
 async fn example10_value_to_metric<S: Setup>(s: S) {
     let e = env(&s, EXAMPLE10).await;
     let api = [
@@ -625,7 +629,15 @@ async fn example10_value_to_metric<S: Setup>(s: S) {
         metrics.contains(r#"rule="route.http_method.subject_id""#),
         "{metrics}"
     );
-    assert!(!metrics.contains("route_api"), "{metrics}");
+    for key in [
+        "route_api.http_method_GET.subject_id",
+        "route_web.http_method_POST.subject_id",
+    ] {
+        assert!(
+            metrics.contains(&format!(r#"descriptor="{key}""#)),
+            "{key}: {metrics}"
+        );
+    }
 
     let w = env(&s, EXAMPLE10_WILDCARD).await;
     let read = [
@@ -637,6 +649,12 @@ async fn example10_value_to_metric<S: Setup>(s: S) {
     assert_eq!(
         (limit(&first), first.limit_remaining),
         ((100, Some(Unit::Minute)), 99)
+    );
+    let metrics = w.metrics();
+    let key = "user_alice.action_readfile.resource";
+    assert!(
+        metrics.contains(&format!(r#"descriptor="{key}""#)),
+        "{metrics}"
     );
     no_limit(
         &w.one(
