@@ -1016,3 +1016,32 @@ async fn issue_31_descriptors_that_match_no_rule_are_counted() {
     );
     running.stop().await;
 }
+
+/// Issue 31 (envoyproxy/ratelimit#286): "who was limited" is answered on `/metrics` by the
+/// keys denied most, ranked, in a fixed number of series, without a label per key otherwise.
+#[tokio::test]
+async fn issue_31_the_keys_denied_most_are_ranked_series() {
+    let running = start(Memory::new(), CONFIG, true).await;
+    // ann: 3 admitted, then 4 denied; bo: 3 admitted, then 1 denied.
+    for (value, times) in [("ann", 7), ("bo", 4)] {
+        for _ in 0..times {
+            running
+                .http("POST", "/json", json_request("client", value))
+                .await;
+        }
+    }
+    let (_, _, metrics) = running.http("GET", "/metrics", "").await;
+    let ranked: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("slidewin_top_denied_keys{"))
+        .collect();
+    assert_eq!(
+        ranked,
+        [
+            r#"slidewin_top_denied_keys{rank="1",domain="api",rule="client",key="client=ann"} 4"#,
+            r#"slidewin_top_denied_keys{rank="2",domain="api",rule="client",key="client=bo"} 1"#,
+        ],
+        "{metrics}"
+    );
+    running.stop().await;
+}

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -12,62 +11,18 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use slidewin_store::BackendState;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RuleLabels {
-    domain: String,
-    rule: String,
-}
+mod labels;
 
-/// A limit's hits for one descriptor (`detailed_metric`, `value_to_metric`).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DescriptorLabels {
-    domain: String,
-    rule: String,
-    descriptor: String,
-    result: &'static str,
-}
-
-/// One rule of a limit (a `limits` list has several; a `rate_limit` one, named as its limit).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LimitLabels {
-    domain: String,
-    rule: String,
-    limit: String,
-}
+use labels::{
+    DescriptorLabels, LimitLabels, ListenerLabels, ReasonLabels, ResultLabels, RuleLabels,
+    StateLabels, TopLabels, UnmatchedLabels,
+};
 
 /// A rule of a limit as the gauges show it: its name, how many it admits, over what span.
 pub(crate) struct LimitShown {
     pub(crate) name: String,
     pub(crate) limit: u64,
     pub(crate) span_seconds: f64,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StateLabels {
-    state: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ListenerLabels {
-    listener: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct UnmatchedLabels {
-    /// A configured domain's name, or empty for one the config does not have: a client
-    /// chooses the domain it sends, so its text is never a label.
-    domain: String,
-    reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: &'static str,
 }
 
 /// The service's Prometheus metrics. Cloning shares them.
@@ -108,6 +63,9 @@ struct Inner {
     global_shadow_mode: Counter,
     descriptor_hits: Family<DescriptorLabels, Counter>,
     limit: Family<LimitLabels, Gauge>,
+    top_denied: Family<TopLabels, Gauge>,
+    /// Held while the top's series are replaced, so that two scrapes do not mix theirs.
+    top_lock: std::sync::Mutex<()>,
     window_seconds: Family<LimitLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
@@ -308,6 +266,14 @@ impl Metrics {
             "The span of each rule of a limit, in seconds, from the limit's first hit",
             window_seconds.clone(),
         );
+        let top_denied = Family::<TopLabels, Gauge>::default();
+        registry.register(
+            "top_denied_keys",
+            "The keys denied most in the last minute (at most 10 series, rank 1 the most), \
+             their denials estimated never below the truth: who was limited, without a label \
+             per key",
+            top_denied.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -333,6 +299,8 @@ impl Metrics {
                 global_shadow_mode,
                 descriptor_hits,
                 limit,
+                top_denied,
+                top_lock: std::sync::Mutex::new(()),
                 window_seconds,
             }),
         }
@@ -357,6 +325,26 @@ impl Metrics {
             near_limit: self.inner.near_limit.get_or_create_owned(&labels),
             within_limit: self.inner.within_limit.get_or_create_owned(&labels),
             shadow_mode: self.inner.shadow_mode.get_or_create_owned(&labels),
+        }
+    }
+
+    /// Replaces the series of the keys denied most with `top` (the first is rank 1).
+    pub(crate) fn set_top_denied(&self, top: &[crate::snapshot::TopKey]) {
+        let _replacing = self
+            .inner
+            .top_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.inner.top_denied.clear();
+        for (rank, key) in (1..=u8::MAX).zip(top) {
+            let labels = TopLabels {
+                rank,
+                domain: key.domain.clone(),
+                rule: key.rule.clone(),
+                key: key.key.clone(),
+            };
+            let denied = i64::try_from(key.denied).unwrap_or(i64::MAX);
+            self.inner.top_denied.get_or_create(&labels).set(denied);
         }
     }
 
