@@ -445,6 +445,7 @@ impl Env<'_> {
         }
         let path = self.get("PROMETHEUS_PATH", "/metrics");
         self.flag("--metrics-path", path);
+        self.switch("--envoy-metric-names");
     }
 
     /// `GRPC_SERVER_USE_TLS` with its certificate, and `GRPC_CLIENT_TLS_CACERT`: on gRPC only,

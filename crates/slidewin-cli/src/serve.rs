@@ -175,6 +175,11 @@ pub(crate) struct ServeArgs {
     /// share of it: above 0, at most 1.
     #[arg(long, env = "SLIDEWIN_NEAR_LIMIT_RATIO", default_value = "0.8", value_parser = ratio)]
     near_limit_ratio: u16,
+    /// Show the limits' hits and the config loads under envoy ratelimit's Prometheus names
+    /// too (ratelimit_service_rate_limit_over_limit{domain,key1,key2}, ...), so that its
+    /// dashboards and alerts keep working.
+    #[arg(long, env = "SLIDEWIN_ENVOY_METRIC_NAMES")]
+    envoy_metric_names: bool,
     /// Let a domain be spread over several config files (envoy ratelimit's
     /// MERGE_DOMAIN_CONFIG): their top-level descriptors join; one defined in two files is
     /// refused.
@@ -359,6 +364,7 @@ pub(crate) fn run(args: ServeArgs, warnings: Vec<String>) -> ExitCode {
         redis_tls,
         redis_key_prefix: args.redis_key_prefix,
         answers,
+        envoy_metric_names: args.envoy_metric_names,
         max_keys: args.max_keys,
         max_memory: args.max_memory,
         bounds: Bounds {

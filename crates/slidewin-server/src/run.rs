@@ -84,6 +84,8 @@ pub struct RunOptions {
     pub bounds: Bounds,
     /// How answers are given: the global shadow mode, the headers, near the limit.
     pub answers: AnswerOptions,
+    /// The metrics under envoy ratelimit's names too ([`Metrics::with_envoy_names`]).
+    pub envoy_metric_names: bool,
     /// What the admin surfaces (the dashboard, `/api/*`, `/metrics`) require; none: they
     /// are open, to requests for a loopback host or one of `admin_hosts`.
     pub admin_token: Option<AdminToken>,
@@ -114,6 +116,7 @@ impl Default for RunOptions {
             max_memory: RunOptions::DEFAULT_MAX_MEMORY,
             bounds: Bounds::default(),
             answers: AnswerOptions::default(),
+            envoy_metric_names: false,
             admin_token: None,
             admin_hosts: Vec::new(),
         }
@@ -212,7 +215,11 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
         config,
         Arc::new(MonotonicClock),
         options.bounds,
-        Metrics::new(),
+        if options.envoy_metric_names {
+            Metrics::with_envoy_names()
+        } else {
+            Metrics::new()
+        },
     )?
     .with_answers(options.answers.clone());
     let mut service = Endpoints::new(engine, options.config.clone())

@@ -87,6 +87,7 @@ fn a_helm_charts_environment_becomes_slidewins_flags() {
     assert_eq!(value(&out, "--redis-ca"), Some("/tls/ca.pem"));
     assert_eq!(value(&out, "--metrics-addr"), Some("0.0.0.0:9091"));
     assert_eq!(value(&out, "--metrics-path"), Some("/stats"));
+    assert!(out.flags.iter().any(|f| f == "--envoy-metric-names"));
     assert_eq!(value(&out, "--redis-key-prefix"), Some("team_slidewin"));
     assert_eq!(value(&out, "--near-limit-ratio"), Some("0.9"));
     assert_eq!(value(&out, "--grpc-max-connection-age"), Some("5400"));

@@ -205,6 +205,13 @@ fn issue_31_an_envoy_ratelimit_manifest_runs_with_only_the_image_changed() {
     let (metrics_addr, metrics_path) = at.metrics.split_at(at.metrics.find('/').unwrap());
     let metrics = get(metrics_addr, metrics_path);
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    // And under envoy ratelimit's names, for its dashboards and alerts.
+    assert!(
+        metrics.contains(
+            "ratelimit_service_rate_limit_over_limit{domain=\"edge\",key1=\"user\",key2=\"\"} 1"
+        ),
+        "{metrics}"
+    );
     assert!(
         metrics.contains("slidewin_rate_limit_over_limit_total{domain=\"edge\",rule=\"user\"} 1"),
         "{metrics}"

@@ -413,7 +413,9 @@ impl<B: Backend> RuleRt<B> {
     #[inline]
     pub(crate) fn metrics(&self) -> &RuleMetrics {
         self.metrics
-            .get(&self.domain, &self.shown, || self.limits_shown())
+            .get((&self.domain, &self.shown, &self.path), || {
+                self.limits_shown()
+            })
     }
 
     /// Its rules as the gauges show them: a blocked limit admits 0 in its unit.
@@ -439,7 +441,7 @@ impl<B: Backend> RuleRt<B> {
 
     /// Removes every series it made: its counters, its gauges, its per-descriptor series.
     pub(crate) fn forget_metrics(&self, metrics: &Metrics) {
-        metrics.forget_rule(&self.domain, &self.shown);
+        metrics.forget_rule(&self.domain, &self.shown, &self.path);
         let names = self.limits_shown();
         metrics.forget_limits(
             &self.domain,

@@ -485,3 +485,46 @@ async fn issue_31_a_limits_rules_show_their_limit_and_window() {
     assert_eq!(gauge(&text, "limit", "burst"), None, "{text}");
     assert_eq!(gauge(&text, "window_seconds", "hourly"), None, "{text}");
 }
+
+/// Issue 31: with envoy ratelimit's metric names (its Prometheus sink's default mapping), a
+/// limit two levels deep is `{domain, key1, key2}` beside slidewin's `{domain, rule}`, and its
+/// series go with the limit.
+#[tokio::test]
+async fn issue_31_envoy_metric_names_label_by_the_first_two_levels() {
+    let yaml = "domain: d\ndescriptors:\n  - key: a\n    value: v1\n    descriptors:\n      - key: b\n        rate_limit: {unit: minute, requests_per_unit: 1}\n";
+    let engine = Engine::new(
+        slidewin_store::Memory::new(),
+        Config::parse(yaml, "t.yaml").unwrap(),
+        Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(9))),
+        Bounds::default(),
+        Metrics::with_envoy_names(),
+    )
+    .unwrap();
+    for _ in 0..2 {
+        engine
+            .should_rate_limit(&request_of("d", &[("a", "v1"), ("b", "x")]))
+            .await
+            .unwrap();
+    }
+    let text = engine.metrics().encode();
+    let envoy = |what: &str| {
+        format!("ratelimit_service_rate_limit_{what}{{domain=\"d\",key1=\"a_v1\",key2=\"b\"}} 1")
+    };
+    for what in ["within_limit", "over_limit"] {
+        assert!(text.contains(&envoy(what)), "{what}: {text}");
+    }
+    assert!(text.contains(
+        "ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"a_v1\",key2=\"b\"} 2"
+    ));
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+    engine
+        .reload(
+            Config::parse(
+                "domain: d\ndescriptors:\n  - key: c\n    rate_limit: {quota: 1/s}\n",
+                "t.yaml",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    assert!(!engine.metrics().encode().contains("key1=\"a_v1\""));
+}

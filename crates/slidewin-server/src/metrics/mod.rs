@@ -11,7 +11,11 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use slidewin_store::BackendState;
 
+mod envoy;
 mod labels;
+
+pub(crate) use envoy::Hits;
+use envoy::{EnvoyNames, EnvoyRuleLabels};
 
 use labels::{
     DescriptorLabels, LimitLabels, ListenerLabels, ReasonLabels, ResultLabels, RuleLabels,
@@ -62,6 +66,8 @@ struct Inner {
     unmatched: Family<UnmatchedLabels, Counter>,
     global_shadow_mode: Counter,
     descriptor_hits: Family<DescriptorLabels, Counter>,
+    /// envoy ratelimit's names too, when asked ([`Metrics::with_envoy_names`]).
+    envoy: Option<EnvoyNames>,
     limit: Family<LimitLabels, Gauge>,
     top_denied: Family<TopLabels, Gauge>,
     /// Held while the top's series are replaced, so that two scrapes do not mix theirs.
@@ -72,11 +78,11 @@ struct Inner {
 /// One rule's counters, as envoy ratelimit names them; in hits (a request's `hits_addend`).
 #[derive(Clone, Debug)]
 pub(crate) struct RuleMetrics {
-    pub(crate) total_hits: Counter,
-    pub(crate) over_limit: Counter,
-    pub(crate) near_limit: Counter,
-    pub(crate) within_limit: Counter,
-    pub(crate) shadow_mode: Counter,
+    pub(crate) total_hits: Hits,
+    pub(crate) over_limit: Hits,
+    pub(crate) near_limit: Hits,
+    pub(crate) within_limit: Hits,
+    pub(crate) shadow_mode: Hits,
 }
 
 /// A rule's counters, made at its first hit: a rule that sees none holds no series (five
@@ -93,18 +99,17 @@ impl LazyRuleMetrics {
         self.made.get().is_some()
     }
 
-    /// Its counters, `domain` and `path` naming them if they are made now, and its gauges
-    /// set then from `limits`.
+    /// Its counters, `domain`, `name` and `path` naming them if they are made now, and its
+    /// gauges set then from `limits`.
     #[inline]
     pub(crate) fn get(
         &self,
-        domain: &str,
-        path: &str,
+        (domain, name, path): (&str, &str, &str),
         limits: impl FnOnce() -> Vec<LimitShown>,
     ) -> &RuleMetrics {
         self.made.get_or_init(|| {
-            self.metrics.set_limits(domain, path, &limits());
-            self.metrics.rule(domain, path)
+            self.metrics.set_limits(domain, name, &limits());
+            self.metrics.rule(domain, name, path)
         })
     }
 }
@@ -119,6 +124,28 @@ impl Metrics {
     /// Every metric, registered, at zero.
     #[must_use]
     pub fn new() -> Metrics {
+        Metrics::make(None)
+    }
+
+    /// As [`Metrics::new`], and the limits' hits and the config loads under envoy ratelimit's
+    /// names too (its Prometheus sink's default mapping: `ratelimit_service_rate_limit_*` with
+    /// `domain`, `key1` and `key2`), for the dashboards and alerts written for it.
+    ///
+    /// ```
+    /// use slidewin_server::Metrics;
+    /// let metrics = Metrics::with_envoy_names();
+    /// metrics.config_loaded(true);
+    /// let text = metrics.encode();
+    /// assert!(text.contains("ratelimit_service_config_load_success 1"));
+    /// assert!(text.contains("slidewin_config_loads_total{result=\"success\"} 1"));
+    /// assert!(text.ends_with("# EOF\n"));
+    /// ```
+    #[must_use]
+    pub fn with_envoy_names() -> Metrics {
+        Metrics::make(Some(EnvoyNames::new()))
+    }
+
+    fn make(envoy: Option<EnvoyNames>) -> Metrics {
         let mut registry = Registry::with_prefix("slidewin");
         let family = Family::<RuleLabels, Counter>::default;
         let (total_hits, over_limit, near_limit, within_limit, shadow_mode) =
@@ -298,6 +325,7 @@ impl Metrics {
                 unmatched,
                 global_shadow_mode,
                 descriptor_hits,
+                envoy,
                 limit,
                 top_denied,
                 top_lock: std::sync::Mutex::new(()),
@@ -314,17 +342,25 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn rule(&self, domain: &str, name: &str) -> RuleMetrics {
+    pub(crate) fn rule(&self, domain: &str, name: &str, path: &str) -> RuleMetrics {
         let labels = RuleLabels {
             domain: domain.to_owned(),
             rule: name.to_owned(),
         };
+        let envoy_labels = EnvoyRuleLabels::of(domain, path);
+        let envoy = |i: usize| {
+            self.inner
+                .envoy
+                .as_ref()
+                .map(|names| names.hits[i].get_or_create_owned(&envoy_labels))
+        };
+        let inner = &self.inner;
         RuleMetrics {
-            total_hits: self.inner.total_hits.get_or_create_owned(&labels),
-            over_limit: self.inner.over_limit.get_or_create_owned(&labels),
-            near_limit: self.inner.near_limit.get_or_create_owned(&labels),
-            within_limit: self.inner.within_limit.get_or_create_owned(&labels),
-            shadow_mode: self.inner.shadow_mode.get_or_create_owned(&labels),
+            total_hits: Hits::new(inner.total_hits.get_or_create_owned(&labels), envoy(0)),
+            over_limit: Hits::new(inner.over_limit.get_or_create_owned(&labels), envoy(1)),
+            near_limit: Hits::new(inner.near_limit.get_or_create_owned(&labels), envoy(2)),
+            within_limit: Hits::new(inner.within_limit.get_or_create_owned(&labels), envoy(3)),
+            shadow_mode: Hits::new(inner.shadow_mode.get_or_create_owned(&labels), envoy(4)),
         }
     }
 
@@ -383,7 +419,13 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn forget_rule(&self, domain: &str, name: &str) {
+    pub(crate) fn forget_rule(&self, domain: &str, name: &str, path: &str) {
+        if let Some(names) = &self.inner.envoy {
+            let labels = EnvoyRuleLabels::of(domain, path);
+            for family in &names.hits {
+                family.remove(&labels);
+            }
+        }
         let labels = RuleLabels {
             domain: domain.to_owned(),
             rule: name.to_owned(),
@@ -402,6 +444,14 @@ impl Metrics {
     /// Counts a config load, `true` when it took effect.
     pub fn config_loaded(&self, ok: bool) {
         let result = if ok { "success" } else { "error" };
+        if let Some(names) = &self.inner.envoy {
+            if ok {
+                &names.load_success
+            } else {
+                &names.load_error
+            }
+            .inc();
+        }
         self.inner
             .config_loads
             .get_or_create(&ResultLabels { result })
@@ -540,7 +590,13 @@ impl Metrics {
     pub fn encode(&self) -> String {
         let mut text = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry);
+        use prometheus_client::encoding::text::{encode, encode_eof, encode_registry};
+        let _ = match &self.inner.envoy {
+            None => encode(&mut text, &self.inner.registry),
+            Some(names) => encode_registry(&mut text, &self.inner.registry)
+                .and_then(|()| encode_registry(&mut text, &names.registry))
+                .and_then(|()| encode_eof(&mut text)),
+        };
         text
     }
 }
