@@ -55,6 +55,7 @@ use crate::endpoints::grpc::Rls;
 use slidewin_store::Backend;
 
 mod bounded;
+mod client_cas;
 mod grpc;
 mod http;
 mod limits;

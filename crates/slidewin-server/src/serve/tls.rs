@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::{TlsAcceptor, rustls};
 
 use super::TlsFiles;
+use super::client_cas::ClientCas;
 
 /// TLS, read and checked: rustls' acceptor for each kind of listener, offering HTTP/1.1 on the
 /// HTTP ones (none when TLS is on gRPC only) and HTTP/2 on gRPC (ALPN), and the certificate they
@@ -33,6 +34,8 @@ struct Certs {
     files: TlsFiles,
     provider: Arc<CryptoProvider>,
     current: RwLock<Arc<CertifiedKey>>,
+    /// Mutual TLS's authorities, read again with the certificate.
+    client_cas: Option<Arc<ClientCas>>,
 }
 
 impl fmt::Debug for Certs {
@@ -99,11 +102,14 @@ impl Certs {
             }
             Err(e) => tracing::warn!("TLS certificate not read again, the one in use stays: {e}"),
         }
+        if let Some(cas) = &self.client_cas {
+            cas.reload();
+        }
     }
 }
 
 /// The authorities in `path`, for verifying clients.
-fn client_verifier(
+pub(super) fn client_verifier(
     path: &Path,
     provider: Arc<CryptoProvider>,
 ) -> io::Result<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
@@ -125,17 +131,23 @@ fn client_verifier(
 impl Tls {
     pub(super) fn load(files: &TlsFiles) -> io::Result<Tls> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let client_cas = files
+            .client_ca
+            .as_deref()
+            .map(|path| ClientCas::read(path, Arc::clone(&provider)).map(Arc::new))
+            .transpose()?;
         let certs = Arc::new(Certs {
             current: RwLock::new(Arc::new(Certs::read(files, &provider)?)),
             files: files.clone(),
             provider: Arc::clone(&provider),
+            client_cas: client_cas.clone(),
         });
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
-        let builder = match &files.client_ca {
+        let builder = match client_cas {
             None => builder.with_no_client_auth(),
-            Some(path) => builder.with_client_cert_verifier(client_verifier(path, provider)?),
+            Some(cas) => builder.with_client_cert_verifier(cas),
         };
         let mut config =
             builder.with_cert_resolver(Arc::clone(&certs) as Arc<dyn ResolvesServerCert>);
@@ -169,8 +181,14 @@ impl Tls {
             })
             .map_err(|e| io::Error::other(format!("TLS: cannot watch the certificate: {e}")))?;
         let files = &self.certs.files;
-        let mut dirs: Vec<PathBuf> = [&files.cert, &files.key]
-            .iter()
+        let client_ca = self
+            .certs
+            .client_cas
+            .as_ref()
+            .map(|cas| cas.path().to_path_buf());
+        let mut dirs: Vec<PathBuf> = [Some(&files.cert), Some(&files.key), client_ca.as_ref()]
+            .into_iter()
+            .flatten()
             .filter_map(|file| file.parent().map(Path::to_path_buf))
             .map(|dir| {
                 if dir.as_os_str().is_empty() {
@@ -180,6 +198,7 @@ impl Tls {
                 }
             })
             .collect();
+        dirs.sort();
         dirs.dedup();
         for dir in &dirs {
             watcher

@@ -449,3 +449,34 @@ async fn issue_31_tls_on_grpc_only_leaves_the_http_listener_plain() {
     );
     served.stop().await;
 }
+
+/// Issue 31: the client CA file rotated (a new authority) is read again without a restart:
+/// a client of the new authority is then admitted, and one of the old refused.
+#[tokio::test]
+async fn issue_31_a_rotated_client_ca_is_read_again() {
+    let (pki, files) = pki("ca-rotation");
+    let served = start(files.clone()).await;
+    assert!(grpc_answered(&pki, served.grpc, Some(&pki.trusted)).await);
+    let next = authority();
+    let newcomer = client_of(&next);
+    let ca = files.client_ca.clone().unwrap();
+    let staged = ca.with_extension("next");
+    std::fs::write(&staged, next.pem()).unwrap();
+    std::fs::rename(&staged, &ca).unwrap();
+    // The file is watched: ask until the new authority's client is admitted (bounded).
+    let mut admitted = false;
+    for _ in 0..10_000 {
+        if grpc_answered(&pki, served.grpc, Some(&newcomer)).await {
+            admitted = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(admitted, "the new authority's client is admitted");
+    assert!(
+        !grpc_answered(&pki, served.grpc, Some(&pki.trusted)).await,
+        "the old one's is refused"
+    );
+    std::fs::remove_dir_all(&pki.dir).unwrap();
+    served.stop().await;
+}
