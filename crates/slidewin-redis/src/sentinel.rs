@@ -71,24 +71,22 @@ impl SentinelPrimary {
         })
     }
 
-    /// The primary's connection: the one in use, or one to the server the sentinels name now.
-    async fn primary(&self) -> RedisResult<(ConnectionManager, u64)> {
-        if let Some(current) = self
-            .current
+    /// The connection in use, if any.
+    fn in_use(&self) -> Option<(ConnectionManager, u64)> {
+        self.current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-        {
+    }
+
+    /// The primary's connection: the one in use, or one to the server the sentinels name now.
+    async fn primary(&self) -> RedisResult<(ConnectionManager, u64)> {
+        if let Some(current) = self.in_use() {
             return Ok(current);
         }
         // One asks the sentinels at a time; the others then find its answer.
         let mut sentinels = self.sentinels.lock().await;
-        if let Some(current) = self
-            .current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-        {
+        if let Some(current) = self.in_use() {
             return Ok(current);
         }
         let client = sentinels.async_get_client().await?;

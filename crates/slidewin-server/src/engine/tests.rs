@@ -181,21 +181,8 @@ fn counter_keys_cannot_be_forged_by_values() {
 
 /// An engine on one limit of 2 a minute for key `k`, answering as `answers` says.
 fn answering(answers: AnswerOptions) -> Engine<slidewin_store::Memory> {
-    let config = Config::parse(
-        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {name: two, quota: 2/minute}\n",
-        "t.yaml",
-    )
-    .unwrap();
-    let clock = Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(9)));
-    Engine::new(
-        slidewin_store::Memory::new(),
-        config,
-        clock,
-        Bounds::default(),
-        Metrics::new(),
-    )
-    .unwrap()
-    .with_answers(answers)
+    engine_on("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {name: two, quota: 2/minute}\n")
+        .with_answers(answers)
 }
 
 fn one_k() -> RateLimitRequest {
