@@ -1031,10 +1031,12 @@ async fn issue_31_the_keys_denied_most_are_ranked_series() {
         }
     }
     let (_, _, metrics) = running.http("GET", "/metrics", "").await;
-    let ranked: Vec<&str> = metrics
+    // A family's series come in no set order: sorted, rank 1 first.
+    let mut ranked: Vec<&str> = metrics
         .lines()
         .filter(|line| line.starts_with("slidewin_top_denied_keys{"))
         .collect();
+    ranked.sort_unstable();
     assert_eq!(
         ranked,
         [
