@@ -54,9 +54,13 @@
     return total;
   }
 
+  // A time of day with its zone ("14:03:05 CET"): a time without one is read in the wrong
+  // zone by whoever looks from elsewhere.
   function clock(ms) {
     const d = new Date(ms);
-    return d.toLocaleTimeString("en-GB", { hour12: false });
+    return d.toLocaleTimeString("en-GB", {
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+    });
   }
 
   function ago(fromMs, nowMs) {
@@ -69,101 +73,19 @@
     return Math.floor(h / 24) + " days ago";
   }
 
-  // ---- colours, from the stylesheet's variables ----
-  function palette() {
-    const s = getComputedStyle(document.documentElement);
-    const v = (name) => s.getPropertyValue(name).trim();
-    return {
-      passed: v("--c-passed"),
-      denied: v("--c-denied"),
-      shadow_denied: v("--c-shadow"),
-      muted: v("--muted"),
-      grid: v("--grid"),
-      font: "11px " + (v("--sans") || "sans-serif"),
-    };
-  }
-
-  function alpha(color, a) {
-    const m = /^#([0-9a-f]{6})$/i.exec(color);
-    if (!m) return color;
-    const n = parseInt(m[1], 16);
-    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + a + ")";
-  }
-
-  // ---- charts ----
-  const Y_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1e3, 2e3, 2500, 5e3, 1e4, 2e4, 5e4,
-    1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 1e9];
-
-  function compact(v) {
-    if (v >= 1e6) return +(v / 1e6).toFixed(1) + "M";
-    if (v >= 1e4) return +(v / 1e3).toFixed(1) + "k";
-    return NUM.format(v);
-  }
+  const { layers, stacked, limitTone } = SlidewinCharts;
 
   function makePlot(card) {
-    const c = palette();
-    const series = [{}];
-    for (const [key, label] of OUTCOMES) {
-      series.push({
-        label: label,
-        stroke: c[key],
-        fill: alpha(c[key], key === "passed" ? 0.16 : 0.22),
-        width: 1.6,
-        points: { show: false },
-      });
-    }
-    const axis = {
-      stroke: c.muted,
-      font: c.font,
-      grid: { stroke: c.grid, width: 1 },
-      ticks: { show: false },
-    };
-    const opts = {
-      width: Math.max(200, card.chart.clientWidth),
-      height: CHART_HEIGHT,
-      legend: { show: false },
-      padding: [10, 18, 0, 0],
-      cursor: { drag: { x: false, y: false, setScale: false }, points: { size: 6 } },
-      scales: {
-        x: { time: true },
-        y: { range: (u, min, max) => [0, Math.max(4, max * 1.12)] },
-      },
-      axes: [
-        // Seconds before the newest: "−45s", "−30s", "−15s", "now".
-        Object.assign({}, axis, {
-          size: 26,
-          splits: (u, i, min, max) => {
-            const out = [];
-            for (let v = max; v >= min; v -= 15) out.unshift(v);
-            return out;
-          },
-          values: (u, splits) => splits.map((v) => {
-            const back = Math.round(u.scales.x.max - v);
-            return back === 0 ? "now" : "\u2212" + back + "s";
-          }),
-        }),
-        Object.assign({}, axis, { size: 46, space: 30, incrs: Y_STEPS,
-          values: (u, vals) => vals.map(compact) }),
-      ],
-      series: series,
-      hooks: {
-        setCursor: [(u) => showReadout(card, u.cursor.idx)],
-      },
-    };
-    card.plot = new uPlot(opts, card.data, card.chart);
-    card.plot.setSeries(2, { show: card.showDenied });
-    card.plot.setSeries(3, { show: card.showShadow });
+    SlidewinCharts.makePlot(card, CHART_HEIGHT, (idx) => showReadout(card, idx));
   }
 
   function showReadout(card, idx) {
-    if (idx === null || idx === undefined || !card.data[0].length) {
+    if (idx === null || idx === undefined || !card.xs.length) {
       setText(card.readout, "");
       return;
     }
-    const parts = [clock(card.data[0][idx] * 1000)];
-    parts.push(num(card.data[1][idx]) + " passed");
-    if (card.showDenied) parts.push(num(card.data[2][idx]) + " denied");
-    if (card.showShadow) parts.push(num(card.data[3][idx]) + " shadow");
+    const parts = [clock(card.xs[idx] * 1000)];
+    for (const layer of card.layers) parts.push(num(layer.values[idx]) + " " + layer.label);
     setText(card.readout, parts.join(" · "));
   }
 
@@ -220,13 +142,27 @@
     chart.setAttribute("role", "img");
     chart.setAttribute("aria-label", "passed, denied and shadow-denied requests per second over the last minute");
 
-    root.append(head, meta, totals, wrap);
+    // A rule of several limits: which of them found requests over it.
+    const limits = el("table", "limits");
+    limits.hidden = true;
+    const limitsHead = el("thead");
+    const headRow = el("tr");
+    for (const [text, cls] of [["limit", null], ["quota", null], ["algorithm", null],
+      ["over it, 1 min", "n"]]) {
+      headRow.append(el("th", cls, text));
+    }
+    limitsHead.append(headRow);
+    const limitsBody = el("tbody");
+    limits.append(limitsHead, limitsBody);
+
+    root.append(head, meta, totals, limits, wrap);
     const card = {
       root, badge, rate, domain, quota, algorithm, keys, totalEls, readout, chart,
+      limits, limitsBody,
       plot: null,
-      data: [[], [], [], []],
-      showDenied: true,
-      showShadow: true,
+      xs: [],
+      layers: [],
+      signature: "",
     };
     card.resize = new ResizeObserver(() => {
       if (card.plot) {
@@ -264,7 +200,6 @@
       d[i] = Number(denied[i]) || 0;
       s[i] = Number(shadow[i]) || 0;
     }
-    card.data = [xs, p, d, s];
 
     const totals = rule.last_minute || {
       passed: sum(p), denied: sum(d), shadow_denied: sum(s),
@@ -283,6 +218,7 @@
     setText(card.quota, rule.quota);
     setText(card.algorithm, String(rule.algorithm).replace(/_/g, " "));
     setText(card.keys, num(rule.keys));
+    renderLimits(card, rule);
 
     // The last whole second: the current one is still filling.
     const k = n >= 2 ? n - 2 : n - 1;
@@ -294,24 +230,58 @@
     // (and anything that did).
     const showDenied = !rule.shadow || sum(d) > 0;
     const showShadow = !!rule.shadow || sum(s) > 0;
+    card.xs = xs;
+    card.layers = layers(rule, p, d, s, showDenied, showShadow);
+    // A new set of layers (a limit added, a shadow rule that denied) is a new chart.
+    const signature = card.layers.map((layer) => layer.key).join("\u0001");
+    if (card.plot && signature !== card.signature) {
+      card.plot.destroy();
+      card.plot = null;
+    }
+    card.signature = signature;
     if (!card.plot) {
-      card.showDenied = showDenied;
-      card.showShadow = showShadow;
       makePlot(card);
     } else {
-      if (showDenied !== card.showDenied) {
-        card.showDenied = showDenied;
-        card.plot.setSeries(2, { show: showDenied });
-      }
-      if (showShadow !== card.showShadow) {
-        card.showShadow = showShadow;
-        card.plot.setSeries(3, { show: showShadow });
-      }
-      card.plot.setData(card.data);
+      card.plot.setData(stacked(card.xs, card.layers));
     }
     if (card.plot.cursor.idx !== null && card.plot.cursor.idx !== undefined) {
       showReadout(card, card.plot.cursor.idx);
     }
+  }
+
+  // The limits of a rule of several, each with the requests it found over it in the last
+  // minute and its share of them, in its colour on the chart.
+  function renderLimits(card, rule) {
+    const limits = Array.isArray(rule.limits) ? rule.limits : [];
+    card.limits.hidden = limits.length < 2;
+    if (card.limits.hidden) {
+      card.limitsBody.replaceChildren();
+      return;
+    }
+    const all = Math.max(1, sum(limits.map((l) => l.last_minute_over_limit)));
+    const rows = limits.map((limit, i) => {
+      const over = Number(limit.last_minute_over_limit) || 0;
+      const tr = el("tr");
+      const name = el("td", "limit-name");
+      const swatch = el("i", "swatch");
+      swatch.style.background = "var(--c-" + limitTone(i) + ")";
+      name.append(swatch, el("span", null, limit.name));
+      const count = el("td", "n");
+      const bar = el("div", "bar");
+      const fill = el("i");
+      fill.style.width = Math.round((over / all) * 80) + "px";
+      fill.style.background = "var(--c-" + limitTone(i) + ")";
+      const value = el("span", over ? null : "zero", num(over));
+      value.setAttribute("data-rule", rule.name);
+      value.setAttribute("data-limit", limit.name);
+      value.setAttribute("data-value", String(over));
+      bar.append(fill, value);
+      count.append(bar);
+      tr.append(name, el("td", "quota", limit.quota),
+        el("td", null, String(limit.algorithm).replace(/_/g, " ")), count);
+      return tr;
+    });
+    card.limitsBody.replaceChildren(...rows);
   }
 
   function renderRules(rules, nowMs) {
@@ -415,7 +385,8 @@
     const max = Math.max(1, ...top.map((t) => Number(t.denied) || 0));
     for (const t of top) {
       const tr = el("tr");
-      tr.append(el("td", null, t.domain), el("td", null, t.rule), el("td", "key", t.key));
+      tr.append(el("td", null, t.domain), el("td", null, t.rule), el("td", null, t.limit),
+        el("td", "key", t.key));
       const td = el("td", "n");
       const bar = el("div", "bar");
       const i = el("i");

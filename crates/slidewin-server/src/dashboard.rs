@@ -1,6 +1,6 @@
 //! The live dashboard: `GET /`, its embedded assets, and `GET /api/events` (server-sent events).
 //!
-//! The page, its script, its stylesheet and the chart library (uPlot, vendored under
+//! The page, its scripts, its stylesheet and the chart library (uPlot, vendored under
 //! `assets/vendor/`) are compiled into the binary: the dashboard works with no network. The
 //! page asks for everything by relative URL, so the router may be nested under a prefix.
 //!
@@ -72,6 +72,12 @@ const ASSETS: &[Asset] = &[
     Asset {
         name: "dashboard.js",
         body: include_bytes!("../assets/dashboard.js"),
+        content_type: "text/javascript; charset=utf-8",
+        cache_control: REVALIDATE,
+    },
+    Asset {
+        name: "charts.js",
+        body: include_bytes!("../assets/charts.js"),
         content_type: "text/javascript; charset=utf-8",
         cache_control: REVALIDATE,
     },

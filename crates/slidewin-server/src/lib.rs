@@ -43,7 +43,8 @@ pub use redis::{connect_redis, connect_redis_cluster, connect_redis_sentinel};
 pub use run::{BackendChoice, RunOptions, run};
 pub use serve::{ConnectionLimits, Listeners, MetricsListener, ServeOptions, TlsFiles, serve};
 pub use snapshot::{
-    BackendStatus, ConfigStatus, LoadError, PerSecond, RuleStats, Snapshot, TopKey, Totals,
+    BackendStatus, ConfigStatus, LimitStats, LoadError, PerSecond, RuleStats, Snapshot, TopKey,
+    Totals,
 };
 pub use watch::{ConfigWatch, watch_config};
 

@@ -20,7 +20,7 @@ use slidewin::limit::{Quota, Rule, RuleSet};
 use slidewin_http::RateLimitFields;
 
 use crate::config::{Unit, algorithm_for};
-use crate::engine::{ActionRt, Bounds, LimitOverride, RuleRt, RuleWindow};
+use crate::engine::{ActionRt, Bounds, LimitOverride, LimitWindows, RuleRt, RuleWindow};
 use crate::metrics::Metrics;
 use slidewin_store::Backend;
 
@@ -166,6 +166,7 @@ fn make<B: Backend>(
             fields,
         }
     };
+    let limit_stats = Arc::new(LimitWindows::new(now, action.limit_names(&name)));
     Ok(RuleRt {
         domain: domain.to_owned(),
         metrics: metrics.lazy_rule(),
@@ -176,6 +177,7 @@ fn make<B: Backend>(
         shadow: false,
         quota_mode: false,
         action,
+        limit_stats,
         stats: Arc::new(RuleWindow::new(now)),
         detail: None,
     })

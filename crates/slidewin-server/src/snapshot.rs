@@ -108,6 +108,39 @@ pub struct RuleStats {
     pub per_second: PerSecond,
     /// The sums of `per_second`.
     pub last_minute: Totals,
+    /// Each of its limits, in the config's order: one for a rule of one limit.
+    pub limits: Vec<LimitStats>,
+}
+
+/// One limit of a rule: what it allows, and the requests it found over it in each of the last
+/// 60 seconds. Where a rule has several limits, a request over two is counted by the one that
+/// bound it (the one that would keep it out longest), so a rule's limits never count a request
+/// twice. A rule's `denied` (or `shadow_denied`) can be more than its limits' sum: requests the
+/// store refused (its key cap, its memory, a cost more than any window holds) are no limit's.
+///
+/// ```
+/// use slidewin_server::LimitStats;
+/// let hourly = LimitStats {
+///     name: "hourly".into(),
+///     quota: "1000 per 1h".into(),
+///     over_limit: vec![0; 60],
+///     ..LimitStats::default()
+/// };
+/// assert!(serde_json::to_string(&hourly).unwrap().contains("\"name\":\"hourly\""));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LimitStats {
+    /// Its name within the rule: the rule's own when it is the rule's only limit.
+    pub name: String,
+    /// What it allows, as `1000 per 1h`.
+    pub quota: String,
+    /// `sliding_log`, `sliding_counter`, `fixed_window` or `gcra`.
+    pub algorithm: String,
+    /// Requests over it per second over the last minute, oldest first, the current second
+    /// last: denied, or shadow-denied in a shadow rule.
+    pub over_limit: Vec<u64>,
+    /// The sum of `over_limit`.
+    pub last_minute_over_limit: u64,
 }
 
 /// Sixty one-second counts of each outcome, oldest first. The outcomes never overlap: a
@@ -140,6 +173,8 @@ pub struct TopKey {
     pub domain: String,
     /// The rule that denied it.
     pub rule: String,
+    /// The limit of the rule that denied it: the rule's name when it has one limit.
+    pub limit: String,
     /// The descriptor's entries, as `key=value, key=value`.
     pub key: String,
     /// Denials in the last minute (a heavy-hitters estimate: never less than the truth).
@@ -175,13 +210,6 @@ pub(crate) struct Minute {
 }
 
 impl Minute {
-    /// Nothing in any second.
-    pub(crate) const ZERO: Minute = Minute {
-        passed: [0; SECONDS],
-        denied: [0; SECONDS],
-        shadow_denied: [0; SECONDS],
-    };
-
     /// The minute's sums.
     pub(crate) fn totals(&self) -> Totals {
         let sum = |counts: &[u64; SECONDS]| counts.iter().fold(0u64, |s, &c| s.saturating_add(c));

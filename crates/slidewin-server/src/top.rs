@@ -30,7 +30,16 @@ struct Slot {
 struct Counted {
     domain: String,
     rule: String,
+    limit: String,
     key: String,
+}
+
+/// What denied a key: a limit of a rule of a domain.
+pub(crate) struct Denier<'a> {
+    pub(crate) domain: &'a str,
+    pub(crate) rule: &'a str,
+    /// The limit's name: the rule's own when it has one limit.
+    pub(crate) limit: &'a str,
 }
 
 impl TopKeys {
@@ -40,7 +49,8 @@ impl TopKeys {
         }
     }
 
-    pub(crate) fn deny(&self, now: Moment, domain: &str, rule: &str, entries: &[Entry]) {
+    /// Counts a denial of the key `entries` spell, by `denier`, at `now`.
+    pub(crate) fn deny(&self, now: Moment, denier: &Denier<'_>, entries: &[Entry]) {
         let epoch = now.as_nanos() / SLOT_NANOS;
         let mut key = String::new();
         for (i, entry) in entries.iter().enumerate() {
@@ -60,8 +70,9 @@ impl TopKeys {
             key.push('…');
         }
         let counted = Counted {
-            domain: domain.to_owned(),
-            rule: rule.to_owned(),
+            domain: denier.domain.to_owned(),
+            rule: denier.rule.to_owned(),
+            limit: denier.limit.to_owned(),
             key,
         };
         let mut slots = self
@@ -107,6 +118,7 @@ impl TopKeys {
             .map(|(c, denied)| TopKey {
                 domain: c.domain,
                 rule: c.rule,
+                limit: c.limit,
                 key: c.key,
                 denied,
             })
@@ -119,7 +131,12 @@ mod tests {
     use super::*;
 
     fn deny(top: &TopKeys, secs: u64, key: &str) {
-        top.deny(Moment::from_secs(secs), "d", "r", &[Entry::new("k", key)]);
+        let denier = Denier {
+            domain: "d",
+            rule: "r",
+            limit: "l",
+        };
+        top.deny(Moment::from_secs(secs), &denier, &[Entry::new("k", key)]);
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::dashboard_router;
 use crate::snapshot::{
-    BackendStatus, ConfigStatus, LoadError, PerSecond, RuleStats, Snapshot, SnapshotSource, TopKey,
-    Totals,
+    BackendStatus, ConfigStatus, LimitStats, LoadError, PerSecond, RuleStats, Snapshot,
+    SnapshotSource, TopKey, Totals,
 };
 
 // The browser the integration tests drive too.
@@ -32,6 +32,8 @@ struct Fake {
     given: Mutex<Vec<(String, Totals)>>,
     /// Every rule's last minute and last whole second, as each snapshot gave them.
     given_all: Mutex<Vec<(Totals, Totals)>>,
+    /// Every limit's requests over it in the last minute, as each snapshot gave them.
+    given_limits: Mutex<Vec<(String, u64)>>,
 }
 
 impl Fake {
@@ -74,10 +76,34 @@ impl Fake {
             denied: denied.iter().sum(),
             shadow_denied: shadow_denied.iter().sum(),
         };
+        let limit = |name: &str, quota: &str, over_limit: Vec<u64>| LimitStats {
+            name: name.into(),
+            quota: quota.into(),
+            algorithm: "sliding_log".into(),
+            last_minute_over_limit: over_limit.iter().sum(),
+            over_limit,
+        };
+        // The non-shadow rule has two limits: `hourly` finds two thirds of what is over,
+        // `burst` the rest.
+        let limits = if shadow {
+            vec![limit(name, "5 per 1m", shadow_denied.clone())]
+        } else {
+            let hourly: Vec<u64> = denied.iter().map(|d| d * 2 / 3).collect();
+            let burst = denied.iter().zip(&hourly).map(|(d, h)| d - h).collect();
+            vec![
+                limit("burst", "100 per 1s", burst),
+                limit("hourly", "3000 per 1h", hourly),
+            ]
+        };
         RuleStats {
             domain: domain.into(),
             name: name.into(),
-            quota: if shadow { "5 per 1m" } else { "100 per 1s" }.into(),
+            quota: if shadow {
+                "5 per 1m"
+            } else {
+                "100 per 1s and 3000 per 1h"
+            }
+            .into(),
             algorithm: if shadow {
                 "sliding_counter"
             } else {
@@ -92,6 +118,7 @@ impl Fake {
                 shadow_denied,
             },
             last_minute,
+            limits,
         }
     }
 }
@@ -104,8 +131,15 @@ impl SnapshotSource for Fake {
             Self::rule(call, "auth", "login_attempts", true),
         ];
         let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut given_limits = self
+            .given_limits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for rule in &rules {
             given.push((rule.name.clone(), rule.last_minute));
+            for limit in &rule.limits {
+                given_limits.push((limit.name.clone(), limit.last_minute_over_limit));
+            }
         }
         // The rules not shown: a steady 1,000 passed a second between them.
         let mut per_second = PerSecond {
@@ -172,12 +206,14 @@ impl SnapshotSource for Fake {
                 TopKey {
                     domain: "edge".into(),
                     rule: "per_ip".into(),
+                    limit: "hourly".into(),
                     key: "remote_address=203.0.113.7".into(),
                     denied: 90 + call,
                 },
                 TopKey {
                     domain: "edge".into(),
                     rule: "per_ip".into(),
+                    limit: "burst".into(),
                     key: format!("user={user}"),
                     denied: 31,
                 },
@@ -296,6 +332,35 @@ fn the_page_shows_each_rules_totals_the_sum_of_all_and_how_many_it_shows() {
     assert_eq!(
         shown,
         "2 of 4,000 rules shown: the busiest in the last minute"
+    );
+    // A rule of several limits says which found requests over it; a rule of one does not.
+    let given_limits = fake
+        .given_limits
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for limit in ["burst", "hourly"] {
+        let over: u64 = attribute_text(&dom, &format!("data-limit=\"{limit}\""))
+            .unwrap_or_else(|| panic!("no row for the limit {limit} in the DOM:\n{dom}"))
+            .replace(',', "")
+            .parse()
+            .expect("a count");
+        assert!(
+            given_limits.contains(&(limit.to_owned(), over)),
+            "the limit {limit} shows {over} over it, which no snapshot gave"
+        );
+    }
+    assert!(
+        !dom.contains("data-limit=\"login_attempts\""),
+        "a table of one limit"
+    );
+    // The most denied keys name the limit that denied them.
+    assert!(dom.contains("<td>hourly</td>"), "no limit in the top keys");
+    // Times carry their zone: the browser runs in Paris, the snapshot is of 00:00:0x UTC.
+    let updated = attribute_text(&dom, "id=\"updated\"").expect("the snapshot's time");
+    assert!(
+        updated.starts_with("snapshot of 01:00:0") && updated.ends_with(" CET"),
+        "{updated}"
     );
     // uPlot drew the charts: one canvas per rule.
     assert!(dom.matches("<canvas").count() >= 2, "no charts:\n{dom}");

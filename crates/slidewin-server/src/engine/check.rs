@@ -10,6 +10,7 @@ use super::{ActionRt, Engine, RuleRt};
 use crate::config::Unit;
 use crate::metrics::RuleMetrics;
 use crate::overrides::Refused;
+use crate::top::Denier;
 use slidewin_store::Backend;
 
 /// What checking one descriptor against its limit found.
@@ -56,7 +57,7 @@ impl<B: Backend> Engine<B> {
             })),
             ActionRt::Blocked { unit } => {
                 metrics.total_hits.inc_by(hits);
-                let code = self.over(rule, hits, now, entries);
+                let code = self.over(rule, hits, now, entries, None);
                 Ok(DescriptorCheck::uncounted(DescriptorStatus {
                     code,
                     current_limit: Some(CurrentLimit {
@@ -122,7 +123,7 @@ impl<B: Backend> Engine<B> {
             passed(rule, rule.metrics(), (hits, near), now, decision);
             Code::Ok
         } else {
-            self.over(rule, hits, now, entries)
+            self.over(rule, hits, now, entries, Some(binding))
         };
         if let Some(detail) = &rule.detail {
             let result = match (decision.allowed(), rule.shadow) {
@@ -165,7 +166,7 @@ impl<B: Backend> Engine<B> {
             BackendError::MemoryFull { .. } => self.inner.metrics.memory_refusal(),
             _ => {}
         }
-        let code = self.over(rule, hits, now, entries);
+        let code = self.over(rule, hits, now, entries, None);
         DescriptorCheck::uncounted(DescriptorStatus {
             code,
             current_limit: Some(current_limit),
@@ -174,9 +175,21 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    /// Counts an over-limit descriptor and answers its code: OK in shadow mode.
-    fn over(&self, rule: &RuleRt<B>, hits: u64, now: Moment, entries: &[Entry]) -> Code {
+    /// Counts an over-limit descriptor and answers its code: OK in shadow mode. `limit` is
+    /// the index of the limit in the rule's set that found it over, if one did (the store's
+    /// refusals and a limit of 0 are no limit's).
+    fn over(
+        &self,
+        rule: &RuleRt<B>,
+        hits: u64,
+        now: Moment,
+        entries: &[Entry],
+        limit: Option<usize>,
+    ) -> Code {
         rule.metrics().over_limit.inc_by(hits);
+        if let Some(limit) = limit {
+            rule.limit_stats.over(now, limit);
+        }
         if rule.shadow {
             rule.metrics().shadow_mode.inc_by(hits);
             // Counted as shadow-denied only: the three outcomes never overlap.
@@ -184,9 +197,19 @@ impl<B: Backend> Engine<B> {
             Code::Ok
         } else {
             rule.stats.outcomes.add(now, MetricEvent::Block, 1);
-            self.inner
-                .top
-                .deny(now, &rule.domain, rule.display_name(), entries);
+            let limit_name = match (&rule.action, limit) {
+                (ActionRt::Rules { spec, .. }, Some(limit)) => spec
+                    .rules()
+                    .get(limit)
+                    .map_or(rule.display_name(), |one| limit_name(rule, spec, one)),
+                _ => rule.display_name(),
+            };
+            let denier = Denier {
+                domain: &rule.domain,
+                rule: rule.display_name(),
+                limit: limit_name,
+            };
+            self.inner.top.deny(now, &denier, entries);
             Code::OverLimit
         }
     }
@@ -227,6 +250,20 @@ pub(super) fn refused_status(why: &Refused, limit: LimitOverride) -> DescriptorS
     }
 }
 
+/// The name `one`, a limit of `rule`'s set `spec`, is shown by: the rule's own when it is the
+/// only one, else its own within the rule.
+pub(super) fn limit_name<'a, B: Backend>(
+    rule: &'a RuleRt<B>,
+    spec: &slidewin::limit::RuleSet,
+    one: &'a slidewin::limit::Rule,
+) -> &'a str {
+    if spec.rules().len() == 1 {
+        rule.display_name()
+    } else {
+        one.name()
+    }
+}
+
 fn current_limit<B: Backend>(
     rule: &RuleRt<B>,
     spec: &slidewin::limit::RuleSet,
@@ -236,11 +273,7 @@ fn current_limit<B: Backend>(
     let index = binding.min(spec.rules().len() - 1);
     let one = &spec.rules()[index];
     CurrentLimit {
-        name: if spec.rules().len() == 1 {
-            rule.display_name().to_owned()
-        } else {
-            one.name().to_owned()
-        },
+        name: limit_name(rule, spec, one).to_owned(),
         requests_per_unit: u32::try_from(one.quota().limit()).unwrap_or(u32::MAX),
         unit: units.get(index).copied().flatten(),
     }

@@ -9,7 +9,7 @@ use slidewin_http::RateLimitFields;
 
 use super::detailed::{DetailedPlan, MetricLevel};
 use super::request::Entry;
-use super::stats::RuleWindow;
+use super::stats::{LimitWindows, RuleWindow};
 use super::{ActionRt, Loaded, Matched, RuleRt};
 use crate::config::{Action, Config, Descriptor, DescriptorLimit};
 use crate::metrics::Metrics;
@@ -227,6 +227,11 @@ impl<B: Backend> Level<'_, B> {
                     .map_err(|e| format!("{}: {e}", descriptor.path()))?,
             },
         };
+        let names = action.limit_names(limit.name());
+        let limit_stats = match old {
+            Some(old) if old.limit_stats.are_of(&names) => Arc::clone(&old.limit_stats),
+            _ => Arc::new(LimitWindows::new(self.now, names)),
+        };
         Ok(Arc::new(RuleRt {
             domain: self.domain.to_owned(),
             path: descriptor.path().to_owned(),
@@ -240,6 +245,7 @@ impl<B: Backend> Level<'_, B> {
                 || Arc::new(RuleWindow::new(self.now)),
                 |o| Arc::clone(&o.stats),
             ),
+            limit_stats,
             metrics: self.metrics.lazy_rule(),
             detail: self.detail(descriptor, old),
         }))

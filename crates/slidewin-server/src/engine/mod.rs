@@ -30,7 +30,7 @@ pub use self::request::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RateLimitRequest,
     RateLimitResponse, RequestDescriptor, RequestError,
 };
-pub(crate) use self::stats::RuleWindow;
+pub(crate) use self::stats::{LimitWindows, RuleWindow};
 use crate::config::{Config, Unit};
 use crate::metrics::{LazyRuleMetrics, LimitShown, Metrics, RuleMetrics};
 use crate::overrides::{Overrides, Refused};
@@ -50,6 +50,8 @@ pub(crate) struct RuleRt<B: Backend> {
     pub(crate) quota_mode: bool,
     pub(crate) action: ActionRt<B>,
     pub(crate) stats: Arc<RuleWindow>,
+    /// Each of its limits' requests over it in the last minute.
+    pub(crate) limit_stats: Arc<LimitWindows>,
     pub(crate) metrics: LazyRuleMetrics,
     /// Its hits per descriptor, when `detailed_metric` or `value_to_metric` ask for them.
     pub(crate) detail: Option<detailed::DetailedPlan>,
@@ -66,6 +68,20 @@ pub(crate) enum ActionRt<B: Backend> {
         store: Arc<B::Store>,
         fields: RateLimitFields,
     },
+}
+
+impl<B: Backend> ActionRt<B> {
+    /// The names of the limits it counts against, as [`check::limit_name`] gives them (`rule`
+    /// is the rule's own name); none when it counts nothing.
+    pub(crate) fn limit_names(&self, rule: &str) -> Vec<String> {
+        match self {
+            ActionRt::Rules { spec, .. } if spec.rules().len() == 1 => vec![rule.to_owned()],
+            ActionRt::Rules { spec, .. } => {
+                spec.rules().iter().map(|r| r.name().to_owned()).collect()
+            }
+            ActionRt::Unlimited | ActionRt::Blocked { .. } => Vec::new(),
+        }
+    }
 }
 
 /// A config in force.

@@ -6,8 +6,9 @@ use std::time::Duration;
 use slidewin::Moment;
 use slidewin::stats::{MetricEvent, MetricStats, WindowMetrics};
 
+use super::check::limit_name;
 use super::{ActionRt, Engine, RuleRt};
-use crate::snapshot::{Busiest, Minute, RuleStats, SECONDS, ShownRules, Totals};
+use crate::snapshot::{Busiest, LimitStats, Minute, RuleStats, SECONDS, ShownRules, Totals};
 use slidewin_store::Backend;
 
 /// A rule's last minute, per second: passed, denied, and denied in shadow mode. Each of its
@@ -16,6 +17,45 @@ use slidewin_store::Backend;
 pub(crate) struct RuleWindow {
     pub(super) outcomes: LazyWindow,
     pub(super) shadow: LazyWindow,
+}
+
+/// For each limit of a rule, in the rule's order, the requests it found over it in the last
+/// minute (denied, or shadow-denied in a shadow rule), so that a rule of several limits shows
+/// which one denies. Kept across a reload while the rule's limits keep their names. Allocated
+/// at each limit's first event, as [`RuleWindow`]'s windows.
+pub(crate) struct LimitWindows {
+    names: Box<[String]>,
+    over_limit: Box<[LazyWindow]>,
+}
+
+impl LimitWindows {
+    /// The windows of limits named `names`, starting at `now`.
+    pub(crate) fn new(now: Moment, names: Vec<String>) -> LimitWindows {
+        LimitWindows {
+            over_limit: names.iter().map(|_| LazyWindow::new(now)).collect(),
+            names: names.into_boxed_slice(),
+        }
+    }
+
+    /// Whether these are the windows of limits named `names`, in that order.
+    pub(crate) fn are_of(&self, names: &[String]) -> bool {
+        *self.names == *names
+    }
+
+    /// Counts a request that limit `limit` (its index in the rule) found over it at `now`.
+    pub(super) fn over(&self, now: Moment, limit: usize) {
+        if let Some(window) = self.over_limit.get(limit) {
+            window.add(now, MetricEvent::Block, 1);
+        }
+    }
+
+    /// Each limit's requests over it in the last minute at `now`, per second, oldest first.
+    fn per_second(&self, now: Moment) -> Vec<[u64; SECONDS]> {
+        self.over_limit
+            .iter()
+            .map(|window| window.per_second(now, MetricEvent::Block))
+            .collect()
+    }
 }
 
 /// A minute of one-second buckets, allocated at its first event.
@@ -50,8 +90,24 @@ impl LazyWindow {
         self.metrics.get()?.previous_bucket(now)
     }
 
-    fn buckets(&self, now: Moment) -> Vec<MetricStats> {
-        self.metrics.get().map_or_else(Vec::new, |m| m.buckets(now))
+    /// The count of `event` in each second of the last minute at `now`, oldest first (the
+    /// current second last).
+    fn per_second(&self, now: Moment, event: MetricEvent) -> [u64; SECONDS] {
+        let mut seconds = [0; SECONDS];
+        let Some(metrics) = self.metrics.get() else {
+            return seconds;
+        };
+        let this_second = now.as_nanos() / 1_000_000_000;
+        for bucket in metrics.buckets(now) {
+            let age = this_second.checked_sub(bucket.start().as_nanos() / 1_000_000_000);
+            let Some(age) = age.and_then(|age| usize::try_from(age).ok()) else {
+                continue;
+            };
+            if let Some(i) = (SECONDS - 1).checked_sub(age) {
+                seconds[i] = seconds[i].saturating_add(bucket.count(event));
+            }
+        }
+        seconds
     }
 }
 
@@ -86,27 +142,11 @@ impl RuleWindow {
     /// The last minute at `now`, each second's counts, oldest first (the current second
     /// last): passed and denied from `outcomes`, shadow-denied from `shadow`.
     fn minute(&self, now: Moment) -> Minute {
-        let this_second = now.as_nanos() / 1_000_000_000;
-        let second = |bucket: &MetricStats| {
-            let age = this_second.checked_sub(bucket.start().as_nanos() / 1_000_000_000)?;
-            let age = usize::try_from(age).ok().filter(|age| *age < SECONDS)?;
-            Some(SECONDS - 1 - age)
-        };
-        let mut minute = Minute::ZERO;
-        for bucket in self.outcomes.buckets(now) {
-            if let Some(i) = second(&bucket) {
-                minute.passed[i] = minute.passed[i].saturating_add(bucket.count(MetricEvent::Pass));
-                minute.denied[i] =
-                    minute.denied[i].saturating_add(bucket.count(MetricEvent::Block));
-            }
+        Minute {
+            passed: self.outcomes.per_second(now, MetricEvent::Pass),
+            denied: self.outcomes.per_second(now, MetricEvent::Block),
+            shadow_denied: self.shadow.per_second(now, MetricEvent::Block),
         }
-        for bucket in self.shadow.buckets(now) {
-            if let Some(i) = second(&bucket) {
-                minute.shadow_denied[i] =
-                    minute.shadow_denied[i].saturating_add(bucket.count(MetricEvent::Block));
-            }
-        }
-        minute
     }
 }
 
@@ -139,6 +179,7 @@ impl<B: Backend> Engine<B> {
         busiest.finish(|index| {
             let rule = rules[index];
             let minute = rule.stats.minute(now);
+            let over_limit = rule.limit_stats.per_second(now);
             let mut stats = RuleStats {
                 domain: rule.domain.clone(),
                 name: rule.display_name().to_owned(),
@@ -153,6 +194,18 @@ impl<B: Backend> Engine<B> {
                 let algorithm: Vec<&str> = spec.rules().iter().map(|r| r.kind().name()).collect();
                 stats.quota = quota.join(" and ");
                 stats.algorithm = algorithm.join(", ");
+                stats.limits = spec
+                    .rules()
+                    .iter()
+                    .zip(over_limit)
+                    .map(|(one, over)| LimitStats {
+                        name: limit_name(rule, spec, one).to_owned(),
+                        quota: one.quota().to_string(),
+                        algorithm: one.kind().name().to_owned(),
+                        last_minute_over_limit: over.iter().fold(0u64, |s, &c| s.saturating_add(c)),
+                        over_limit: over.to_vec(),
+                    })
+                    .collect();
                 // Redis keeps its keys, uncounted here: 0, as the dashboard shows it.
                 stats.keys = self.inner.backend.keys(store).unwrap_or(0);
             }
@@ -164,5 +217,120 @@ impl<B: Backend> Engine<B> {
     #[must_use]
     pub fn top_denied(&self) -> Vec<crate::snapshot::TopKey> {
         self.inner.top.top(self.inner.clock.now(), 10)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use slidewin::Moment;
+    use slidewin::time::ManualClock;
+
+    use crate::snapshot::RuleStats;
+    use crate::{Bounds, Config, Engine, Entry, Metrics, RateLimitRequest, RequestDescriptor};
+
+    const TWO_LIMITS: &str = "domain: api\ndescriptors:\n  - key: client\n    limits:\n      \
+        - name: burst\n        quota: 3 per second\n      - name: hourly\n        quota: 5 per hour\n";
+
+    fn check_n(engine: &Engine<slidewin_store::Memory>, n: usize) -> impl Future<Output = ()> {
+        let request = RateLimitRequest::new(
+            "api",
+            vec![RequestDescriptor::new(vec![Entry::new("client", "c1")])],
+        );
+        async move {
+            for _ in 0..n {
+                engine.should_rate_limit(&request).await.expect("decided");
+            }
+        }
+    }
+
+    fn over_by_limit(rule: &RuleStats) -> Vec<(&str, u64)> {
+        rule.limits
+            .iter()
+            .map(|l| (l.name.as_str(), l.last_minute_over_limit))
+            .collect()
+    }
+
+    /// Issue 31: as a new user saw it, one could not tell that `hourly`, not `burst`, was
+    /// denying a client.
+    #[tokio::test]
+    async fn issue_31_a_rule_of_two_limits_says_which_one_denied() {
+        let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
+        let engine = Engine::new(
+            slidewin_store::Memory::new(),
+            Config::parse(TWO_LIMITS, "t.yaml").expect("valid"),
+            clock.clone(),
+            Bounds::default(),
+            Metrics::new(),
+        )
+        .expect("memory holds the rules");
+        // Three pass and the fourth is over `burst`; two seconds on, two pass and the next two
+        // are over `hourly` (its five are taken), though `burst` has room.
+        check_n(&engine, 4).await;
+        clock.advance(Duration::from_secs(2));
+        check_n(&engine, 4).await;
+        let rules = engine.rule_stats();
+        let rule = &rules[0];
+        assert_eq!(over_by_limit(rule), [("burst", 1), ("hourly", 2)]);
+        assert_eq!(rule.last_minute.denied, 3);
+        assert_eq!(rule.limits[0].quota, "3 per 1s");
+        assert_eq!(
+            rule.limits[1].over_limit[super::SECONDS - 1],
+            2,
+            "this second"
+        );
+        assert_eq!(
+            rule.limits[0].over_limit[super::SECONDS - 3],
+            1,
+            "two seconds ago"
+        );
+        let top: Vec<(String, u64)> = engine
+            .top_denied()
+            .into_iter()
+            .map(|key| (key.limit, key.denied))
+            .collect();
+        assert_eq!(top, [("hourly".to_owned(), 2), ("burst".to_owned(), 1)]);
+
+        // A reload that changes a quota keeps what each limit counted; one that renames a
+        // limit starts its limits' minute afresh (a count under another name would mislead).
+        let raised = TWO_LIMITS.replace("5 per hour", "50 per hour");
+        engine
+            .reload(Config::parse(&raised, "t.yaml").expect("valid"))
+            .expect("reloaded");
+        assert_eq!(
+            over_by_limit(&engine.rule_stats()[0]),
+            [("burst", 1), ("hourly", 2)]
+        );
+        let renamed = raised.replace("name: hourly", "name: per_hour");
+        engine
+            .reload(Config::parse(&renamed, "t.yaml").expect("valid"))
+            .expect("reloaded");
+        let rules = engine.rule_stats();
+        assert_eq!(over_by_limit(&rules[0]), [("burst", 0), ("per_hour", 0)]);
+        assert_eq!(
+            rules[0].last_minute.denied, 3,
+            "the rule's own minute is kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_rule_of_one_limit_shows_it_under_the_rules_name() {
+        let yaml = "domain: api\ndescriptors:\n  - key: client\n    rate_limit:\n      \
+            name: per_client\n      quota: 1 per minute\n";
+        let clock = Arc::new(ManualClock::new(Moment::from_secs(1_000)));
+        let engine = Engine::new(
+            slidewin_store::Memory::new(),
+            Config::parse(yaml, "t.yaml").expect("valid"),
+            clock,
+            Bounds::default(),
+            Metrics::new(),
+        )
+        .expect("memory holds the rules");
+        check_n(&engine, 2).await;
+        let rules = engine.rule_stats();
+        assert_eq!(over_by_limit(&rules[0]), [("per_client", 1)]);
+        assert_eq!(engine.top_denied()[0].limit, "per_client");
     }
 }

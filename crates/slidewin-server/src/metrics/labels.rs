@@ -31,6 +31,7 @@ pub(super) struct TopLabels {
     pub(super) rank: u8,
     pub(super) domain: String,
     pub(super) rule: String,
+    pub(super) limit: String,
     pub(super) key: String,
 }
 

@@ -18,6 +18,7 @@ impl Metrics {
                 rank,
                 domain: key.domain.clone(),
                 rule: key.rule.clone(),
+                limit: key.limit.clone(),
                 key: key.key.clone(),
             };
             let denied = i64::try_from(key.denied).unwrap_or(i64::MAX);

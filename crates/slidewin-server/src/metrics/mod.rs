@@ -298,8 +298,8 @@ impl Metrics {
         registry.register(
             "top_denied_keys",
             "The keys denied most in the last minute (at most 10 series, rank 1 the most), \
-             their denials estimated never below the truth: who was limited, without a label \
-             per key",
+             their denials estimated never below the truth: who was limited, and by which \
+             limit, without a label per key",
             top_denied.clone(),
         );
         Metrics {

@@ -1040,8 +1040,8 @@ async fn issue_31_the_keys_denied_most_are_ranked_series() {
     assert_eq!(
         ranked,
         [
-            r#"slidewin_top_denied_keys{rank="1",domain="api",rule="client",key="client=ann"} 4"#,
-            r#"slidewin_top_denied_keys{rank="2",domain="api",rule="client",key="client=bo"} 1"#,
+            r#"slidewin_top_denied_keys{rank="1",domain="api",rule="client",limit="client",key="client=ann"} 4"#,
+            r#"slidewin_top_denied_keys{rank="2",domain="api",rule="client",limit="client",key="client=bo"} 1"#,
         ],
         "{metrics}"
     );

@@ -150,6 +150,8 @@ fn run_chromium(what: &str, url: &str, budget_ms: u64, extra: &[String]) -> Run 
         .arg(format!("--virtual-time-budget={budget_ms}"))
         .args(extra)
         .arg(url)
+        // A zone an hour off UTC: a time shown without its zone, or in the wrong one, shows.
+        .env("TZ", "Europe/Paris")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
