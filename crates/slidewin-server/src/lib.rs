@@ -36,6 +36,7 @@ pub use endpoints::{Endpoints, LoadTally};
 pub use engine::{
     AnswerOptions, Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride,
     RateLimitRequest, RateLimitResponse, RequestDescriptor, RequestError, ResponseHeaders,
+    SPAN_TARGET,
 };
 pub use error::Error;
 pub use metrics::Metrics;

@@ -4,9 +4,10 @@
 use slidewin::stats::MetricEvent;
 use slidewin::{Decision, Moment};
 use slidewin_store::{BackendError, Checked, RequestKey};
+use tracing::Span;
 
 use super::request::{Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RequestError};
-use super::{ActionRt, Engine, RuleRt};
+use super::{ActionRt, Engine, RuleRt, spans};
 use crate::config::Unit;
 use crate::metrics::RuleMetrics;
 use crate::overrides::Refused;
@@ -37,15 +38,15 @@ impl DescriptorCheck {
 
 impl<B: Backend> Engine<B> {
     /// Checks `hits` of `entries` against `rule`, in `domain`, at `now`; `shared` are the
-    /// patterns its `share_threshold` entries count under.
+    /// patterns its `share_threshold` entries count under. The backend's time goes on `span`.
     pub(super) async fn check(
         &self,
         rule: &RuleRt<B>,
-        domain: &str,
-        entries: &[Entry],
+        (domain, entries): (&str, &[Entry]),
         shared: &[(usize, String)],
         hits: u64,
         now: Moment,
+        span: &Span,
     ) -> Result<DescriptorCheck, RequestError> {
         let metrics = rule.metrics();
         match &rule.action {
@@ -75,10 +76,12 @@ impl<B: Backend> Engine<B> {
                 let key = counter_key(domain, &rule.path, entries, shared);
                 metrics.total_hits.inc_by(hits);
                 let key = RequestKey::Text(&key);
+                let started = spans::store_started(span);
                 let checked = match self.inner.backend.check_at_once(store, key, now, hits) {
                     Some(answer) => answer,
                     None => self.inner.backend.check(store, key, now, hits).await,
                 };
+                spans::store_done(span, started);
                 let current = |binding| current_limit(rule, spec, units, binding);
                 match checked {
                     Ok(checked) => {

@@ -8,7 +8,9 @@ mod check;
 mod detailed;
 mod matching;
 pub(crate) mod request;
+mod spans;
 mod stats;
+mod tally;
 #[cfg(test)]
 mod tests;
 
@@ -16,7 +18,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use http::{HeaderName, HeaderValue};
-use slidewin::limit::Binding;
 use slidewin::{Clock, Moment};
 use slidewin_http::{RATELIMIT, RATELIMIT_POLICY, RateLimitFields};
 
@@ -24,13 +25,15 @@ use crate::error::Error;
 
 use self::answers::envoy_headers;
 pub use self::answers::{AnswerOptions, ResponseHeaders};
-use self::check::{DescriptorCheck, refused_status};
+use self::check::refused_status;
 use self::matching::{Node, build, find};
 pub use self::request::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RateLimitRequest,
     RateLimitResponse, RequestDescriptor, RequestError,
 };
+pub use self::spans::SPAN_TARGET;
 pub(crate) use self::stats::{LimitWindows, RuleWindow};
+use self::tally::Tally;
 use crate::config::{Config, Unit};
 use crate::metrics::{LazyRuleMetrics, LimitShown, Metrics, RuleMetrics};
 use crate::overrides::{Overrides, Refused};
@@ -241,6 +244,19 @@ impl<B: Backend> Engine<B> {
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, RequestError> {
+        let span = spans::request();
+        let answer = self.decide(request, &span).await;
+        spans::answered(&span, request, self.inner.bounds.max_text_len, &answer);
+        answer
+    }
+
+    /// [`Engine::should_rate_limit`]'s work, its descriptors' spans under `span`.
+    #[inline]
+    async fn decide(
+        &self,
+        request: &RateLimitRequest,
+        span: &tracing::Span,
+    ) -> Result<RateLimitResponse, RequestError> {
         request.validate(&self.inner.bounds)?;
         let started = std::time::Instant::now();
         let loaded = self.loaded();
@@ -257,10 +273,11 @@ impl<B: Backend> Engine<B> {
             });
         };
         let matches = self.match_descriptors(root, request, now);
-        let tally = self.check_descriptors(request, &matches, now).await?;
+        let tally = self.check_descriptors(request, &matches, now, span).await?;
         // The global shadow mode answers OK, and the descriptors still say what they were.
         let over = tally.over();
         let denied = over && !self.answers.shadow_mode;
+        spans::decided(span, over, denied);
         if over && !denied {
             self.inner.metrics.global_shadow_mode();
         }
@@ -330,6 +347,7 @@ impl<B: Backend> Engine<B> {
         request: &RateLimitRequest,
         matches: &Matches<B>,
         now: Moment,
+        span: &tracing::Span,
     ) -> Result<Tally, RequestError> {
         let request_hits = if request.hits_addend == 0 {
             1
@@ -348,16 +366,18 @@ impl<B: Backend> Engine<B> {
                 continue;
             };
             let hits = descriptor.hits_addend.unwrap_or(request_hits);
+            let span = spans::descriptor(span, &rule.shown, hits);
             let checked = self
                 .check(
                     rule,
-                    &request.domain,
-                    &descriptor.entries,
+                    (&request.domain, &descriptor.entries),
                     shared,
                     hits,
                     now,
+                    &span,
                 )
                 .await?;
+            spans::checked(&span, rule.shadow, &checked);
             tally.add(i, rule, checked);
         }
         Ok(tally)
@@ -484,71 +504,6 @@ type Matched<B> = (Arc<RuleRt<B>>, Vec<(usize, String)>);
 struct Matches<B: Backend> {
     found: Vec<Option<Matched<B>>>,
     refused: Vec<(usize, Refused, LimitOverride)>,
-}
-
-/// What a request's descriptors were answered so far.
-struct Tally {
-    statuses: Vec<DescriptorStatus>,
-    /// The descriptor whose limit binds the `RateLimit` field: its index, its binding rule's
-    /// index in the set, and that rule's decision.
-    binding: Binding<(usize, usize)>,
-    /// Every checked limit's `RateLimit-Policy`.
-    policies: Vec<HeaderValue>,
-    /// Whether a failure policy answered for a failed store.
-    degraded: bool,
-    /// Descriptors over a rate limit (not a quota).
-    failed_rate: usize,
-    /// Descriptors under a quota, and those of them over it.
-    quota_total: usize,
-    quota_failed: usize,
-}
-
-impl Tally {
-    #[inline]
-    fn new(descriptors: usize) -> Tally {
-        Tally {
-            statuses: Vec::with_capacity(descriptors),
-            binding: Binding::new(),
-            policies: Vec::new(),
-            degraded: false,
-            failed_rate: 0,
-            quota_total: 0,
-            quota_failed: 0,
-        }
-    }
-
-    /// Counts descriptor `i`'s check against `rule`.
-    #[inline]
-    fn add<B: Backend>(&mut self, i: usize, rule: &RuleRt<B>, checked: DescriptorCheck) {
-        self.degraded |= checked.without_store;
-        if let ActionRt::Rules { fields, .. } = &rule.action {
-            self.policies.push(fields.policy().clone());
-        }
-        if checked.status.code == Code::OverLimit {
-            if rule.quota_mode {
-                self.quota_failed += 1;
-            } else {
-                self.failed_rate += 1;
-            }
-        }
-        if rule.quota_mode {
-            self.quota_total += 1;
-        }
-        if let Some((rule_at, decision)) = checked.decided {
-            if rule.shadow {
-                self.binding.offer_shadow(decision, (i, rule_at));
-            } else {
-                self.binding.offer(decision, (i, rule_at));
-            }
-        }
-        self.statuses.push(checked.status);
-    }
-
-    /// Whether the request is over the limit: a descriptor over a rate limit, or every
-    /// descriptor under a quota over it.
-    fn over(&self) -> bool {
-        self.failed_rate > 0 || (self.quota_total > 0 && self.quota_total == self.quota_failed)
-    }
 }
 
 /// A descriptor no limit matched: OK, as envoy ratelimit answers.
