@@ -9,159 +9,16 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use self::unused::{REFUSED, TUNING};
+
+mod unused;
+
 /// The flags the environment stands for, and what it holds that slidewin does not use.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Translation {
     pub(crate) flags: Vec<String>,
     pub(crate) warnings: Vec<String>,
 }
-
-/// Variables that only tune envoy ratelimit's own clients and stats: named in a warning when
-/// set, and not used.
-const TUNING: &[(&str, &str)] = &[
-    (
-        "REDIS_POOL_SIZE",
-        "slidewin multiplexes one connection per Redis node",
-    ),
-    (
-        "REDIS_POOL_ON_EMPTY_BEHAVIOR",
-        "slidewin multiplexes one connection per Redis node",
-    ),
-    (
-        "REDIS_POOL_ON_EMPTY_WAIT_DURATION",
-        "slidewin multiplexes one connection per Redis node",
-    ),
-    (
-        "REDIS_PIPELINE_WINDOW",
-        "slidewin batches the checks in flight on its own",
-    ),
-    (
-        "REDIS_PIPELINE_LIMIT",
-        "slidewin batches the checks in flight on its own",
-    ),
-    (
-        "REDIS_CLUSTER_PIPELINE_PARALLELISM",
-        "slidewin batches the checks in flight on its own",
-    ),
-    (
-        "REDIS_TIMEOUT",
-        "slidewin waits 1 s for Redis, then answers by --failure-policy",
-    ),
-    (
-        "REDIS_STARTUP_INITIAL_INTERVAL",
-        "slidewin starts without Redis and probes it",
-    ),
-    (
-        "REDIS_STARTUP_MAX_INTERVAL",
-        "slidewin starts without Redis and probes it",
-    ),
-    (
-        "REDIS_STARTUP_MAX_ELAPSED_TIME",
-        "slidewin starts without Redis and probes it",
-    ),
-    (
-        "REDIS_PERSECOND",
-        "per-second limits are kept in REDIS_URL's Redis with the others",
-    ),
-    (
-        "REDIS_PERSECOND_URL",
-        "per-second limits are kept in REDIS_URL's Redis with the others",
-    ),
-    (
-        "EXPIRATION_JITTER_MAX_SECONDS",
-        "a sliding log's key expires when its last stamp does",
-    ),
-    (
-        "LOCAL_CACHE_SIZE_IN_BYTES",
-        "slidewin keeps no local cache of denied keys",
-    ),
-    (
-        "STATSD_HOST",
-        "slidewin's metrics are Prometheus's (USE_PROMETHEUS)",
-    ),
-    (
-        "STATSD_PORT",
-        "slidewin's metrics are Prometheus's (USE_PROMETHEUS)",
-    ),
-    (
-        "USE_DOG_STATSD",
-        "slidewin's metrics are Prometheus's (USE_PROMETHEUS)",
-    ),
-    (
-        "USE_DOG_STATSD_MOGRIFIERS",
-        "slidewin's metrics are Prometheus's (USE_PROMETHEUS)",
-    ),
-    ("EXTRA_TAGS", "slidewin's metrics carry no extra labels"),
-    (
-        "STATS_FLUSH_INTERVAL",
-        "Prometheus reads the metrics when it scrapes",
-    ),
-    (
-        "DISABLE_STATS",
-        "slidewin always counts; leave USE_PROMETHEUS off not to serve them",
-    ),
-    (
-        "PROMETHEUS_MAPPER_YAML",
-        "slidewin's metrics have their own names",
-    ),
-    (
-        "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
-        "slidewin's times are in seconds",
-    ),
-    (
-        "GRPC_MAX_CONNECTION_AGE_GRACE",
-        "an aged connection's calls are answered, then it closes",
-    ),
-    (
-        "RESPONSE_DYNAMIC_METADATA",
-        "slidewin sets no dynamic metadata",
-    ),
-    ("TRACING_ENABLED", "slidewin exports no traces yet"),
-    (
-        "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
-        "slidewin starts only with a config loaded",
-    ),
-];
-
-/// Variables whose meaning slidewin cannot keep when they are set to anything but these
-/// values: the start stops, naming them.
-const REFUSED: &[(&str, &[&str], &str)] = &[
-    (
-        "BACKEND_TYPE",
-        &["redis"],
-        "slidewin keeps counts in Redis or in memory",
-    ),
-    (
-        "CONFIG_TYPE",
-        &["file"],
-        "slidewin reads its config from files",
-    ),
-    (
-        "GRPC_UDS",
-        &[""],
-        "slidewin's gRPC listens on TCP (GRPC_HOST, GRPC_PORT)",
-    ),
-    (
-        "GRPC_CLIENT_TLS_SAN",
-        &[""],
-        "slidewin does not check a client certificate's SAN",
-    ),
-    (
-        "QUOTA_MODE",
-        &["false"],
-        "set quota_mode on the descriptors instead",
-    ),
-    (
-        "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-        &["false"],
-        "slidewin always verifies it",
-    ),
-    (
-        "FORCE_START_WITHOUT_INITIAL_CONFIG",
-        &["false"],
-        "slidewin starts only with a config",
-    ),
-];
 
 /// The flags envoy ratelimit's variables stand for, as `lookup` gives them; or every
 /// variable that cannot be honoured, with why.
@@ -178,6 +35,7 @@ pub(crate) fn translate(lookup: &dyn Fn(&str) -> Option<String>) -> Result<Trans
     env.answers();
     env.metrics();
     env.tls();
+    env.tracing();
     env.unused();
     if env.errors.is_empty() {
         Ok(env.out)
@@ -446,6 +304,47 @@ impl Env<'_> {
         let path = self.get("PROMETHEUS_PATH", "/metrics");
         self.flag("--metrics-path", path);
         self.switch("--envoy-metric-names");
+    }
+
+    /// `TRACING_*`: envoy ratelimit's OTLP traces, which slidewin sends over gRPC only. The
+    /// collector is the one `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`
+    /// names, read by the exporter as the OTLP spec says; without one, the spec's default.
+    fn tracing(&mut self) {
+        if !self.bool("TRACING_ENABLED", false) {
+            return;
+        }
+        let protocol = self.get("TRACING_EXPORTER_PROTOCOL", "http");
+        if !protocol.eq_ignore_ascii_case("grpc") {
+            self.error(
+                "TRACING_EXPORTER_PROTOCOL",
+                &protocol,
+                "slidewin exports OTLP over gRPC only: set grpc, and point \
+                 OTEL_EXPORTER_OTLP_ENDPOINT at the collector's gRPC port (4317)",
+            );
+            return;
+        }
+        let named = [
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ]
+        .iter()
+        .any(|name| (self.lookup)(name).is_some_and(|v| !v.trim().is_empty()));
+        if !named {
+            self.flag("--otlp-endpoint", "http://localhost:4317");
+        }
+        let service = self.get("TRACING_SERVICE_NAME", "RateLimit");
+        self.flag("--otlp-service-name", service);
+        for (name, key) in [
+            ("TRACING_SERVICE_NAMESPACE", "service.namespace"),
+            ("TRACING_SERVICE_INSTANCE_ID", "service.instance.id"),
+        ] {
+            if let Some(value) = (self.lookup)(name).filter(|v| !v.is_empty()) {
+                self.flag("--otlp-resource", format!("{key}={value}"));
+            }
+        }
+        if let Some(rate) = (self.lookup)("TRACING_SAMPLING_RATE") {
+            self.flag("--otlp-sample-ratio", rate);
+        }
     }
 
     /// `GRPC_SERVER_USE_TLS` with its certificate, and `GRPC_CLIENT_TLS_CACERT`: on gRPC only,

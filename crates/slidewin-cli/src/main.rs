@@ -14,6 +14,7 @@ mod envoy_env;
 mod json;
 mod period;
 mod serve;
+mod telemetry;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

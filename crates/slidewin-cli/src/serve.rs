@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::telemetry::{Logs, Otlp, OtlpArgs, Telemetry};
 use clap::{Args, ValueEnum};
 use http::HeaderName;
 use slidewin_server::{
@@ -218,6 +219,8 @@ pub(crate) struct ServeArgs {
         value_delimiter = ','
     )]
     admin_hosts: Vec<AdminHost>,
+    #[command(flatten)]
+    otlp: OtlpArgs,
     /// Log lines as JSON instead of text.
     #[arg(long, env = "SLIDEWIN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -253,25 +256,35 @@ enum LogFormat {
 
 /// Serves as `args` say, after logging `warnings` (what `--envoy-env` found and does not use).
 pub(crate) fn run(args: ServeArgs, warnings: Vec<String>) -> ExitCode {
-    let filter = match tracing_subscriber::EnvFilter::try_new(&args.log) {
-        Ok(filter) => filter,
+    let otlp = match Otlp::from_args(&args.otlp, |name| std::env::var(name).ok()) {
+        Ok(otlp) => otlp,
         Err(e) => {
-            eprintln!("slidewin serve: --log {}: {e}", args.log);
+            eprintln!("slidewin serve: {e}");
             return ExitCode::from(2);
         }
     };
-    // Colours only for a person at a terminal: a file, a pipe or a log collector gets plain
-    // text (and `NO_COLOR`, https://no-color.org, turns them off anywhere).
-    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colours)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().init(),
-    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("slidewin serve: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The exporter's channel runs on the runtime: built inside it.
+    let logs = Logs {
+        filter: &args.log,
+        json: matches!(args.log_format, LogFormat::Json),
+    };
+    let telemetry = match runtime.block_on(async { Telemetry::init(&logs, otlp) }) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("slidewin serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
     for warning in warnings {
         tracing::warn!("envoy ratelimit's environment: {warning}");
     }
@@ -375,17 +388,9 @@ pub(crate) fn run(args: ServeArgs, warnings: Vec<String>) -> ExitCode {
         admin_token,
         admin_hosts: args.admin_hosts,
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("slidewin serve: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(slidewin_server::run(options)) {
+    let served = runtime.block_on(slidewin_server::run(options));
+    telemetry.shutdown();
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("slidewin serve: {e}");

@@ -223,15 +223,9 @@ fn what_only_tunes_envoy_ratelimit_is_named_in_a_warning() {
         ("USE_STATSD", "true"),
         ("REDIS_POOL_SIZE", "20"),
         ("REDIS_PIPELINE_WINDOW", "150us"),
-        ("TRACING_ENABLED", "true"),
     ])
     .unwrap();
-    for name in [
-        "USE_STATSD",
-        "REDIS_POOL_SIZE",
-        "REDIS_PIPELINE_WINDOW",
-        "TRACING_ENABLED",
-    ] {
+    for name in ["USE_STATSD", "REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW"] {
         assert!(
             out.warnings.iter().any(|w| w.starts_with(name)),
             "{name}: {:?}",
@@ -250,4 +244,53 @@ fn go_durations_are_read_as_go_reads_them() {
     for bad in ["", "5", "h", "-1h", "1d", "1h30", "ten"] {
         assert_eq!(go_duration(bad), None, "{bad}");
     }
+}
+
+#[test]
+fn tracing_is_exported_over_grpc_with_envoy_ratelimits_names() {
+    let off = with(&[]).unwrap();
+    assert_eq!(value(&off, "--otlp-endpoint"), None);
+    let on = with(&[
+        ("TRACING_ENABLED", "true"),
+        ("TRACING_EXPORTER_PROTOCOL", "grpc"),
+        ("TRACING_SERVICE_NAMESPACE", "edge"),
+        ("TRACING_SERVICE_INSTANCE_ID", "pod-1"),
+        ("TRACING_SAMPLING_RATE", "0.25"),
+    ])
+    .unwrap();
+    // No collector named: the OTLP spec's default, and envoy ratelimit's service name.
+    assert_eq!(value(&on, "--otlp-endpoint"), Some("http://localhost:4317"));
+    assert_eq!(value(&on, "--otlp-service-name"), Some("RateLimit"));
+    assert_eq!(value(&on, "--otlp-sample-ratio"), Some("0.25"));
+    let resource: Vec<&String> = on
+        .flags
+        .windows(2)
+        .filter(|pair| pair[0] == "--otlp-resource")
+        .map(|pair| &pair[1])
+        .collect();
+    assert_eq!(
+        resource,
+        ["service.namespace=edge", "service.instance.id=pod-1"]
+    );
+    // A collector named: the exporter reads it as the OTLP spec says.
+    let named = with(&[
+        ("TRACING_ENABLED", "true"),
+        ("TRACING_EXPORTER_PROTOCOL", "grpc"),
+        ("TRACING_SERVICE_NAME", "edge-rls"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+    ])
+    .unwrap();
+    assert_eq!(value(&named, "--otlp-endpoint"), None);
+    assert_eq!(value(&named, "--otlp-service-name"), Some("edge-rls"));
+}
+
+#[test]
+fn tracing_over_http_is_refused_by_name() {
+    // envoy ratelimit's default protocol is http, which slidewin does not speak.
+    let refused = with(&[("TRACING_ENABLED", "true")]).unwrap_err();
+    assert!(
+        refused.contains("TRACING_EXPORTER_PROTOCOL=\"http\""),
+        "{refused}"
+    );
+    assert!(refused.contains("gRPC only"), "{refused}");
 }

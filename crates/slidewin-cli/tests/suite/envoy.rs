@@ -16,7 +16,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use slidewin_test_support::redis::RedisServer;
 
-const CONFIG: &str = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
+pub(crate) const CONFIG: &str = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
 
 /// A fresh directory for `test`.
 pub(crate) fn fresh_dir(test: &str) -> PathBuf {
@@ -107,7 +107,7 @@ pub(crate) fn get(addr: &str, path: &str) -> String {
     exchange(addr, &format!("GET {path} HTTP/1.1"), "")
 }
 
-async fn rls(grpc: &str, user: &str) -> (Code, Vec<(String, String)>) {
+pub(crate) async fn rls(grpc: &str, user: &str) -> (Code, Vec<(String, String)>) {
     let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
         .await
         .unwrap();

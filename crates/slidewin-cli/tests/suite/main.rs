@@ -3,5 +3,6 @@
 
 mod deploy;
 mod envoy;
+mod otlp;
 mod period;
 mod serve;
