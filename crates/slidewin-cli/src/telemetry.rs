@@ -8,12 +8,15 @@
 
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
+use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use opentelemetry::{Key, KeyValue};
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use slidewin_server::SPAN_TARGET;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -221,6 +224,7 @@ impl Telemetry {
             .try_init()
             .map_err(|e| format!("cannot install the logs: {e}"))?;
         if provider.is_some() {
+            slidewin_server::join_callers_traces(join);
             let to = endpoint.as_deref().unwrap_or("the collector OTEL_* names");
             tracing::info!("exporting a span per check over OTLP to {to}");
         }
@@ -235,6 +239,30 @@ impl Telemetry {
         {
             tracing::warn!("the last spans were not all exported: {e}");
         }
+    }
+}
+
+/// Makes `span` a child of the call's span that `traceparent` (W3C Trace Context) names, so a
+/// check shows inside the trace of the request Envoy was limiting. One that does not parse
+/// leaves the span a root.
+fn join(span: &tracing::Span, traceparent: &str) {
+    let context = TraceContextPropagator::new().extract(&TraceParent(traceparent));
+    if context.span().span_context().is_valid() {
+        // Fails only once the span has started, which a check's span has not here.
+        let _ = span.set_parent(context);
+    }
+}
+
+/// A carrier of the `traceparent` field alone.
+struct TraceParent<'a>(&'a str);
+
+impl Extractor for TraceParent<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        (key == "traceparent").then_some(self.0)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        vec!["traceparent"]
     }
 }
 

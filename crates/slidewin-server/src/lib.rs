@@ -36,7 +36,7 @@ pub use endpoints::{Endpoints, LoadTally};
 pub use engine::{
     AnswerOptions, Bounds, Code, CurrentLimit, DescriptorStatus, Engine, Entry, LimitOverride,
     RateLimitRequest, RateLimitResponse, RequestDescriptor, RequestError, ResponseHeaders,
-    SPAN_TARGET,
+    SPAN_TARGET, join_callers_traces,
 };
 pub use error::Error;
 pub use metrics::Metrics;

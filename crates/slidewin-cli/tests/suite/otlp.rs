@@ -5,12 +5,17 @@
 #![cfg(unix)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry as RlsEntry;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -105,20 +110,77 @@ fn three_checks(grpc: &str) -> Vec<Code> {
         .collect()
 }
 
-/// The gRPC address the service prints, read up to its curl line.
-fn grpc_address(child: &mut Child) -> String {
+/// The gRPC and HTTP addresses the service prints, read up to its curl line.
+fn listening(child: &mut Child) -> (String, String) {
     let stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut grpc = None;
+    let (mut grpc, mut http) = (None, None);
     for line in stdout.lines() {
         let line = line.unwrap();
         if let Some(rest) = line.trim().strip_prefix("Envoy RLS gRPC") {
             grpc = Some(rest.trim().to_owned());
         }
+        if let Some(url) = line.trim().strip_prefix("dashboard") {
+            let url = url.trim().trim_start_matches("http://");
+            http = Some(url.trim_end_matches('/').to_owned());
+        }
         if line.trim_start().starts_with("curl ") {
             break;
         }
     }
-    grpc.expect("it prints the gRPC address")
+    (
+        grpc.expect("it prints the gRPC address"),
+        http.expect("it prints the dashboard's address"),
+    )
+}
+
+/// A check of `user` over gRPC, sent in the trace that `traceparent` names, as Envoy sends it
+/// when it traces.
+async fn traced_rls(grpc: &str, user: &str, traceparent: &str) -> Code {
+    let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
+    let mut request = tonic::Request::new(RateLimitRequest {
+        domain: "edge".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![RlsEntry {
+                key: "user".into(),
+                value: user.into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 1,
+    });
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    let answer = client.should_rate_limit(request).await.unwrap();
+    answer.into_inner().overall_code()
+}
+
+/// `POST /json` for `user`, in the trace that `traceparent` names; the answer's text.
+fn traced_json(http: &str, user: &str, traceparent: &str) -> String {
+    let body = format!(
+        r#"{{"domain":"edge","descriptors":[{{"entries":[{{"key":"user","value":"{user}"}}]}}]}}"#
+    );
+    let mut stream = TcpStream::connect(http).unwrap();
+    write!(
+        stream,
+        "POST /json HTTP/1.1\r\nhost: {http}\r\ncontent-type: application/json\r\n\
+         traceparent: {traceparent}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// The bytes of a hexadecimal id, as OTLP carries them.
+fn id(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 fn stop(child: Child) -> String {
@@ -173,8 +235,25 @@ fn issue_31_a_span_per_check_reaches_an_otlp_collector() {
     let (_collector, endpoint, exports) = collector();
     let resource_var = ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test");
     let mut child = serve("otlp", &[resource_var], &["--otlp-endpoint", &endpoint]);
-    let grpc = grpc_address(&mut child);
+    let (grpc, http) = listening(&mut child);
     assert_eq!(three_checks(&grpc), [Code::Ok, Code::Ok, Code::OverLimit]);
+    // Two more, each in a caller's trace (W3C traceparent): over gRPC, and over POST /json.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let envoys = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert_eq!(runtime.block_on(traced_rls(&grpc, "bob", envoys)), Code::Ok);
+    drop(runtime);
+    let posts = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let json = traced_json(&http, "bob", posts);
+    assert!(json.contains(r#""overallCode":"OK""#), "{json}");
+    // One that does not parse, and one past the bound, leave their checks roots.
+    let long = format!("{posts}-{}", "a".repeat(300));
+    for traceparent in ["00-not-a-trace-01", long.as_str()] {
+        let json = traced_json(&http, "cy", traceparent);
+        assert!(json.contains(r#""overallCode":"OK""#), "{json}");
+    }
     // The spans still queued are sent before the exit.
     let logs = stop(child);
     assert!(
@@ -182,7 +261,7 @@ fn issue_31_a_span_per_check_reaches_an_otlp_collector() {
         "{logs}"
     );
 
-    let (resource, spans) = received(&exports, 6);
+    let (resource, spans) = received(&exports, 14);
     assert_eq!(resource.get("service.name").cloned(), text("slidewin"));
     assert_eq!(
         resource.get("deployment.environment").cloned(),
@@ -191,7 +270,22 @@ fn issue_31_a_span_per_check_reaches_an_otlp_collector() {
 
     let (checks, descriptors): (Vec<&Span>, Vec<&Span>) =
         spans.iter().partition(|s| s.name == "slidewin.check");
-    assert_eq!((checks.len(), descriptors.len()), (3, 3), "{spans:#?}");
+    assert_eq!((checks.len(), descriptors.len()), (7, 7), "{spans:#?}");
+    // The traced calls' spans are in their callers' traces, children of their spans; the
+    // others are roots.
+    for (trace, parent) in [
+        ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"),
+        ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"),
+    ] {
+        let joined: Vec<&&Span> = checks.iter().filter(|c| c.trace_id == id(trace)).collect();
+        assert_eq!(joined.len(), 1, "one check in trace {trace}");
+        assert_eq!(joined[0].parent_span_id, id(parent));
+    }
+    let roots = checks
+        .iter()
+        .filter(|c| c.parent_span_id.is_empty())
+        .count();
+    assert_eq!(roots, 5);
     let mut decisions = Vec::new();
     for check in &checks {
         let attrs = attributes(&check.attributes);
@@ -217,14 +311,10 @@ fn issue_31_a_span_per_check_reaches_an_otlp_collector() {
     }
     decisions.sort_by_key(|(start, _)| *start);
     let decisions: Vec<Option<Value>> = decisions.into_iter().map(|(_, d)| d).collect();
-    assert_eq!(
-        decisions,
-        [
-            text("within_limit"),
-            text("within_limit"),
-            text("over_limit")
-        ]
-    );
+    let within = text("within_limit");
+    let over = text("over_limit");
+    let expected = [&within, &within, &over, &within, &within, &within, &within];
+    assert_eq!(decisions.iter().collect::<Vec<_>>(), expected);
 }
 
 #[test]
@@ -235,7 +325,7 @@ fn issue_31_a_collector_down_stops_neither_the_checks_nor_the_stop() {
     drop(closed);
     let vars = [("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint.as_str())];
     let mut child = serve("otlp-down", &vars, &[]);
-    let grpc = grpc_address(&mut child);
+    let grpc = listening(&mut child).0;
     assert_eq!(three_checks(&grpc), [Code::Ok, Code::Ok, Code::OverLimit]);
     let logs = stop(child);
     assert!(

@@ -181,6 +181,11 @@ impl<B: Backend> RateLimitService for Grpc<B> {
         &self,
         request: tonic::Request<PbRequest>,
     ) -> Result<tonic::Response<PbResponse>, Status> {
+        let traceparent = crate::engine::spans_recorded()
+            .then(|| request.metadata().get("traceparent"))
+            .flatten()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let request = request.into_inner();
         if request.descriptors.iter().any(|d| d.is_negative_hits) {
             return Err(Status::invalid_argument(
@@ -219,7 +224,7 @@ impl<B: Backend> RateLimitService for Grpc<B> {
         let response = self
             .service
             .engine()
-            .should_rate_limit(&ours)
+            .should_rate_limit_traced(&ours, traceparent.as_deref())
             .await
             .map_err(|e| match e {
                 RequestError::Unavailable { .. } => Status::unavailable(e.to_string()),

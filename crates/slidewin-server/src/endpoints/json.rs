@@ -221,6 +221,11 @@ pub(super) async fn json<B: Backend>(
     if declared.is_some_and(|len| len > Bounds::MAX_BODY_BYTES as u64) {
         return too_large(declared);
     }
+    let traceparent = crate::engine::spans_recorded()
+        .then(|| request.headers().get("traceparent"))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     // Chunked: read up to the bound (the router's `DefaultBodyLimit`), and no further.
     let body = match axum::body::Bytes::from_request(request, &()).await {
         Ok(body) => body,
@@ -260,7 +265,11 @@ pub(super) async fn json<B: Backend>(
             .collect(),
         hits_addend: request.hits_addend,
     };
-    match service.engine().should_rate_limit(&request).await {
+    let engine = service.engine();
+    match engine
+        .should_rate_limit_traced(&request, traceparent.as_deref())
+        .await
+    {
         Ok(response) => json_answer(&response),
         Err(e) if e.is_invalid_argument() => problem(StatusCode::BAD_REQUEST, &e.to_string()),
         Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),

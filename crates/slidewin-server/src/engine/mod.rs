@@ -31,7 +31,8 @@ pub use self::request::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RateLimitRequest,
     RateLimitResponse, RequestDescriptor, RequestError,
 };
-pub use self::spans::SPAN_TARGET;
+pub(crate) use self::spans::recorded as spans_recorded;
+pub use self::spans::{SPAN_TARGET, join_callers_traces};
 pub(crate) use self::stats::{LimitWindows, RuleWindow};
 use self::tally::Tally;
 use crate::config::{Config, Unit};
@@ -244,7 +245,21 @@ impl<B: Backend> Engine<B> {
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, RequestError> {
-        let span = spans::request();
+        self.should_rate_limit_traced(request, None).await
+    }
+
+    /// [`Engine::should_rate_limit`], its span in the caller's trace: `traceparent` is the
+    /// call's W3C `traceparent` (see [`join_callers_traces`](crate::join_callers_traces)).
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::should_rate_limit`].
+    pub async fn should_rate_limit_traced(
+        &self,
+        request: &RateLimitRequest,
+        traceparent: Option<&str>,
+    ) -> Result<RateLimitResponse, RequestError> {
+        let span = spans::request(traceparent);
         let answer = self.decide(request, &span).await;
         spans::answered(&span, request, self.inner.bounds.max_text_len, &answer);
         answer

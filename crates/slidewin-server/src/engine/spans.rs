@@ -7,6 +7,7 @@
 //! backend is timed only when a span will carry the figure. The spans are never entered: a
 //! child names its parent, so an `.await` inside a check needs no span guard.
 
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use tracing::Span;
@@ -23,15 +24,57 @@ use super::request::{RateLimitRequest, RateLimitResponse, RequestError};
 /// ```
 pub const SPAN_TARGET: &str = "slidewin::check";
 
+/// The longest `traceparent` read: version 00's is 55 bytes; a later version may add fields.
+const MAX_TRACEPARENT: usize = 256;
+
+/// What joins a request's span to its caller's trace, set once by [`join_callers_traces`].
+static JOIN: OnceLock<fn(&Span, &str)> = OnceLock::new();
+
+/// Joins each check's span to the trace of the call that asked for it: `join` is given the
+/// request's span and the call's W3C `traceparent` (a gRPC metadata entry or an HTTP header;
+/// at most 256 bytes, the rest ignored) when the span is recorded, and sets its parent (the
+/// CLI does it with the OpenTelemetry SDK's propagator). Set once per process; later calls
+/// are ignored, and it returns whether this one was kept.
+///
+/// ```
+/// fn join(span: &tracing::Span, traceparent: &str) {
+///     // Parse `traceparent` and make it `span`'s parent.
+/// }
+/// assert!(slidewin_server::join_callers_traces(join));
+/// assert!(!slidewin_server::join_callers_traces(join));
+/// ```
+pub fn join_callers_traces(join: fn(&Span, &str)) -> bool {
+    JOIN.set(join).is_ok()
+}
+
+/// Whether a check's spans are recorded: then, and only then, is a call's `traceparent` read.
+#[inline]
+pub(crate) fn recorded() -> bool {
+    tracing::enabled!(target: SPAN_TARGET, tracing::Level::TRACE)
+}
+
 /// A count as a span's integer: OpenTelemetry's are `i64`, and an unsigned one would be
 /// exported as text. Counts here are far below `i64::MAX`; past it, the most an `i64` holds.
 fn count(n: impl TryInto<i64>) -> i64 {
     n.try_into().unwrap_or(i64::MAX)
 }
 
-/// A request's span, its fields recorded when it is answered.
+/// A request's span, its fields recorded when it is answered; under the caller's trace when
+/// `traceparent` names one and a join is set.
 #[inline]
-pub(super) fn request() -> Span {
+pub(super) fn request(traceparent: Option<&str>) -> Span {
+    let span = request_span();
+    if let Some(traceparent) = traceparent.filter(|t| t.len() <= MAX_TRACEPARENT)
+        && let Some(join) = JOIN.get()
+        && !span.is_disabled()
+    {
+        join(&span, traceparent);
+    }
+    span
+}
+
+#[inline]
+fn request_span() -> Span {
     tracing::trace_span!(
         target: SPAN_TARGET,
         "slidewin.check",
