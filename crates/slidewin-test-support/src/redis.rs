@@ -50,6 +50,8 @@ pub struct RedisServer {
     cluster: Option<u64>,
     /// More of `redis-server`'s options, after ours (TLS, a password).
     extra: Vec<String>,
+    /// As a node of [`RedisCluster::start_tls`]: the port it serves TLS on, on 127.0.0.1.
+    pub tls_port: Option<u16>,
 }
 
 impl RedisServer {
@@ -88,6 +90,7 @@ impl RedisServer {
             dir,
             cluster,
             extra: Vec::new(),
+            tls_port: None,
         }
     }
 
@@ -223,6 +226,37 @@ impl RedisCluster {
         RedisCluster::create(&[free_port(), free_port(), free_port()], 0, 2_000)
     }
 
+    /// Three masters as [`RedisCluster::start`] makes, each serving TLS too, on a port of its
+    /// own ([`RedisServer::tls_port`]), and speaking TLS on the cluster bus: `tls` are
+    /// `redis-server`'s certificate options (`--tls-cert-file`, `--tls-key-file`,
+    /// `--tls-ca-cert-file`, ...). It is made and watched over the plain ports; a client on a
+    /// TLS port is told the nodes' TLS ports (`CLUSTER SLOTS`), as a managed cluster that
+    /// speaks TLS only would tell it.
+    pub fn start_tls(tls: &[String]) -> RedisCluster {
+        let nodes = (0..3)
+            .map(|_| {
+                let (port, tls_port) = (free_port(), free_port());
+                let mut node = RedisServer::prepared(port, Some(2_000));
+                node.extra = [
+                    "--tls-port".to_owned(),
+                    tls_port.to_string(),
+                    // The bus where `CLUSTER MEET` on the plain port looks for it.
+                    "--cluster-port".to_owned(),
+                    (port + 10_000).to_string(),
+                    "--tls-cluster".to_owned(),
+                    "yes".to_owned(),
+                ]
+                .into_iter()
+                .chain(tls.iter().cloned())
+                .collect();
+                node.tls_port = Some(tls_port);
+                node.spawn();
+                node
+            })
+            .collect();
+        RedisCluster::join(nodes, 0)
+    }
+
     /// Three masters as [`RedisCluster::start`] makes, the first on `first`, one from
     /// [`free_port`]: a cluster that was down coming up where its clients look for it.
     pub fn start_at(first: u16) -> RedisCluster {
@@ -244,6 +278,11 @@ impl RedisCluster {
             .iter()
             .map(|&port| RedisServer::launch(port, Some(node_timeout)))
             .collect();
+        RedisCluster::join(nodes, replicas)
+    }
+
+    /// `nodes`, started, made one cluster with `replicas` replicas a master.
+    fn join(nodes: Vec<RedisServer>, replicas: u32) -> RedisCluster {
         let addresses: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
