@@ -41,7 +41,10 @@
 //!
 //! The servers run on a multi-threaded tokio runtime of their own, the clients on another, each
 //! with as many workers as the machine has CPUs (`RLS_SERVER_THREADS`, `RLS_CLIENT_THREADS`),
-//! as two processes would: client and server share the machine's cores.
+//! as two processes would: client and server share the machine's cores. The servers' CPU time
+//! per check answered is their runtime threads' time on a CPU over the measurement
+//! (`/proc/self/task/*/schedstat`, user and system) divided by the checks: steadier than
+//! checks a second on a machine shared with the clients.
 //!
 //! `RLS_ONLY=<name>` measures that server alone (for a profiler), without a ratio.
 //!
@@ -82,6 +85,9 @@ descriptors:
       - {name: burst, quota: 1000 per second}
       - {name: hourly, quota: 10000 per hour}
 ";
+
+/// The name of the server runtime's threads, whose CPU time is the servers'.
+const SERVER_THREADS: &str = "rls-server";
 
 /// What the environment says, with the defaults.
 struct Settings {
@@ -277,10 +283,34 @@ async fn assert_answers(server: &Server) {
     }
 }
 
+/// The CPU time the threads named `name` (a runtime's: workers and blocking threads) have
+/// used, user and system: each thread's `/proc/self/task/<tid>/schedstat`, whose first field
+/// is its time on a CPU in nanoseconds (`utime` + `stime` at a nanosecond's resolution instead
+/// of a tick's). A thread that ended is missing from the sum: take the difference over a
+/// span in which the runtime's threads live. Zero where `/proc` has none of it (not Linux).
+pub(crate) fn cpu_of_threads(name: &str) -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let nanos = tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
+        })
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            stat.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
 /// One measurement's result.
 struct Measured {
     checks: u64,
     elapsed: Duration,
+    /// The CPU time the server's runtime used meanwhile.
+    server_cpu: Duration,
     /// Every check's latency, in nanoseconds, sorted.
     latencies: Vec<u32>,
     denied: u64,
@@ -291,6 +321,13 @@ impl Measured {
         #[allow(clippy::cast_precision_loss)] // a count of checks, far below 2^52
         let checks = self.checks as f64;
         checks / self.elapsed.as_secs_f64()
+    }
+
+    /// The server's CPU time per check answered, in microseconds.
+    fn cpu_per_check_us(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)] // a count of checks, far below 2^52
+        let checks = self.checks.max(1) as f64;
+        self.server_cpu.as_secs_f64() * 1e6 / checks
     }
 
     /// The `p`th quantile, nearest rank, in microseconds.
@@ -390,7 +427,9 @@ async fn measure(
         }
     };
     let _ = run(settings.warmup, u64::MAX, false).await;
+    let cpu_before = cpu_of_threads(SERVER_THREADS);
     let (start, done) = run(settings.seconds, settings.max_checks, true).await;
+    let server_cpu = cpu_of_threads(SERVER_THREADS).saturating_sub(cpu_before);
     let finished = done.iter().map(|s| s.finished).max().unwrap_or(start);
     let denied = done.iter().map(|s| s.denied).sum();
     let mut latencies: Vec<u32> = done.into_iter().flat_map(|s| s.latencies).collect();
@@ -398,6 +437,7 @@ async fn measure(
     Measured {
         checks: latencies.len() as u64,
         elapsed: finished - start,
+        server_cpu,
         latencies,
         denied,
     }
@@ -409,7 +449,7 @@ fn main() {
         return;
     }
     let settings = Settings::from_env();
-    let server_rt = runtime(settings.server_threads, "rls-server");
+    let server_rt = runtime(settings.server_threads, SERVER_THREADS);
     let client_rt = runtime(settings.client_threads, "rls-client");
 
     let redis = settings
@@ -478,10 +518,11 @@ fn main() {
                     &tickets,
                 ));
                 println!(
-                    "  round {}: {:<16} {streams:>3} streams {:>9.0} checks/s  p50 {:>7.1} us  p99 {:>7.1} us  p99.9 {:>7.1} us  denied {}",
+                    "  round {}: {:<16} {streams:>3} streams {:>9.0} checks/s  server CPU {:>5.1} us/check  p50 {:>7.1} us  p99 {:>7.1} us  p99.9 {:>7.1} us  denied {}",
                     round + 1,
                     servers[i].name,
                     measured.per_second(),
+                    measured.cpu_per_check_us(),
                     measured.quantile_us(0.5),
                     measured.quantile_us(0.99),
                     measured.quantile_us(0.999),
@@ -497,9 +538,9 @@ fn main() {
 
     println!();
     println!(
-        "| server | streams | checks/s | p50 (µs) | p99 (µs) | p99.9 (µs) | vs ceiling | denied |"
+        "| server | streams | checks/s | server CPU per check (µs) | p50 (µs) | p99 (µs) | p99.9 (µs) | vs ceiling | denied |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (s, &streams) in settings.streams.iter().enumerate() {
         for (i, server) in servers.iter().enumerate() {
             let runs = &results[i][s];
@@ -518,9 +559,10 @@ fn main() {
                 format!("{:.0}%", median(ratios.collect()) * 100.0)
             };
             println!(
-                "| {} | {streams} | {:.0} | {:.1} | {:.1} | {:.1} | {ratio} | {} |",
+                "| {} | {streams} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {ratio} | {} |",
                 server.name,
                 of(&Measured::per_second),
+                of(&Measured::cpu_per_check_us),
                 of(&|m| m.quantile_us(0.5)),
                 of(&|m| m.quantile_us(0.99)),
                 of(&|m| m.quantile_us(0.999)),
