@@ -201,14 +201,7 @@ impl Env<'_> {
                 &socket,
                 "a cluster is reached over tcp",
             ),
-            ("SENTINEL", _) if tls => {
-                self.error(
-                    "REDIS_TLS",
-                    "true",
-                    "TLS through Sentinel is not supported yet",
-                );
-            }
-            ("SENTINEL", "tcp") => self.sentinel(&url, &auth),
+            ("SENTINEL", "tcp") => self.sentinel(&url, &auth, scheme),
             ("SENTINEL", _) => {
                 self.error(
                     "REDIS_SOCKET_TYPE",
@@ -240,13 +233,14 @@ impl Env<'_> {
     }
 
     /// `REDIS_TYPE=SENTINEL`: `REDIS_URL` is `master,host:port,...`, `REDIS_SENTINEL_AUTH` the
-    /// sentinels' password and `REDIS_AUTH` the primary's.
-    fn sentinel(&mut self, url: &str, auth: &str) {
+    /// sentinels' password and `REDIS_AUTH` the primary's; with `REDIS_TLS`, TLS to the
+    /// sentinels and to the primary (`scheme` `rediss`).
+    fn sentinel(&mut self, url: &str, auth: &str, scheme: &str) {
         let sentinel_auth = userinfo(&self.get("REDIS_SENTINEL_AUTH", ""));
         let mut parts = url.split(',').map(str::trim);
         let master = parts.next().unwrap_or_default().to_owned();
         let sentinels: Vec<String> = parts
-            .map(|node| format!("redis://{sentinel_auth}{node}"))
+            .map(|node| format!("{scheme}://{sentinel_auth}{node}"))
             .collect();
         if master.is_empty() || sentinels.is_empty() {
             self.error("REDIS_URL", url, "for SENTINEL give master,host:port,...");

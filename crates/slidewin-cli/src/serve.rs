@@ -61,7 +61,8 @@ pub(crate) struct ServeArgs {
     redis_cluster: Vec<String>,
     /// Keep the counts in the primary Redis Sentinel names: the primary's name, then the
     /// sentinels, as mymaster,host:26379,host:26379 (a sentinel may be a redis:// URL with
-    /// the sentinels' password). After a failover the sentinels are asked again.
+    /// the sentinels' password; rediss:// for TLS to the sentinels and the primary). After a
+    /// failover the sentinels are asked again.
     #[arg(
         long,
         env = "SLIDEWIN_REDIS_SENTINEL",
@@ -78,7 +79,7 @@ pub(crate) struct ServeArgs {
         requires = "redis_sentinel"
     )]
     redis_primary_auth: Option<String>,
-    /// Redis over TLS (a rediss:// URL, or rediss:// cluster seeds): trust these PEM
+    /// Redis over TLS (a rediss:// URL, rediss:// cluster seeds or sentinels): trust these PEM
     /// certificate authorities instead of the system's. A password or an ACL user goes in the
     /// URL: rediss://user:password@host:6380/.
     #[arg(long, env = "SLIDEWIN_REDIS_CA")]

@@ -197,7 +197,8 @@ impl RedisLimiter {
     /// # Errors
     ///
     /// [`RedisError::Config`] for no master name, no sentinel, a sentinel URL that is not
-    /// one, or a `rediss://` one (TLS through Sentinel is not supported yet); an error of the primary's own answer (a wrong password).
+    /// one, or a `rediss://` one (over TLS, `connect_sentinel_lazily_with_tls`, with the `tls`
+    /// feature); an error of the primary's own answer (a wrong password).
     ///
     /// # Example
     ///
@@ -222,7 +223,7 @@ impl RedisLimiter {
             if url.starts_with("rediss") {
                 return Err(RedisError::Config {
                     detail: format!(
-                        "`{}`: TLS through Sentinel is not supported yet",
+                        "`{}`: a rediss:// sentinel takes connect_sentinel_lazily_with_tls",
                         redact(url)
                     ),
                 });
@@ -231,7 +232,12 @@ impl RedisLimiter {
                 return Err(not_a_url(url, &redact(url), &err));
             }
         }
-        let primary = Arc::new(SentinelPrimary::new(master, sentinels, auth)?);
+        RedisLimiter::on_sentinel(SentinelPrimary::new(master, sentinels, auth)?).await
+    }
+
+    /// A limiter on `primary`, down if no primary answers yet.
+    pub(crate) async fn on_sentinel(primary: SentinelPrimary) -> Result<RedisLimiter, RedisError> {
+        let primary = Arc::new(primary);
         let shown = Arc::clone(&primary.shown);
         let mut connection = Connection::Sentinel(primary);
         let limiter = RedisLimiter::with(connection.clone());

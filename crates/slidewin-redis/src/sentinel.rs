@@ -35,24 +35,9 @@ impl SentinelPrimary {
         sentinels: &[&str],
         auth: Option<&str>,
     ) -> Result<SentinelPrimary, RedisError> {
-        let seeds = sentinels
-            .iter()
-            .map(|url| redact(url))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let shown = quote(&format!("sentinel master {master} at [{seeds}]"));
-        if sentinels.is_empty() || master.is_empty() {
-            return Err(RedisError::Config {
-                detail: format!("{shown}: Sentinel needs a master name and a sentinel"),
-            });
-        }
-        let mut info = redis::RedisConnectionInfo::default();
-        match auth.map(|auth| auth.split_once(':').unwrap_or(("", auth))) {
-            Some(("", password)) => info = info.set_password(password),
-            Some((user, password)) => info = info.set_username(user).set_password(password),
-            None => {}
-        }
-        let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
+        let shown = shown(master, sentinels)?;
+        let node =
+            SentinelNodeConnectionInfo::default().set_redis_connection_info(primary_auth(auth));
         // Owned: without redis-rs's TLS (our `tls` feature) the name must be a `String`.
         #[allow(clippy::unnecessary_to_owned)]
         let client = SentinelClient::build(
@@ -64,11 +49,16 @@ impl SentinelPrimary {
         .map_err(|e| RedisError::Config {
             detail: format!("{shown}: {e}"),
         })?;
-        Ok(SentinelPrimary {
+        Ok(SentinelPrimary::with_client(client, shown))
+    }
+
+    /// The primary that `client` asks its sentinels for, `shown` in messages.
+    pub(crate) fn with_client(client: SentinelClient, shown: String) -> SentinelPrimary {
+        SentinelPrimary {
             sentinels: tokio::sync::Mutex::new(client),
             current: RwLock::new(None),
             shown: Arc::from(shown),
-        })
+        }
     }
 
     /// The connection in use, if any.
@@ -132,6 +122,41 @@ impl SentinelPrimary {
             self.forget(made);
         }
         answer
+    }
+}
+
+/// `sentinel master NAME at [seeds]` (passwords hidden), for messages; an error without a
+/// master name or a sentinel.
+pub(crate) fn shown(master: &str, sentinels: &[&str]) -> Result<String, RedisError> {
+    let seeds = sentinels
+        .iter()
+        .map(|url| redact(url))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let shown = quote(&format!("sentinel master {master} at [{seeds}]"));
+    if sentinels.is_empty() || master.is_empty() {
+        return Err(RedisError::Config {
+            detail: format!("{shown}: Sentinel needs a master name and a sentinel"),
+        });
+    }
+    Ok(shown)
+}
+
+/// The primary's own credentials, as the user (if any) and the password of `password` or
+/// `user:password`.
+pub(crate) fn credentials(auth: Option<&str>) -> Option<(Option<&str>, &str)> {
+    let auth = auth?;
+    let (user, password) = auth.split_once(':').unwrap_or(("", auth));
+    Some(((!user.is_empty()).then_some(user), password))
+}
+
+/// The primary's own credentials: `password` or `user:password`.
+fn primary_auth(auth: Option<&str>) -> redis::RedisConnectionInfo {
+    let info = redis::RedisConnectionInfo::default();
+    match credentials(auth) {
+        Some((None, password)) => info.set_password(password),
+        Some((Some(user), password)) => info.set_username(user).set_password(password),
+        None => info,
     }
 }
 

@@ -4,11 +4,13 @@
 
 use std::fmt;
 
-use redis::{Client, ClientTlsConfig, IntoConnectionInfo, TlsCertificates};
+use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+use redis::{Client, ClientTlsConfig, IntoConnectionInfo, TlsCertificates, TlsMode};
 
 use crate::connect::{client, cluster_client, not_a_url};
-use crate::error::RedisError;
+use crate::error::{RedisError, redact};
 use crate::limiter::RedisLimiter;
+use crate::sentinel::{self, SentinelPrimary};
 
 /// The certificates of a connection over TLS, in PEM. Without them, a `rediss://` URL trusts
 /// the system's authorities and sends no client certificate. A password or an ACL user goes
@@ -103,5 +105,86 @@ impl RedisLimiter {
     ) -> Result<RedisLimiter, RedisError> {
         let (client, seeds) = cluster_client(nodes, |builder| builder.certs(tls.certificates()))?;
         RedisLimiter::cluster_lazily(client, seeds).await
+    }
+
+    /// [`connect_sentinel_lazily`](RedisLimiter::connect_sentinel_lazily) over TLS: the
+    /// sentinels are `rediss://` URLs, and the primary they name is reached over TLS too, both
+    /// with `tls`'s certificates. The sentinels share one user and password (a sentinel URL's,
+    /// `rediss://:password@host:26379/`); `auth` is the primary's.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect_sentinel_lazily`](RedisLimiter::connect_sentinel_lazily); a sentinel that
+    /// is not `rediss://`, sentinels with different passwords, a certificate that does not
+    /// parse.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use slidewin_redis::{RedisLimiter, RedisTls};
+    /// let tls = RedisTls { ca: Some(std::fs::read("/etc/redis/ca.pem")?), ..RedisTls::default() };
+    /// let sentinels = ["rediss://sentinel-0.redis:26379/", "rediss://sentinel-1.redis:26379/"];
+    /// let redis =
+    ///     RedisLimiter::connect_sentinel_lazily_with_tls("mymaster", &sentinels, Some("secret"), &tls)
+    ///         .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_sentinel_lazily_with_tls(
+        master: &str,
+        sentinels: &[&str],
+        auth: Option<&str>,
+        tls: &RedisTls,
+    ) -> Result<RedisLimiter, RedisError> {
+        let shown = sentinel::shown(master, sentinels)?;
+        let config = |detail: String| RedisError::Config { detail };
+        let mut addresses = Vec::with_capacity(sentinels.len());
+        let mut theirs: Option<(Option<String>, Option<String>)> = None;
+        for url in sentinels {
+            let redacted = redact(url);
+            if !url.starts_with("rediss://") {
+                return Err(config(format!(
+                    "`{redacted}`: over TLS, every sentinel is a rediss:// URL"
+                )));
+            }
+            let info = url
+                .into_connection_info()
+                .map_err(|e| not_a_url(url, &redacted, &e))?;
+            let settings = info.redis_settings();
+            let these = (
+                settings.username().map(str::to_owned),
+                settings.password().map(str::to_owned),
+            );
+            if theirs.get_or_insert_with(|| these.clone()) != &these {
+                return Err(config(format!(
+                    "{shown}: the sentinels' URLs name different users or passwords; they share one"
+                )));
+            }
+            addresses.push(info.addr().clone());
+        }
+        let mut builder = SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)
+            .map_err(|e| config(format!("{shown}: {e}")))?
+            .set_client_to_sentinel_tls_mode(TlsMode::Secure)
+            .set_client_to_sentinel_certificates(tls.certificates())
+            .set_client_to_redis_tls_mode(TlsMode::Secure)
+            .set_client_to_redis_certificates(tls.certificates());
+        let (user, password) = theirs.unwrap_or_default();
+        if let Some(user) = user {
+            builder = builder.set_client_to_sentinel_username(user);
+        }
+        if let Some(password) = password {
+            builder = builder.set_client_to_sentinel_password(password);
+        }
+        if let Some((user, password)) = sentinel::credentials(auth) {
+            builder = builder.set_client_to_redis_password(password);
+            if let Some(user) = user {
+                builder = builder.set_client_to_redis_username(user);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| config(format!("{shown}: the TLS certificates: {e}")))?;
+        RedisLimiter::on_sentinel(SentinelPrimary::with_client(client, shown)).await
     }
 }

@@ -88,11 +88,13 @@ pub async fn connect_redis_cluster(
 /// `slidewin serve --redis-sentinel`'s backend: the primary that Redis Sentinel names for
 /// `master`, through `sentinels` (URLs; a password in one is the sentinels'), `auth` the
 /// primary's (`password` or `user:password`); asked for again after a failover. Made as
-/// [`connect_redis`] makes one server's.
+/// [`connect_redis`] makes one server's. `rediss://` sentinels mean TLS to them and to the
+/// primary, with `tls`'s certificates (the system's authorities without).
 ///
 /// # Errors
 ///
-/// As [`connect_redis`]; no master name or no sentinel.
+/// As [`connect_redis`]; no master name or no sentinel; certificates for `redis://`
+/// sentinels, or sentinels some of which are `rediss://`.
 ///
 /// # Example
 ///
@@ -103,7 +105,7 @@ pub async fn connect_redis_cluster(
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), slidewin_redis::RedisError> {
 /// let sentinels = ["redis://127.0.0.1:1/".to_owned()];
-/// let redis = connect_redis_sentinel("mymaster", &sentinels, None, FailurePolicy::Open).await?;
+/// let redis = connect_redis_sentinel("mymaster", &sentinels, None, FailurePolicy::Open, None).await?;
 /// assert_eq!(redis.state(), BackendState::Down);
 /// # Ok(())
 /// # }
@@ -113,12 +115,22 @@ pub async fn connect_redis_sentinel(
     sentinels: &[String],
     auth: Option<&str>,
     policy: FailurePolicy,
+    tls: Option<&RedisTls>,
 ) -> Result<Redis, RedisError> {
     let sentinels: Vec<&str> = sentinels.iter().map(String::as_str).collect();
-    started(
-        RedisLimiter::connect_sentinel_lazily(master, &sentinels, auth).await?,
-        policy,
-    )
+    let limiter = if sentinels.iter().any(|url| url.starts_with("rediss://")) {
+        let tls = tls.cloned().unwrap_or_default();
+        RedisLimiter::connect_sentinel_lazily_with_tls(master, &sentinels, auth, &tls).await?
+    } else if tls.is_some() {
+        return Err(RedisError::Config {
+            detail: "certificates for Redis are for rediss:// sentinels, and these are \
+                     redis://"
+                .to_owned(),
+        });
+    } else {
+        RedisLimiter::connect_sentinel_lazily(master, &sentinels, auth).await?
+    };
+    started(limiter, policy)
 }
 
 /// The service's backend on `limiter`, just made: the service's probe waits and `policy`;

@@ -181,17 +181,13 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
             sentinels,
             auth,
         } => {
-            if options.redis_tls.is_some() {
-                return Err(Error::Backend(
-                    "--redis-sentinel: TLS to Redis through Sentinel is not supported yet".into(),
-                ));
-            }
             let urls: Vec<String> = sentinels.iter().map(|n| cluster_seed(n)).collect();
             let backend = crate::redis::connect_redis_sentinel(
                 master,
                 &urls,
                 auth.as_deref(),
                 options.failure_policy,
+                options.redis_tls.as_ref(),
             )
             .await
             .map_err(|e| Error::Backend(format!("--redis-sentinel: {e}")))?;

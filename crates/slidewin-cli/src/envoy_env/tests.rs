@@ -145,6 +145,24 @@ fn sentinel_takes_its_master_its_sentinels_password_and_the_primarys() {
     assert!(error.contains("REDIS_URL"), "{error}");
 }
 
+/// With `REDIS_TLS`, TLS to the sentinels and to the primary they name (it was refused).
+#[test]
+fn sentinel_over_tls_takes_rediss_sentinels_and_the_certificates() {
+    let out = with(&[
+        ("REDIS_TYPE", "SENTINEL"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "mymaster,s1:26379"),
+        ("REDIS_TLS", "true"),
+        ("REDIS_TLS_CACERT", "/ca.pem"),
+    ])
+    .unwrap();
+    assert_eq!(
+        value(&out, "--redis-sentinel"),
+        Some("mymaster,rediss://s1:26379")
+    );
+    assert_eq!(value(&out, "--redis-ca"), Some("/ca.pem"));
+}
+
 #[test]
 fn response_headers_take_their_names() {
     let out = with(&[

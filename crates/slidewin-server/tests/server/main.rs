@@ -1,5 +1,5 @@
 //! slidewin-server's tests through its public API and its real ports, one module per subject,
-//! in one binary: one link instead of six. `tests/hostile.rs` keeps a binary of its own, since
+//! in one binary: one link instead of one a module. `tests/hostile.rs` keeps a binary of its own, since
 //! its counting allocator is global and would count every other test's allocations too.
 
 mod access;
@@ -7,6 +7,7 @@ mod dashboard_live;
 mod envoy_examples;
 mod health;
 mod listeners;
+mod redis_tls;
 mod service;
 mod tls;
 

@@ -28,9 +28,9 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 use crate::support::server::{self, Served};
 
 /// A certificate and its key, in PEM.
-struct Pem {
-    cert: String,
-    key: String,
+pub(crate) struct Pem {
+    pub(crate) cert: String,
+    pub(crate) key: String,
 }
 
 /// The server's certificate for `localhost`, a client CA, a client it signed, and a client
@@ -45,13 +45,13 @@ struct Pki {
 
 /// `params` named `name`: a leaf whose name were its issuer's would look self-signed to
 /// OpenSSL (Redis), and rcgen names every certificate alike by default.
-fn named(mut params: CertificateParams, name: &str) -> CertificateParams {
+pub(crate) fn named(mut params: CertificateParams, name: &str) -> CertificateParams {
     params.distinguished_name = DistinguishedName::new();
     params.distinguished_name.push(DnType::CommonName, name);
     params
 }
 
-fn authority() -> CertifiedIssuer<'static, KeyPair> {
+pub(crate) fn authority() -> CertifiedIssuer<'static, KeyPair> {
     let mut params = named(
         CertificateParams::new(Vec::<String>::new()).unwrap(),
         "test CA",
@@ -60,7 +60,7 @@ fn authority() -> CertifiedIssuer<'static, KeyPair> {
     CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
 }
 
-fn client_of(ca: &CertifiedIssuer<'static, KeyPair>) -> Pem {
+pub(crate) fn client_of(ca: &CertifiedIssuer<'static, KeyPair>) -> Pem {
     let mut params = named(
         CertificateParams::new(vec!["envoy".to_owned()]).unwrap(),
         "envoy",
@@ -313,162 +313,8 @@ async fn issue_31_a_rotated_certificate_is_served_without_a_restart_or_a_dropped
     std::fs::remove_dir_all(&pki.dir).unwrap();
 }
 
-/// Redis over TLS, as managed Redis services require it (issue 31): a `rediss://` URL with a
-/// password, the service trusting the test's CA and presenting a client certificate it signed,
-/// to a `redis-server` that verifies its clients (`--tls-auth-clients yes`). Without the client
-/// certificate Redis refuses the handshake: the backend is down, and says so.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_31_redis_over_tls_with_a_password_and_a_client_certificate() {
-    use slidewin_server::{FailurePolicy, RedisTls, connect_redis};
-    use slidewin_store::{Backend, BackendState};
-    use slidewin_test_support::redis::{RedisServer, free_port};
-
-    let pki = redis_pki("single");
-    let tls_port = free_port();
-    let mut args = vec!["--tls-port".to_owned(), tls_port.to_string()];
-    args.extend(pki.args.iter().cloned());
-    args.extend(["--requirepass".to_owned(), "s3cret".to_owned()]);
-    let redis = RedisServer::start_with(&args);
-    let url = format!("rediss://:s3cret@localhost:{tls_port}/");
-
-    let tls = pki.tls.clone();
-    let backend = connect_redis(&url, FailurePolicy::Closed, Some(&tls))
-        .await
-        .expect("the backend is made");
-    assert_eq!(
-        backend.state(),
-        BackendState::Up,
-        "{:?}",
-        backend.limiter().why_unavailable()
-    );
-    let served = start_on_redis(backend).await;
-    let (status, body) = json_check(served.http).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        !body.contains("degraded"),
-        "decided by Redis, over TLS: {body}"
-    );
-    served.stop().await;
-
-    // No client certificate: Redis refuses the handshake, and the backend says it is down.
-    let without = RedisTls {
-        client: None,
-        ..tls
-    };
-    let backend = connect_redis(&url, FailurePolicy::Closed, Some(&without))
-        .await
-        .expect("the backend is made, down");
-    assert_ne!(backend.state(), BackendState::Up);
-    drop(redis);
-    std::fs::remove_dir_all(&pki.dir).unwrap();
-}
-
-/// A Redis Cluster over TLS (issue 31), as managed clusters in transit-encryption mode serve
-/// it: `rediss://` seeds, the nodes' TLS ports learnt from the cluster, the test's CA trusted,
-/// a client certificate presented to nodes that verify their clients.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_31_a_redis_cluster_over_tls_with_a_client_certificate() {
-    use slidewin_server::{FailurePolicy, connect_redis_cluster};
-    use slidewin_store::{Backend, BackendState};
-    use slidewin_test_support::redis::RedisCluster;
-
-    let pki = redis_pki("cluster");
-    let cluster = RedisCluster::start_tls(&pki.args);
-    let seeds: Vec<String> = cluster
-        .nodes
-        .iter()
-        .map(|node| format!("rediss://127.0.0.1:{}/", node.tls_port.unwrap()))
-        .collect();
-    let backend = connect_redis_cluster(&seeds, FailurePolicy::Closed, Some(&pki.tls))
-        .await
-        .expect("the backend is made");
-    assert_eq!(
-        backend.state(),
-        BackendState::Up,
-        "{:?}",
-        backend.limiter().why_unavailable()
-    );
-    let served = start_on_redis(backend).await;
-    let (status, body) = json_check(served.http).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(!body.contains("degraded"), "decided by the cluster: {body}");
-    served.stop().await;
-    // The check was counted on a node, over TLS.
-    let keys: usize = (0..3)
-        .map(|node| {
-            cluster.nodes[node]
-                .cli(&["dbsize"])
-                .trim()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
-    assert!(keys >= 1, "a key on the cluster");
-    drop(cluster);
-    std::fs::remove_dir_all(&pki.dir).unwrap();
-}
-
-/// A test's Redis PKI: a CA, a server certificate for `localhost` and 127.0.0.1 (a cluster
-/// names its nodes by address) that serves as a node's client certificate on the cluster bus
-/// too, and a client certificate of the CA.
-struct RedisPki {
-    dir: PathBuf,
-    /// `redis-server`'s options: its certificate, and clients verified.
-    args: Vec<String>,
-    /// What the service trusts and presents.
-    tls: slidewin_server::RedisTls,
-}
-
-fn redis_pki(test: &str) -> RedisPki {
-    let ca = authority();
-    let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
-    let mut params = named(CertificateParams::new(names).unwrap(), "redis");
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    let server_key = KeyPair::generate().unwrap();
-    let server_cert = params.signed_by(&server_key, &ca).unwrap();
-    let client = client_of(&ca);
-    let dir = std::env::temp_dir().join(format!("slidewin-rediss-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = |name: &str, text: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
-    let args = vec![
-        "--tls-cert-file".to_owned(),
-        file("redis.pem", &server_cert.pem()),
-        "--tls-key-file".to_owned(),
-        file("redis-key.pem", &server_key.serialize_pem()),
-        "--tls-ca-cert-file".to_owned(),
-        file("ca.pem", &ca.pem()),
-        "--tls-auth-clients".to_owned(),
-        "yes".to_owned(),
-    ];
-    let tls = slidewin_server::RedisTls {
-        ca: Some(ca.pem().into_bytes()),
-        client: Some((client.cert.into_bytes(), client.key.into_bytes())),
-    };
-    RedisPki { dir, args, tls }
-}
-
-async fn start_on_redis(backend: slidewin_store::Redis) -> Served {
-    let config = Config::parse(Config::EXAMPLE, "example.yaml").unwrap();
-    let engine = Engine::new(
-        backend,
-        config,
-        Arc::new(MonotonicClock),
-        Bounds::default(),
-        Metrics::new(),
-    )
-    .unwrap();
-    Served::start(Endpoints::new(engine, vec![]), &server::local()).await
-}
-
 /// `POST /json` for one client of the example config: the status and the body.
-async fn json_check(http: SocketAddr) -> (u16, String) {
+pub(crate) async fn json_check(http: SocketAddr) -> (u16, String) {
     let mut tcp = TcpStream::connect(http).await.unwrap();
     let body =
         r#"{"domain":"example","descriptors":[{"entries":[{"key":"client","value":"ann"}]}]}"#;
