@@ -1,6 +1,7 @@
 //! Checks per second on Redis, single node and cluster, with 1, 16 and 64 concurrent tasks,
 //! against the raw ceiling measured in the same run: as many round trips of a trivial
-//! `EVALSHA` script. Also the bytes each algorithm keeps per key (`MEMORY USAGE`).
+//! `EVALSHA` script. Also the bytes each algorithm keeps per key (`MEMORY USAGE`), and a
+//! sliding log's bytes per admission from 10 to 10,000 admissions.
 //! `cargo bench -p slidewin-redis --bench redis` (starts its own servers; needs redis-server).
 //! With Redis on a vCPU of its own, as a server of its own would be:
 //! `SLIDEWIN_REDIS_CPUS=0 taskset -c 1 cargo bench -p slidewin-redis --bench redis`.
@@ -231,6 +232,37 @@ fn memory_table(runtime: &Runtime, server: &RedisServer, limiter: &RedisLimiter)
     println!();
 }
 
+/// The bytes a `SlidingLog` key holds in Redis per admission (`MEMORY USAGE ... SAMPLES 0`,
+/// every member counted), for logs of 10 to 10,000 admissions: a rule of `n/hour` spent.
+fn log_bytes_table(runtime: &Runtime, server: &RedisServer, limiter: &RedisLimiter) {
+    println!("| `SlidingLog` admissions held | bytes in Redis | per admission |");
+    println!("|---:|---:|---:|");
+    for n in [10_u64, 100, 1_000, 10_000] {
+        let rule = rules(Kind::SlidingLog, &format!("{n}/hour"));
+        let key = format!("log-bytes-{n}");
+        runtime.block_on(async {
+            for i in 0..n {
+                let at = Moment::from_secs(30) + Duration::from_micros(i);
+                let checked = limiter.check(&rule, &key, at, 1).await.unwrap();
+                assert!(checked.allowed(), "admission {i} of {n}");
+            }
+        });
+        let prefix = format!("{{slidewin:{key}}}");
+        let bytes: u64 = server
+            .cli(&["keys", &format!("{prefix}*")])
+            .lines()
+            .map(|k| {
+                let usage = server.cli(&["memory", "usage", k, "samples", "0"]);
+                usage.trim().parse::<u64>().unwrap_or(0)
+            })
+            .sum();
+        #[allow(clippy::cast_precision_loss)] // small counts
+        let each = bytes as f64 / n as f64;
+        println!("| {n} | {bytes} | {each:.1} |");
+    }
+    println!();
+}
+
 fn main() {
     let runtime = Runtime::new().unwrap();
     let server = RedisServer::start();
@@ -238,6 +270,7 @@ fn main() {
         .block_on(RedisLimiter::connect(&server.url()))
         .unwrap();
     memory_table(&runtime, &server, &single);
+    log_bytes_table(&runtime, &server, &single);
 
     let mut criterion = Criterion::default().configure_from_args();
     // The same kind of connection the limiter uses: the ceiling is for its round trips.

@@ -305,12 +305,26 @@ pub(crate) fn cpu_of_threads(name: &str) -> Duration {
     Duration::from_nanos(nanos)
 }
 
+/// Redis's time in `EVALSHA` since the last `CONFIG RESETSTAT`, and its calls.
+fn script_time(redis: &slidewin_test_support::redis::RedisServer) -> Option<(Duration, u64)> {
+    let stats = redis.cli(&["info", "commandstats"]);
+    let line = stats.lines().find(|l| l.starts_with("cmdstat_evalsha:"))?;
+    let field = |name: &str| -> Option<u64> {
+        line.split([':', ','])
+            .find_map(|f| f.strip_prefix(name)?.trim().parse().ok())
+    };
+    Some((Duration::from_micros(field("usec=")?), field("calls=")?))
+}
+
 /// One measurement's result.
 struct Measured {
     checks: u64,
     elapsed: Duration,
     /// The CPU time the server's runtime used meanwhile.
     server_cpu: Duration,
+    /// On Redis: Redis's own time in the scripts meanwhile (`INFO commandstats`'s `usec` of
+    /// `EVALSHA`, which batch many checks a call), and the calls.
+    redis_scripts: Option<(Duration, u64)>,
     /// Every check's latency, in nanoseconds, sorted.
     latencies: Vec<u32>,
     denied: u64,
@@ -438,6 +452,7 @@ async fn measure(
         checks: latencies.len() as u64,
         elapsed: finished - start,
         server_cpu,
+        redis_scripts: None,
         latencies,
         denied,
     }
@@ -510,13 +525,20 @@ fn main() {
                 {
                     continue;
                 }
-                let measured = client_rt.block_on(measure(
+                let on_redis = redis
+                    .as_ref()
+                    .filter(|_| servers[i].name == "slidewin-redis");
+                if let Some(redis) = on_redis {
+                    redis.cli(&["config", "resetstat"]);
+                }
+                let mut measured = client_rt.block_on(measure(
                     &servers[i],
                     streams,
                     &settings,
                     &requests,
                     &tickets,
                 ));
+                measured.redis_scripts = on_redis.and_then(script_time);
                 println!(
                     "  round {}: {:<16} {streams:>3} streams {:>9.0} checks/s  server CPU {:>5.1} us/check  p50 {:>7.1} us  p99 {:>7.1} us  p99.9 {:>7.1} us  denied {}",
                     round + 1,
@@ -528,6 +550,16 @@ fn main() {
                     measured.quantile_us(0.999),
                     measured.denied,
                 );
+                if let Some((time, calls)) = measured.redis_scripts {
+                    #[allow(clippy::cast_precision_loss)] // counts far below 2^52
+                    let (checks, calls) = (measured.checks.max(1) as f64, calls.max(1) as f64);
+                    let us = time.as_secs_f64() * 1e6;
+                    println!(
+                        "           Redis: {:.2} us a check in its scripts, {:.1} checks a call (INFO commandstats)",
+                        us / checks,
+                        checks / calls,
+                    );
+                }
                 results[i][s].push(measured);
             }
         }
