@@ -13,6 +13,7 @@
 mod envoy_env;
 mod json;
 mod period;
+mod replay;
 mod serve;
 mod telemetry;
 
@@ -55,6 +56,17 @@ enum Command {
     /// bytes), and answers one line each. Exit code 2 when a value is bad; in stdin mode the
     /// other lines are still answered. Errors quote at most 200 bytes of a value.
     Period(period::PeriodArgs),
+    /// A config tried on recorded requests, with no clock and no network: what it would
+    /// have admitted and denied per limit, the keys it would have denied most, and, with
+    /// --against, the requests it decides otherwise than the config in force.
+    ///
+    /// Reads one request a line from stdin: a POST /json body with its "time", an RFC 3339
+    /// instant or Unix seconds, as
+    /// {"time":"2026-12-06T10:00:00.25Z","domain":"edge","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}.
+    /// Each config runs on the memory backend at the lines' times, so the same input gives
+    /// the same report, byte for byte. Exit code 2 on a config or a line that is not one,
+    /// naming the line.
+    Replay(replay::ReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +76,7 @@ fn main() -> ExitCode {
         Command::Serve(args) if args.envoy_env => with_envoy_env(argv),
         Command::Serve(args) => serve::run(*args, Vec::new()),
         Command::Period(args) => period::run(&args),
+        Command::Replay(args) => replay::run(&args),
     }
 }
 
@@ -94,6 +107,6 @@ fn with_envoy_env(argv: Vec<OsString>) -> ExitCode {
     again.extend(argv.into_iter().skip(2));
     match Cli::parse_from(again).command {
         Command::Serve(args) => serve::run(*args, translated.warnings),
-        Command::Period(_) => unreachable!("the command was serve"),
+        Command::Period(_) | Command::Replay(_) => unreachable!("the command was serve"),
     }
 }

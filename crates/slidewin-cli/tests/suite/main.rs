@@ -5,4 +5,5 @@ mod deploy;
 mod envoy;
 mod otlp;
 mod period;
+mod replay;
 mod serve;

@@ -241,29 +241,9 @@ pub(super) async fn json<B: Backend>(
             return rejection.into_response();
         }
     };
-    let request: JsonRequest = match serde_json::from_slice(&body) {
+    let request = match RateLimitRequest::from_json(&body) {
         Ok(request) => request,
         Err(e) => return problem(StatusCode::BAD_REQUEST, &format!("invalid request: {e}")),
-    };
-    let request = RateLimitRequest {
-        domain: request.domain,
-        descriptors: request
-            .descriptors
-            .into_iter()
-            .map(|d| RequestDescriptor {
-                entries: d
-                    .entries
-                    .into_iter()
-                    .map(|e| entry(e.key, e.value))
-                    .collect(),
-                hits_addend: d.hits_addend,
-                limit: d.limit.map(|l| LimitOverride {
-                    requests_per_unit: l.requests_per_unit,
-                    unit: l.unit.0,
-                }),
-            })
-            .collect(),
-        hits_addend: request.hits_addend,
     };
     let engine = service.engine();
     match engine
@@ -273,6 +253,47 @@ pub(super) async fn json<B: Backend>(
         Ok(response) => json_answer(&response),
         Err(e) if e.is_invalid_argument() => problem(StatusCode::BAD_REQUEST, &e.to_string()),
         Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
+impl RateLimitRequest {
+    /// A request in envoy ratelimit's `POST /json` form (its field names in `snake_case` or
+    /// `camelCase`, counts as numbers or strings), as `POST /json` reads it.
+    ///
+    /// # Errors
+    ///
+    /// What does not parse, or a field that is not one of the form's, said by serde.
+    ///
+    /// ```
+    /// use slidewin_server::RateLimitRequest;
+    /// let body = br#"{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}"#;
+    /// let request = RateLimitRequest::from_json(body).unwrap();
+    /// assert_eq!(request.domain, "edge");
+    /// assert_eq!(request.descriptors[0].entries[0].value, "ann");
+    /// assert!(RateLimitRequest::from_json(br#"{"domain":"edge","bogus":1}"#).is_err());
+    /// ```
+    pub fn from_json(body: &[u8]) -> Result<RateLimitRequest, serde_json::Error> {
+        let request: JsonRequest = serde_json::from_slice(body)?;
+        Ok(RateLimitRequest {
+            domain: request.domain,
+            descriptors: request
+                .descriptors
+                .into_iter()
+                .map(|d| RequestDescriptor {
+                    entries: d
+                        .entries
+                        .into_iter()
+                        .map(|e| entry(e.key, e.value))
+                        .collect(),
+                    hits_addend: d.hits_addend,
+                    limit: d.limit.map(|l| LimitOverride {
+                        requests_per_unit: l.requests_per_unit,
+                        unit: l.unit.0,
+                    }),
+                })
+                .collect(),
+            hits_addend: request.hits_addend,
+        })
     }
 }
 
