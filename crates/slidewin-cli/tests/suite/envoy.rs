@@ -18,6 +18,17 @@ use slidewin_test_support::redis::RedisServer;
 
 pub(crate) const CONFIG: &str = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
 
+/// envoy ratelimit's listeners on free ports of 127.0.0.1, and its logs at info.
+pub(crate) const LOCAL: [(&str, &str); 7] = [
+    ("LOG_LEVEL", "info"),
+    ("HOST", "127.0.0.1"),
+    ("PORT", "0"),
+    ("GRPC_HOST", "127.0.0.1"),
+    ("GRPC_PORT", "0"),
+    ("DEBUG_HOST", "127.0.0.1"),
+    ("DEBUG_PORT", "0"),
+];
+
 /// A fresh directory for `test`.
 pub(crate) fn fresh_dir(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("slidewin-envoy-{test}-{}", std::process::id()));
@@ -160,14 +171,8 @@ fn issue_31_an_envoy_ratelimit_manifest_runs_with_only_the_image_changed() {
             ("USE_PROMETHEUS", "true"),
             ("PROMETHEUS_ADDR", "127.0.0.1:0"),
             ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
-            ("LOG_LEVEL", "info"),
-            ("HOST", "127.0.0.1"),
-            ("PORT", "0"),
-            ("GRPC_HOST", "127.0.0.1"),
-            ("GRPC_PORT", "0"),
-            ("DEBUG_HOST", "127.0.0.1"),
-            ("DEBUG_PORT", "0"),
         ])
+        .envs(LOCAL)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&logs).unwrap())
         .spawn()
@@ -302,13 +307,8 @@ fn issue_31_sentinel_failover_through_the_binary() {
             ("REDIS_URL", &format!("mymaster,127.0.0.1:{}", set.port)),
             ("REDIS_AUTH", "pw"),
             ("USE_STATSD", "false"),
-            ("HOST", "127.0.0.1"),
-            ("PORT", "0"),
-            ("GRPC_HOST", "127.0.0.1"),
-            ("GRPC_PORT", "0"),
-            ("DEBUG_HOST", "127.0.0.1"),
-            ("DEBUG_PORT", "0"),
         ])
+        .envs(LOCAL)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -28,7 +28,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 
 use slidewin_test_support::redis::RedisServer;
 
-use crate::envoy::{CONFIG, addresses, fresh_dir, ratelimit_binary, rls};
+use crate::envoy::{self, CONFIG, addresses, fresh_dir, ratelimit_binary, rls};
 
 /// What a collector keeps of an export: the resource's attributes, and its spans.
 type Export = (HashMap<String, Value>, Vec<Span>);
@@ -376,19 +376,13 @@ fn issue_31_envoy_ratelimits_tracing_variables_through_the_binary() {
             ("REDIS_SOCKET_TYPE", "tcp"),
             ("REDIS_URL", redis_addr.as_str()),
             ("USE_STATSD", "false"),
-            ("LOG_LEVEL", "info"),
-            ("HOST", "127.0.0.1"),
-            ("PORT", "0"),
-            ("GRPC_HOST", "127.0.0.1"),
-            ("GRPC_PORT", "0"),
-            ("DEBUG_HOST", "127.0.0.1"),
-            ("DEBUG_PORT", "0"),
             ("TRACING_ENABLED", "true"),
             ("TRACING_EXPORTER_PROTOCOL", "grpc"),
             ("TRACING_SERVICE_NAME", "edge-rls"),
             ("TRACING_SERVICE_NAMESPACE", "edge"),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ])
+        .envs(envoy::LOCAL)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

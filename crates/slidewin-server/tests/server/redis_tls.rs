@@ -34,20 +34,7 @@ async fn issue_31_redis_over_tls_with_a_password_and_a_client_certificate() {
     let backend = connect_redis(&url, FailurePolicy::Closed, Some(&tls))
         .await
         .expect("the backend is made");
-    assert_eq!(
-        backend.state(),
-        BackendState::Up,
-        "{:?}",
-        backend.limiter().why_unavailable()
-    );
-    let served = start_on_redis(backend).await;
-    let (status, body) = json_check(served.http).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        !body.contains("degraded"),
-        "decided by Redis, over TLS: {body}"
-    );
-    served.stop().await;
+    decided_by(backend).await;
 
     // No client certificate: Redis refuses the handshake, and the backend says it is down.
     let without = RedisTls {
@@ -68,7 +55,6 @@ async fn issue_31_redis_over_tls_with_a_password_and_a_client_certificate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_31_a_redis_cluster_over_tls_with_a_client_certificate() {
     use slidewin_server::{FailurePolicy, connect_redis_cluster};
-    use slidewin_store::{Backend, BackendState};
     use slidewin_test_support::redis::RedisCluster;
 
     let pki = redis_pki("cluster");
@@ -81,17 +67,7 @@ async fn issue_31_a_redis_cluster_over_tls_with_a_client_certificate() {
     let backend = connect_redis_cluster(&seeds, FailurePolicy::Closed, Some(&pki.tls))
         .await
         .expect("the backend is made");
-    assert_eq!(
-        backend.state(),
-        BackendState::Up,
-        "{:?}",
-        backend.limiter().why_unavailable()
-    );
-    let served = start_on_redis(backend).await;
-    let (status, body) = json_check(served.http).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(!body.contains("degraded"), "decided by the cluster: {body}");
-    served.stop().await;
+    decided_by(backend).await;
     // The check was counted on a node, over TLS.
     let keys: usize = (0..3)
         .map(|node| {
@@ -116,7 +92,6 @@ async fn issue_31_redis_sentinel_over_tls_follows_a_failover() {
     use slidewin::limit::{Kind, Rule};
     use slidewin_redis::{CircuitState, Rules};
     use slidewin_server::{FailurePolicy, connect_redis_sentinel};
-    use slidewin_store::{Backend, BackendState};
     use slidewin_test_support::sentinel::{MASTER, SentinelSet};
 
     let pki = redis_pki("sentinel");
@@ -126,12 +101,7 @@ async fn issue_31_redis_sentinel_over_tls_follows_a_failover() {
     let backend = connect_redis_sentinel(MASTER, &sentinels, None, policy, Some(&pki.tls))
         .await
         .expect("the backend is made");
-    assert_eq!(
-        backend.state(),
-        BackendState::Up,
-        "{:?}",
-        backend.limiter().why_unavailable()
-    );
+    decided_by(backend.clone()).await;
     let redis = backend.limiter();
     let rule = Rule::new("api", Kind::SlidingLog, "2/minute".parse().unwrap()).unwrap();
     let rule = Rules::try_from(rule).unwrap();
@@ -220,6 +190,22 @@ fn redis_pki(test: &str) -> RedisPki {
         client: Some((client.cert.into_bytes(), client.key.into_bytes())),
     };
     RedisPki { dir, args, tls }
+}
+
+/// Asserts that `backend` is up and that a `POST /json` through the service is decided by it,
+/// not by a failure policy.
+async fn decided_by(backend: slidewin_store::Redis) {
+    use slidewin_store::{Backend, BackendState};
+    let why = backend.limiter().why_unavailable();
+    assert_eq!(backend.state(), BackendState::Up, "{why:?}");
+    let served = start_on_redis(backend).await;
+    let (status, body) = json_check(served.http).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !body.contains("degraded"),
+        "decided by Redis, over TLS: {body}"
+    );
+    served.stop().await;
 }
 
 async fn start_on_redis(backend: slidewin_store::Redis) -> Served {
