@@ -57,7 +57,7 @@ pub(crate) struct OtlpArgs {
     )]
     otlp_resource: Vec<(String, String)>,
     /// The share of checks traced, from 0 to 1, instead of OTEL_TRACES_SAMPLER's (default:
-    /// every check).
+    /// every check); a check in a caller's trace is traced as the caller decided.
     #[arg(long, env = "SLIDEWIN_OTLP_SAMPLE_RATIO", value_name = "RATIO", value_parser = sample_ratio)]
     otlp_sample_ratio: Option<f64>,
 }
@@ -294,7 +294,9 @@ fn provider(exporter: &Exporter) -> Result<SdkTracerProvider, String> {
         .with_resource(resource)
         .with_batch_exporter(spans);
     if let Some(ratio) = exporter.sample_ratio {
-        provider = provider.with_sampler(Sampler::TraceIdRatioBased(ratio));
+        // A check in a caller's trace follows the caller's decision; the ratio is for the rest.
+        let ratio = Box::new(Sampler::TraceIdRatioBased(ratio));
+        provider = provider.with_sampler(Sampler::ParentBased(ratio));
     }
     Ok(provider.build())
 }

@@ -317,6 +317,33 @@ fn issue_31_a_span_per_check_reaches_an_otlp_collector() {
     assert_eq!(decisions.iter().collect::<Vec<_>>(), expected);
 }
 
+/// `--otlp-sample-ratio 0` traces no check of its own, and still every check in a caller's
+/// sampled trace: the caller decided.
+#[test]
+fn issue_31_the_sample_ratio_leaves_a_callers_sampled_trace_whole() {
+    let (_collector, endpoint, exports) = collector();
+    let args = ["--otlp-endpoint", &endpoint, "--otlp-sample-ratio", "0"];
+    let mut child = serve("otlp-ratio", &[], &args);
+    let (grpc, http) = listening(&mut child);
+    assert_eq!(three_checks(&grpc)[0], Code::Ok);
+    let sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let json = traced_json(&http, "bob", sampled);
+    assert!(json.contains(r#""overallCode":"OK""#), "{json}");
+    stop(child);
+    // The spans were sent before the exit: what came is all that will.
+    let (_, spans) = received(&exports, 2);
+    assert!(
+        exports.try_recv().is_err(),
+        "only the caller's trace was exported"
+    );
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.trace_id == id("4bf92f3577b34da6a3ce929d0e0e4736"))
+    );
+}
+
 #[test]
 fn issue_31_a_collector_down_stops_neither_the_checks_nor_the_stop() {
     // A port nothing listens on: bound, then closed.
