@@ -57,8 +57,9 @@ enum Command {
     /// other lines are still answered. Errors quote at most 200 bytes of a value.
     Period(period::PeriodArgs),
     /// A config tried on recorded requests, with no clock and no network: what it would
-    /// have admitted and denied per limit, the keys it would have denied most, and, with
-    /// --against, the requests it decides otherwise than the config in force.
+    /// have admitted and denied per limit (the one that bound each descriptor: over it, else
+    /// with the least left), the keys it would have denied most, and, with --against, the
+    /// requests it decides otherwise than the config in force.
     ///
     /// Reads one request a line from stdin: a POST /json body with its "time", an RFC 3339
     /// instant or Unix seconds, as

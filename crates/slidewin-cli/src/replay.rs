@@ -107,7 +107,9 @@ struct Tally {
     refused: u64,
     /// Descriptors that matched no limit.
     unmatched: u64,
-    /// Per domain and limit (its one name): descriptors admitted and denied.
+    /// Per domain and limit (its one name, as `current_limit` gives it: the limit that bound
+    /// each descriptor, the one over it when denied, else the one with the least left):
+    /// descriptors admitted and denied.
     limits: BTreeMap<(String, String), (u64, u64)>,
     /// Descriptors denied, per domain, limit and entries.
     denied: HashMap<(String, String, String), u64>,
@@ -398,7 +400,7 @@ impl Report<'_> {
         ));
         out.push_str(&format!(
             "\n  {:<20} {:<24} {:>10} {:>10}\n",
-            "domain", "limit", "admitted", "denied"
+            "domain", "bound by limit", "admitted", "denied"
         ));
         for ((domain, limit), (admitted, denied)) in &tally.limits {
             out.push_str(&format!(
