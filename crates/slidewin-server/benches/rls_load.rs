@@ -16,6 +16,8 @@
 //!   descriptor, without looking at anything else: what the transport costs;
 //! - `slidewin-memory`: `slidewin serve` on the memory backend (`slidewin_server::serve`, the
 //!   admin surfaces closed), the config below;
+//! - `slidewin-listener`: the same listener with a config that knows no domain `bench`, so
+//!   every check is `OK` with no limit at once: our listener's cost beside tonic's (`ceiling`);
 //! - `slidewin-redis` (only with `RLS_REDIS=1`): the same on a `redis-server` of its own
 //!   (`slidewin_test_support::RedisServer`, on the same two cores), failure policy closed.
 //!
@@ -196,7 +198,26 @@ async fn ceiling() -> Server {
 
 /// `slidewin serve` on `backend`, with [`CONFIG`].
 async fn slidewin<B: Backend>(name: &'static str, backend: B) -> Server {
-    let config = Config::parse(CONFIG, "bench.yaml").unwrap();
+    serving(name, backend, CONFIG, true).await
+}
+
+/// `slidewin serve`'s listener and endpoints with a config that knows no domain `bench`: each
+/// check answered `OK` with no limit at once, as the ceiling answers, through our listener
+/// instead of tonic's server (issue 32: the listener's own cost against tonic's).
+async fn listener_alone() -> Server {
+    let elsewhere = "domain: elsewhere\ndescriptors:\n  - key: client\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+    serving(
+        "slidewin-listener",
+        slidewin_store::Memory::new(),
+        elsewhere,
+        false,
+    )
+    .await
+}
+
+/// `slidewin serve` on `backend` with the config `text`; `limited`: its answers carry limits.
+async fn serving<B: Backend>(name: &'static str, backend: B, text: &str, limited: bool) -> Server {
+    let config = Config::parse(text, "bench.yaml").unwrap();
     let engine = Engine::new(
         backend,
         config,
@@ -227,7 +248,7 @@ async fn slidewin<B: Backend>(name: &'static str, backend: B) -> Server {
         addr,
         stop,
         task,
-        limited: true,
+        limited,
     }
 }
 
@@ -474,6 +495,7 @@ fn main() {
         let mut servers = vec![
             ceiling().await,
             slidewin("slidewin-memory", slidewin_store::Memory::new()).await,
+            listener_alone().await,
         ];
         if let Some(redis) = &redis {
             let limiter = slidewin_redis::RedisLimiter::connect(&redis.url())
