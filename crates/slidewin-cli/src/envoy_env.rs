@@ -222,6 +222,18 @@ impl Env<'_> {
                 self.flag(flag, path);
             }
         }
+        // envoy ratelimit's cache of keys over their limit, in bytes; slidewin's holds
+        // denials of about 300 bytes each. Unset, slidewin's default (on: it is exact).
+        if let Some(bytes) = (self.lookup)("LOCAL_CACHE_SIZE_IN_BYTES") {
+            match bytes.trim().parse::<usize>() {
+                Ok(bytes) => self.flag("--redis-denial-cache", (bytes / 300).to_string()),
+                Err(_) => self.error(
+                    "LOCAL_CACHE_SIZE_IN_BYTES",
+                    &bytes,
+                    "give a number of bytes",
+                ),
+            }
+        }
         let prefix = self.get("CACHE_KEY_PREFIX", "");
         if !prefix.is_empty() {
             self.flag("--redis-key-prefix", format!("{prefix}slidewin"));

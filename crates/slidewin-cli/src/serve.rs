@@ -95,6 +95,12 @@ pub(crate) struct ServeArgs {
     /// different prefixes share no counts.
     #[arg(long, env = "SLIDEWIN_REDIS_KEY_PREFIX")]
     redis_key_prefix: Option<String>,
+    /// How many of Redis's denials are kept and answered again until their wait ends,
+    /// without asking Redis: a key Redis denied with nothing left stays denied until then
+    /// (counts only grow), so a flood on it costs Redis one call per wait. 0 keeps none (a
+    /// Redis that loses its counts on a restart then admits at once).
+    #[arg(long, env = "SLIDEWIN_REDIS_DENIAL_CACHE", default_value_t = slidewin_store::Redis::DEFAULT_DENIAL_CACHE)]
+    redis_denial_cache: usize,
     /// What to answer while Redis is down: open admits, closed denies.
     #[arg(long, env = "SLIDEWIN_FAILURE_POLICY", value_enum, default_value_t = Policy::Open)]
     failure_policy: Policy,
@@ -377,6 +383,7 @@ pub(crate) fn run(args: ServeArgs, warnings: Vec<String>) -> ExitCode {
         merge_domains: args.merge_domains,
         redis_tls,
         redis_key_prefix: args.redis_key_prefix,
+        redis_denial_cache: args.redis_denial_cache,
         answers,
         envoy_metric_names: args.envoy_metric_names,
         max_keys: args.max_keys,

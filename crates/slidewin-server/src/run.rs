@@ -67,6 +67,9 @@ pub struct RunOptions {
     /// [`Redis::with_key_prefix`](slidewin_store::Redis::with_key_prefix)): services that
     /// share a Redis under different prefixes share no counts.
     pub redis_key_prefix: Option<String>,
+    /// How many of Redis's denials are kept and answered again until they end
+    /// ([`Redis::with_denial_cache`](slidewin_store::Redis::with_denial_cache)); 0 keeps none.
+    pub redis_denial_cache: usize,
     /// The certificates for Redis over TLS (`rediss://`); `None` trusts the system's
     /// authorities and sends no client certificate.
     pub redis_tls: Option<RedisTls>,
@@ -110,6 +113,7 @@ impl Default for RunOptions {
             failure_policy: FailurePolicy::Open,
             redis_tls: None,
             redis_key_prefix: None,
+            redis_denial_cache: slidewin_store::Redis::DEFAULT_DENIAL_CACHE,
             ready_when_degraded: false,
             merge_domains: false,
             max_keys: Memory::DEFAULT_MAX_KEYS,
@@ -164,7 +168,7 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
             let backend = connect_redis(url, options.failure_policy, options.redis_tls.as_ref())
                 .await
                 .map_err(|e| Error::Backend(format!("--redis: {e}")))?;
-            let backend = prefixed(backend, &options);
+            let backend = tuned(backend, &options);
             start(backend, config, options).await
         }
         BackendChoice::RedisCluster(nodes) => {
@@ -173,7 +177,7 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
                 connect_redis_cluster(&urls, options.failure_policy, options.redis_tls.as_ref())
                     .await
                     .map_err(|e| Error::Backend(format!("--redis-cluster: {e}")))?;
-            let backend = prefixed(backend, &options);
+            let backend = tuned(backend, &options);
             start(backend, config, options).await
         }
         BackendChoice::RedisSentinel {
@@ -191,14 +195,15 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
             )
             .await
             .map_err(|e| Error::Backend(format!("--redis-sentinel: {e}")))?;
-            let backend = prefixed(backend, &options);
+            let backend = tuned(backend, &options);
             start(backend, config, options).await
         }
     }
 }
 
-/// `backend` with its keys under the prefix the options name, if any.
-fn prefixed(backend: slidewin_store::Redis, options: &RunOptions) -> slidewin_store::Redis {
+/// `backend` as the options tune it: its keys under their prefix, if any, and its denials kept.
+fn tuned(backend: slidewin_store::Redis, options: &RunOptions) -> slidewin_store::Redis {
+    let backend = backend.with_denial_cache(options.redis_denial_cache);
     match &options.redis_key_prefix {
         Some(prefix) => backend.with_key_prefix(prefix),
         None => backend,

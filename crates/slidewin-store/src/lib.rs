@@ -26,6 +26,8 @@
 //! ```
 
 mod checked;
+#[cfg(feature = "redis")]
+mod denials;
 mod error;
 mod key;
 mod memory;
@@ -88,10 +90,10 @@ pub trait Backend: Send + Sync + 'static {
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
 
-    /// [`check`](Backend::check), answered at once by a backend that never waits (memory):
-    /// the caller then needs no boxed future for the request. `None`, the default, means the
-    /// backend did nothing and must be asked with `check`. A backend answers at once always or
-    /// never.
+    /// [`check`](Backend::check), answered at once by a backend that never waits (memory), or
+    /// by one that knows the answer already (a denial Redis gave that still holds): the caller
+    /// then needs no boxed future for the request. `None`, the default, means the backend did
+    /// nothing and must be asked with `check`.
     fn check_at_once(
         &self,
         store: &Self::Store,
@@ -101,6 +103,12 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Option<Result<Checked, BackendError>> {
         let _ = (store, key, now, cost);
         None
+    }
+
+    /// How many checks it answered from what it knew without asking its store (Redis's
+    /// denials kept until they end); 0 for a backend that keeps none.
+    fn denials_answered(&self) -> u64 {
+        0
     }
 
     /// Moves the counts of `from`, a store being retired (its rule set changed by a reload),

@@ -1,12 +1,16 @@
 //! [`Redis`]: counts on Redis or a Redis Cluster through a `RedisLimiter`, with the `redis`
 //! feature.
 
+use std::borrow::Cow;
+use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
 use slidewin::limit::RuleSet;
 use slidewin::{ConfigError, Moment};
 use slidewin_redis::{CircuitState, FailurePolicy};
 
+use crate::denials::Denials;
 use crate::{Backend, BackendError, BackendKind, BackendState, Checked, RequestKey};
 
 /// Counts on Redis or a Redis Cluster, through a
@@ -27,19 +31,60 @@ use crate::{Backend, BackendError, BackendKind, BackendState, Checked, RequestKe
 /// let backend = slidewin_store::Redis::new(limiter);
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+///
+/// A denial Redis gives a one-unit check, with nothing left and a wait, is kept and answered
+/// again without asking Redis until the wait ends (see [`Redis::with_denial_cache`]).
+#[derive(Clone)]
 pub struct Redis {
     limiter: slidewin_redis::RedisLimiter,
     layer_clock: bool,
+    denials: Arc<Denials>,
+}
+
+impl fmt::Debug for Redis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redis")
+            .field("limiter", &self.limiter)
+            .field("layer_clock", &self.layer_clock)
+            .field("denials_answered", &self.denials.answered())
+            .finish()
+    }
 }
 
 impl Redis {
+    /// How many denials are kept at most, by default: about 300 bytes each.
+    pub const DEFAULT_DENIAL_CACHE: usize = 16_384;
+
     /// Counts through `limiter`, at the Redis server's time.
     #[must_use]
     pub fn new(limiter: slidewin_redis::RedisLimiter) -> Redis {
         Redis {
             limiter,
             layer_clock: false,
+            denials: Arc::new(Denials::new(Redis::DEFAULT_DENIAL_CACHE)),
+        }
+    }
+
+    /// The same, keeping at most `capacity` denials (0: none, every check asks Redis). A key
+    /// that Redis denied one unit with nothing left and a `retry_after` is denied until then
+    /// whatever any process does, since counts only grow and a denied check counts nothing:
+    /// its one-unit checks are answered here until the wait ends, each wait and reset shorter
+    /// by the time gone by. A flood on one hot key then costs Redis one call per wait. Where
+    /// other processes admit meanwhile, Redis's wait could be longer than the one answered
+    /// here; the decision is Redis's either way.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use slidewin_redis::RedisLimiter;
+    /// let limiter = RedisLimiter::connect("redis://127.0.0.1/").await?;
+    /// let backend = slidewin_store::Redis::new(limiter).with_denial_cache(0);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_denial_cache(self, capacity: usize) -> Redis {
+        Redis {
+            denials: Arc::new(Denials::new(capacity)),
+            ..self
         }
     }
 
@@ -88,11 +133,7 @@ impl Backend for Redis {
         now: Moment,
         cost: u64,
     ) -> Result<Checked, BackendError> {
-        // Redis names a key by its text: an address by its standard text.
-        let text = match key {
-            RequestKey::Text(text) => std::borrow::Cow::Borrowed(text),
-            RequestKey::Address(address) => std::borrow::Cow::Owned(address.to_string()),
-        };
+        let text = text_of(key);
         let answer = if self.layer_clock {
             self.limiter.check(store, &text, now, cost).await
         } else {
@@ -101,13 +142,34 @@ impl Backend for Redis {
         match answer {
             Ok(decision) => Ok(match decision.degraded() {
                 Some(why) => Checked::degraded_by(decision.decisions().clone(), why.to_string()),
-                None => Checked::new(decision.decisions().clone()),
+                None => {
+                    let checked = Checked::new(decision.decisions().clone());
+                    // `now` was read before Redis decided: the wait kept ends no later.
+                    self.denials.keep(store, &text, now, cost, &checked);
+                    checked
+                }
             }),
             Err(slidewin_redis::RedisError::Limit(err)) => Err(err.into()),
             Err(err) => Err(BackendError::Unavailable {
                 detail: err.to_string(),
             }),
         }
+    }
+
+    /// A denial kept from Redis that still holds (see [`Redis::with_denial_cache`]).
+    fn check_at_once(
+        &self,
+        store: &Self::Store,
+        key: RequestKey<'_>,
+        now: Moment,
+        cost: u64,
+    ) -> Option<Result<Checked, BackendError>> {
+        let text = text_of(key);
+        self.denials.answer(store, &text, now, cost).map(Ok)
+    }
+
+    fn denials_answered(&self) -> u64 {
+        self.denials.answered()
     }
 
     fn kind(&self) -> BackendKind {
@@ -145,6 +207,14 @@ impl Backend for Redis {
     /// Its stores hold nothing: the counts are in Redis.
     fn holds_keys(&self, _store: &Self::Store, _now: Moment) -> bool {
         false
+    }
+}
+
+/// Redis names a key by its text: an address by its standard text.
+fn text_of(key: RequestKey<'_>) -> Cow<'_, str> {
+    match key {
+        RequestKey::Text(text) => Cow::Borrowed(text),
+        RequestKey::Address(address) => Cow::Owned(address.to_string()),
     }
 }
 

@@ -312,3 +312,16 @@ fn tracing_over_http_is_refused_by_name() {
     );
     assert!(refused.contains("gRPC only"), "{refused}");
 }
+
+/// envoy ratelimit's local cache of keys over their limit is slidewin's cache of Redis's
+/// denials, in entries of about 300 bytes; 0 keeps none.
+#[test]
+fn the_local_cache_size_keeps_that_many_denials() {
+    let out = with(&[("LOCAL_CACHE_SIZE_IN_BYTES", "3000000")]).unwrap();
+    assert_eq!(value(&out, "--redis-denial-cache"), Some("10000"));
+    let off = with(&[("LOCAL_CACHE_SIZE_IN_BYTES", "0")]).unwrap();
+    assert_eq!(value(&off, "--redis-denial-cache"), Some("0"));
+    assert_eq!(value(&with(&[]).unwrap(), "--redis-denial-cache"), None);
+    let error = with(&[("LOCAL_CACHE_SIZE_IN_BYTES", "lots")]).unwrap_err();
+    assert!(error.contains("LOCAL_CACHE_SIZE_IN_BYTES"), "{error}");
+}

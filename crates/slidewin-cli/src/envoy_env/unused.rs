@@ -57,10 +57,6 @@ pub(super) const TUNING: &[(&str, &str)] = &[
         "a sliding log's key expires when its last stamp does",
     ),
     (
-        "LOCAL_CACHE_SIZE_IN_BYTES",
-        "slidewin keeps no local cache of denied keys",
-    ),
-    (
         "STATSD_HOST",
         "slidewin's metrics are Prometheus's (USE_PROMETHEUS)",
     ),

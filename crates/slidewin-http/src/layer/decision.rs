@@ -266,8 +266,9 @@ impl<B: Backend, C: Clock> Shared<B, C> {
             match self.backend.check_at_once(&part.store, key, now, cost) {
                 Some(result) => out.shadowed(armed, self.kept_stats(), now, result),
                 None if !checked => return AtOnce::Waits,
-                // A backend answers at once always or never; were it not to, the shadow
-                // policies decide nothing rather than have the enforced ones charged twice.
+                // A backend that admitted at once answers at once always (memory; Redis
+                // answers at once only a denial it kept); were it not to, the shadow policies
+                // decide nothing rather than have the enforced ones charged twice.
                 None => {}
             }
         }

@@ -146,6 +146,22 @@ impl Rules {
         &self.inner.set
     }
 
+    /// An identity: the same for clones of one `Rules`, different for two made apart while
+    /// both live (keep a clone beside the identity to keep it unique).
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::Rules;
+    /// let rule = || Rule::new("api", Kind::Gcra, "10/s".parse().unwrap()).unwrap();
+    /// let (one, other) = (Rules::try_from(rule()).unwrap(), Rules::try_from(rule()).unwrap());
+    /// assert_eq!(one.identity(), one.clone().identity());
+    /// assert_ne!(one.identity(), other.identity());
+    /// ```
+    #[must_use]
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
     /// An error for a cost that can never be admitted: checked before Redis is asked.
     pub(crate) fn check_cost(&self, cost: u64) -> Result<(), LimitError> {
         let max = self.inner.set.max_cost();

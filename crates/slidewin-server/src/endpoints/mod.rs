@@ -446,6 +446,9 @@ async fn metrics<B: Backend>(State(service): State<Endpoints<B>>) -> Response {
     if let Some((used, max)) = engine.backend().memory() {
         engine.metrics().set_memory(used, max);
     }
+    engine
+        .metrics()
+        .set_denials_answered(engine.backend().denials_answered());
     engine.metrics().set_top_denied(&engine.top_denied());
     (
         [(

@@ -57,6 +57,7 @@ struct Inner {
     backend_errors: Counter,
     key_cap_refusals: Counter,
     memory_refusals: Counter,
+    denials_answered: Counter,
     memory_bytes: Gauge,
     memory_max_bytes: Gauge,
     decision_seconds: Histogram,
@@ -213,6 +214,13 @@ impl Metrics {
              backend's budget (--max-memory) was spent",
             memory_refusals.clone(),
         );
+        let denials_answered = Counter::default();
+        registry.register(
+            "denied_cache_answers",
+            "One-unit checks answered with a denial Redis gave that still held, without asking \
+             Redis",
+            denials_answered.clone(),
+        );
         let memory_bytes = Gauge::default();
         registry.register(
             "memory_bytes",
@@ -316,6 +324,7 @@ impl Metrics {
                 backend_errors,
                 key_cap_refusals,
                 memory_refusals,
+                denials_answered,
                 memory_bytes,
                 memory_max_bytes,
                 decision_seconds,
@@ -458,6 +467,14 @@ impl Metrics {
 
     pub(crate) fn memory_refusal(&self) {
         self.inner.memory_refusals.inc();
+    }
+
+    /// The backend's count of checks answered from the denials it kept, as it stands now.
+    pub(crate) fn set_denials_answered(&self, total: u64) {
+        self.inner
+            .denials_answered
+            .inner()
+            .fetch_max(total, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The memory backend's budget: what its keys hold now, of `max` bytes.

@@ -244,6 +244,7 @@ on_both_backends!(grpc_memory, grpc_redis, |backend| {
 });
 
 async fn json_answers_200_then_429<B: Backend>(backend: B) {
+    let on_redis = backend.kind() != BackendKind::Memory;
     let running = start(backend, CONFIG, true).await;
     for left in [1, 0] {
         let (status, headers, body) = running
@@ -269,6 +270,17 @@ async fn json_answers_200_then_429<B: Backend>(backend: B) {
     assert_eq!(headers["retry-after"], "1");
     assert_eq!(headers["ratelimit"], r#""burst";r=0;t=1"#);
     assert!(body.contains(r#""overallCode":"OVER_LIMIT""#), "{body}");
+    // Issue 32: on Redis, the next check in the wait is answered by the denial kept, and
+    // counted; the answer is the same.
+    let (status, headers, _) = running
+        .http("POST", "/json", json_request("user", "u1"))
+        .await;
+    assert_eq!(status, 429);
+    assert_eq!(headers["ratelimit"], r#""burst";r=0;t=1"#);
+    let (_, _, metrics) = running.http("GET", "/metrics", "").await;
+    let kept = if on_redis { 1 } else { 0 };
+    let line = format!("slidewin_denied_cache_answers_total {kept}\n");
+    assert!(metrics.contains(&line), "{metrics}");
     running.stop().await;
 }
 

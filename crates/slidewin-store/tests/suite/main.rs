@@ -2,4 +2,5 @@
 //! backend says of itself.
 
 mod carry;
+mod denials;
 mod state;
