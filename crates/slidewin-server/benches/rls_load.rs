@@ -22,8 +22,8 @@
 //!   (`slidewin_test_support::RedisServer`, on the same two cores), failure policy closed.
 //!
 //! The config: a descriptor `client` (any value) with two limits, `burst` 1000 a second and
-//! `hourly` 10,000 an hour (the default algorithm, the exact sliding log; 10,000 is the most a
-//! sliding log holds on Redis). The keys: 10,000 clients, `client-0` to `client-9999`, in turn
+//! `hourly` 10,000 an hour (the default algorithm, the exact sliding log, or `RLS_ALGORITHM`'s;
+//! 10,000 is the most a sliding log holds on Redis). The keys: 10,000 clients, `client-0` to `client-9999`, in turn
 //! (a counter shared by the streams): so the checks spread over 20,000 sliding logs, not one
 //! hot key, and every check is admitted (a client is checked once in 10,000 checks; `burst`
 //! would bind at 10 million checks a second, `hourly` after 100 million checks in an hour).
@@ -196,9 +196,22 @@ async fn ceiling() -> Server {
     }
 }
 
-/// `slidewin serve` on `backend`, with [`CONFIG`].
+/// `slidewin serve` on `backend`, with [`CONFIG`], its limits under `RLS_ALGORITHM` (as the
+/// config names one: `gcra`, `sliding_counter`, ...) when set.
 async fn slidewin<B: Backend>(name: &'static str, backend: B) -> Server {
-    serving(name, backend, CONFIG, true).await
+    let config = match std::env::var("RLS_ALGORITHM") {
+        Ok(algorithm) if !algorithm.is_empty() => CONFIG
+            .replace(
+                " per second}",
+                &format!(" per second, algorithm: {algorithm}}}"),
+            )
+            .replace(
+                " per hour}",
+                &format!(" per hour, algorithm: {algorithm}}}"),
+            ),
+        _ => CONFIG.to_owned(),
+    };
+    serving(name, backend, &config, true).await
 }
 
 /// `slidewin serve`'s listener and endpoints with a config that knows no domain `bench`: each
