@@ -5,7 +5,7 @@
 #![cfg(unix)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -29,6 +29,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use slidewin_test_support::redis::RedisServer;
 
 use crate::envoy::{self, CONFIG, addresses, fresh_dir, ratelimit_binary, rls};
+use crate::serve::{self, Serving};
 
 /// What a collector keeps of an export: the resource's attributes, and its spans.
 type Export = (HashMap<String, Value>, Vec<Span>);
@@ -70,11 +71,11 @@ fn text(value: &str) -> Option<Value> {
 
 /// `slidewin serve` on free ports with the test config, its OTLP variables cleared, then
 /// `vars` set, and `args`.
-fn serve(test: &str, vars: &[(&str, &str)], args: &[&str]) -> Child {
+fn serve_command(test: &str, vars: &[(&str, &str)], args: &[&str]) -> Command {
     let dir = fresh_dir(test);
     let config = dir.join("config.yaml");
     std::fs::write(&config, CONFIG).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_slidewin"));
+    let mut command = serve::serve_command();
     for (name, _) in std::env::vars() {
         if name.starts_with("OTEL_") || name.starts_with("SLIDEWIN_") {
             command.env_remove(name);
@@ -82,20 +83,15 @@ fn serve(test: &str, vars: &[(&str, &str)], args: &[&str]) -> Child {
     }
     command
         .envs(vars.iter().copied())
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-        ])
         .arg("--config")
         .arg(&config)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("slidewin runs")
+        .args(args);
+    command
+}
+
+/// As [`serve_command`], started: its logs kept for [`stop`].
+fn serve(test: &str, vars: &[(&str, &str)], args: &[&str]) -> Serving {
+    serve::started(serve_command(test, vars, args), Stdio::piped())
 }
 
 /// Three checks of one user against a limit of 2 a minute: OK, OK, over.
@@ -108,29 +104,6 @@ fn three_checks(grpc: &str) -> Vec<Code> {
     (0..3)
         .map(|_| runtime.block_on(rls(grpc, "ann")).0)
         .collect()
-}
-
-/// The gRPC and HTTP addresses the service prints, read up to its curl line.
-fn listening(child: &mut Child) -> (String, String) {
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (mut grpc, mut http) = (None, None);
-    for line in stdout.lines() {
-        let line = line.unwrap();
-        if let Some(rest) = line.trim().strip_prefix("Envoy RLS gRPC") {
-            grpc = Some(rest.trim().to_owned());
-        }
-        if let Some(url) = line.trim().strip_prefix("dashboard") {
-            let url = url.trim().trim_start_matches("http://");
-            http = Some(url.trim_end_matches('/').to_owned());
-        }
-        if line.trim_start().starts_with("curl ") {
-            break;
-        }
-    }
-    (
-        grpc.expect("it prints the gRPC address"),
-        http.expect("it prints the dashboard's address"),
-    )
 }
 
 /// A check of `user` over gRPC, sent in the trace that `traceparent` names, as Envoy sends it
@@ -234,8 +207,9 @@ fn received(exports: &mpsc::Receiver<Export>, count: usize) -> Export {
 fn issue_31_a_span_per_check_reaches_an_otlp_collector() {
     let (_collector, endpoint, exports) = collector();
     let resource_var = ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test");
-    let mut child = serve("otlp", &[resource_var], &["--otlp-endpoint", &endpoint]);
-    let (grpc, http) = listening(&mut child);
+    let Serving {
+        child, grpc, http, ..
+    } = serve("otlp", &[resource_var], &["--otlp-endpoint", &endpoint]);
     assert_eq!(three_checks(&grpc), [Code::Ok, Code::Ok, Code::OverLimit]);
     // Two more, each in a caller's trace (W3C traceparent): over gRPC, and over POST /json.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -323,8 +297,9 @@ fn issue_31_a_span_per_check_reaches_an_otlp_collector() {
 fn issue_31_the_sample_ratio_leaves_a_callers_sampled_trace_whole() {
     let (_collector, endpoint, exports) = collector();
     let args = ["--otlp-endpoint", &endpoint, "--otlp-sample-ratio", "0"];
-    let mut child = serve("otlp-ratio", &[], &args);
-    let (grpc, http) = listening(&mut child);
+    let Serving {
+        child, grpc, http, ..
+    } = serve("otlp-ratio", &[], &args);
     assert_eq!(three_checks(&grpc)[0], Code::Ok);
     let sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let json = traced_json(&http, "bob", sampled);
@@ -351,8 +326,7 @@ fn issue_31_a_collector_down_stops_neither_the_checks_nor_the_stop() {
     let endpoint = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let vars = [("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint.as_str())];
-    let mut child = serve("otlp-down", &vars, &[]);
-    let grpc = listening(&mut child).0;
+    let Serving { child, grpc, .. } = serve("otlp-down", &vars, &[]);
     assert_eq!(three_checks(&grpc), [Code::Ok, Code::Ok, Code::OverLimit]);
     let logs = stop(child);
     assert!(
@@ -366,12 +340,13 @@ fn issue_31_a_collector_down_stops_neither_the_checks_nor_the_stop() {
 #[test]
 fn issue_31_an_otlp_protocol_it_cannot_speak_stops_the_start() {
     let vars = [("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")];
-    let child = serve(
+    let out = serve_command(
         "otlp-http",
         &vars,
         &["--otlp-endpoint", "http://127.0.0.1:4318"],
-    );
-    let out = child.wait_with_output().unwrap();
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -7,11 +7,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 
-struct Serving {
-    child: Child,
+pub(crate) struct Serving {
+    pub(crate) child: Child,
     /// The first line it prints: the backend and the config.
     banner: String,
-    http: String,
+    /// Where its HTTP API and Envoy's RLS gRPC listen.
+    pub(crate) http: String,
+    pub(crate) grpc: String,
     curl: String,
 }
 
@@ -23,23 +25,33 @@ fn serve(args: &[&str]) -> Serving {
 
 /// As [`serve`], its logs going to `logs`.
 fn serve_logging(args: &[&str], logs: Stdio) -> Serving {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slidewin"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-        ])
-        .args(args)
+    let mut command = serve_command();
+    command.args(args);
+    started(command, logs)
+}
+
+/// `slidewin serve` on free ports of 127.0.0.1: more arguments may follow.
+pub(crate) fn serve_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_slidewin"));
+    command.args([
+        "serve",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+    ]);
+    command
+}
+
+/// `command` spawned, its logs going to `logs`, and what it prints read up to its curl line.
+pub(crate) fn started(mut command: Command, logs: Stdio) -> Serving {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(logs)
         .spawn()
         .expect("slidewin runs");
     let stdout = BufReader::new(child.stdout.take().expect("its stdout"));
-    let mut banner = None;
-    let mut http = None;
-    let mut curl = None;
+    let (mut banner, mut http, mut grpc, mut curl) = (None, None, None, None);
     for line in stdout.lines() {
         let line = line.expect("a line");
         banner.get_or_insert_with(|| line.clone());
@@ -51,6 +63,9 @@ fn serve_logging(args: &[&str], logs: Stdio) -> Serving {
                     .to_owned(),
             );
         }
+        if let Some(addr) = line.trim().strip_prefix("Envoy RLS gRPC") {
+            grpc = Some(addr.trim().to_owned());
+        }
         if line.trim_start().starts_with("curl ") {
             curl = Some(line.trim().to_owned());
             break;
@@ -60,6 +75,7 @@ fn serve_logging(args: &[&str], logs: Stdio) -> Serving {
         child,
         banner: banner.expect("it prints a banner"),
         http: http.expect("it prints the dashboard's URL"),
+        grpc: grpc.expect("it prints the gRPC address"),
         curl: curl.expect("it prints a curl line"),
     }
 }
