@@ -25,6 +25,11 @@ use crate::Checked;
 /// Shards, so that checks on different keys seldom wait for one another.
 const SHARDS: usize = 16;
 
+/// The longest key kept: the service's keys are 64 bytes (a digest), and a layer's key (an
+/// address, a header's value) is the client's to choose; a longer one is asked of Redis
+/// every time, so that the cache's memory is bounded by its capacity, not by the clients.
+const MAX_KEY: usize = 256;
+
 /// A denial as Redis gave it, and until when it holds.
 struct Denial {
     /// The rules it was given under: kept, so that their identity is not reused meanwhile.
@@ -100,7 +105,12 @@ impl Denials {
     /// Keeps `checked`, Redis's answer to a check of `cost` units of `key` under `rules`
     /// asked at `now`, if it is a denial that holds for a while.
     pub(crate) fn keep(&self, rules: &Rules, key: &str, now: Moment, cost: u64, checked: &Checked) {
-        if cost != 1 || self.per_shard == 0 || checked.degraded().is_some() || checked.allowed() {
+        if cost != 1
+            || self.per_shard == 0
+            || key.len() > MAX_KEY
+            || checked.degraded().is_some()
+            || checked.allowed()
+        {
             return;
         }
         // Until the first of its rules that denied would admit: till then each still denies
@@ -237,10 +247,14 @@ mod tests {
             cache.answer(&rules.clone(), "ann", secs(10.0), 1).is_some(),
             "a clone"
         );
+        // The longest key kept, at its bound.
+        let long = "k".repeat(256);
+        cache.keep(&rules, &long, secs(10.0), 1, &denied(2.0, 3.0));
+        assert!(cache.answer(&rules, &long, secs(10.0), 1).is_some());
     }
 
     #[test]
-    fn what_may_change_before_the_wait_ends_is_not_kept() {
+    fn what_may_change_before_the_wait_ends_or_is_too_long_is_not_kept() {
         let (cache, rules) = (Denials::new(64), rules());
         let left_one = Checked::new(
             Decisions::new(vec![Decision::deny(
@@ -270,6 +284,7 @@ mod tests {
             ("degraded", 1, &degraded),
             ("two", 2, &denied(2.0, 3.0)),
             ("no-wait", 1, &denied(0.0, 3.0)),
+            (&"k".repeat(257), 1, &denied(2.0, 3.0)),
         ] {
             cache.keep(&rules, key, secs(10.0), cost, checked);
             assert!(cache.answer(&rules, key, secs(10.0), 1).is_none(), "{key}");
