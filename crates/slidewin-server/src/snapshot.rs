@@ -86,6 +86,9 @@ pub struct BackendStatus {
     pub failure_policy: Option<String>,
     /// Checks the store failed since the service started.
     pub errors_total: u64,
+    /// One-unit checks answered with a denial Redis gave that still held, without asking
+    /// Redis (`slidewin_denied_cache_answers_total`).
+    pub denied_cache_answers_total: u64,
 }
 
 /// One rule: what it allows, and what it did in each of the last 60 seconds.

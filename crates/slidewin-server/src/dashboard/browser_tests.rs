@@ -197,6 +197,7 @@ impl SnapshotSource for Fake {
                 state: "up".into(),
                 failure_policy: Some("open".into()),
                 errors_total: 0,
+                denied_cache_answers_total: 0,
             },
             rules_total: RULES_TOTAL,
             last_minute,

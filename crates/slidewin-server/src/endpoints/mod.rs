@@ -400,6 +400,7 @@ impl<B: Backend> Endpoints<B> {
                 state: state.to_string(),
                 failure_policy: backend.failure_policy().map(|p| p.to_string()),
                 errors_total: engine.metrics().backend_errors(),
+                denied_cache_answers_total: backend.denials_answered(),
             },
             top_denied: engine.top_denied(),
             ..Snapshot::default()

@@ -285,6 +285,12 @@ async fn json_answers_200_then_429<B: Backend>(backend: B) {
     let kept = if on_redis { 1 } else { 0 };
     let line = format!("slidewin_denied_cache_answers_total {kept}\n");
     assert!(metrics.contains(&line), "{metrics}");
+    let (_, _, stats) = running.http("GET", "/api/stats", "").await;
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(
+        stats["backend"]["denied_cache_answers_total"], kept,
+        "{stats}"
+    );
     running.stop().await;
 }
 
