@@ -181,11 +181,7 @@ impl<B: Backend> RateLimitService for Grpc<B> {
         &self,
         request: tonic::Request<PbRequest>,
     ) -> Result<tonic::Response<PbResponse>, Status> {
-        let traceparent = crate::engine::spans_recorded()
-            .then(|| request.metadata().get("traceparent"))
-            .flatten()
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let traceparent = crate::engine::traceparent(request.metadata().as_ref());
         let request = request.into_inner();
         if request.descriptors.iter().any(|d| d.is_negative_hits) {
             return Err(Status::invalid_argument(

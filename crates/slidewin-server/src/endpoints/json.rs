@@ -221,11 +221,7 @@ pub(super) async fn json<B: Backend>(
     if declared.is_some_and(|len| len > Bounds::MAX_BODY_BYTES as u64) {
         return too_large(declared);
     }
-    let traceparent = crate::engine::spans_recorded()
-        .then(|| request.headers().get("traceparent"))
-        .flatten()
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let traceparent = crate::engine::traceparent(request.headers());
     // Chunked: read up to the bound (the router's `DefaultBodyLimit`), and no further.
     let body = match axum::body::Bytes::from_request(request, &()).await {
         Ok(body) => body,

@@ -31,7 +31,7 @@ pub use self::request::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RateLimitRequest,
     RateLimitResponse, RequestDescriptor, RequestError,
 };
-pub(crate) use self::spans::recorded as spans_recorded;
+pub(crate) use self::spans::traceparent;
 pub use self::spans::{SPAN_TARGET, join_callers_traces};
 pub(crate) use self::stats::{LimitWindows, RuleWindow};
 use self::tally::Tally;

@@ -47,10 +47,15 @@ pub fn join_callers_traces(join: fn(&Span, &str)) -> bool {
     JOIN.set(join).is_ok()
 }
 
-/// Whether a check's spans are recorded: then, and only then, is a call's `traceparent` read.
+/// A call's W3C `traceparent` header (gRPC metadata or HTTP), read only while the check's
+/// spans are recorded.
 #[inline]
-pub(crate) fn recorded() -> bool {
-    tracing::enabled!(target: SPAN_TARGET, tracing::Level::TRACE)
+pub(crate) fn traceparent(headers: &http::HeaderMap) -> Option<String> {
+    if !tracing::enabled!(target: SPAN_TARGET, tracing::Level::TRACE) {
+        return None;
+    }
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    Some(value.to_owned())
 }
 
 /// A count as a span's integer: OpenTelemetry's are `i64`, and an unsigned one would be
@@ -104,12 +109,9 @@ pub(super) fn answered(
         span.record("domain", request.domain.as_str());
     }
     span.record("descriptors", count(request.descriptors.len()));
-    match answer {
-        Ok(_) => {}
-        Err(e) => {
-            span.record("otel.status_code", "ERROR");
-            span.record("error", tracing::field::display(e));
-        }
+    if let Err(e) = answer {
+        span.record("otel.status_code", "ERROR");
+        span.record("error", tracing::field::display(e));
     }
 }
 
