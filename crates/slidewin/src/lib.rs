@@ -123,6 +123,7 @@
 //! # Ok::<(), slidewin::ConfigError>(())
 //! ```
 
+pub mod breaker;
 pub mod debounce;
 mod divisor;
 mod error;
@@ -134,6 +135,7 @@ mod slide_vec;
 pub mod stats;
 pub mod time;
 
+pub use breaker::CircuitBreaker;
 pub use error::ConfigError;
 pub use event_window::EventWindow;
 pub use interval::Interval;
