@@ -145,3 +145,22 @@ fn a_reset_racing_a_trip_leaves_it_closed() {
         assert!(breaker.window(at(0)).errors <= 1);
     });
 }
+
+/// A call reads an open breaker's time while another call ends the wait (open to half-open,
+/// writing its own time): it is refused with the time left of the wait it read, or as
+/// half-open with the one probe out; never with a wait counted from the probe's time.
+#[test]
+fn a_call_racing_the_probe_reads_the_open_time_of_its_own_state() {
+    model(|| {
+        let breaker = breaker(1);
+        let _ = error(&breaker, at(0));
+        let _ = error(&breaker, at(0));
+        let probe = spawn(&breaker, |b| b.try_acquire(at(10)).is_ok());
+        let call = spawn(&breaker, |b| b.try_acquire(at(5)).unwrap_err());
+        assert!(probe.join().unwrap());
+        let refused = call.join().unwrap();
+        let seen = (refused.state, refused.retry_after);
+        let open = (State::Open, Some(Duration::from_secs(5)));
+        assert!(seen == open || seen == (State::HalfOpen, None), "{seen:?}");
+    });
+}
