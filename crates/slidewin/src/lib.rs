@@ -12,6 +12,7 @@
 //! | [`interval`] | half-open intervals and sets of them | [`Interval`] |
 //! | [`period`] | calendar periods between dates, on jiff | [`Period`] |
 //! | [`debounce`] | lodash's `debounce` and `throttle` for one key, driven by hand | [`Debounced`](debounce::Debounced) |
+//! | [`breaker`] | a circuit breaker on the window statistics | [`CircuitBreaker`] |
 //!
 //! Bad configuration is a [`ConfigError`] that names the value, never a panic.
 //!
@@ -77,6 +78,29 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Circuit breaking
+//!
+//! A [`CircuitBreaker`] counts the outcomes of calls to what is behind it in a
+//! [`WindowMetrics`] window and stops calling it when too many fail or are slow: resilience4j's
+//! states (closed, open for a wait, half-open with a few probe calls, and forced-open and
+//! disabled for operators) and Sentinel's three rules (error ratio, error count, slow-call
+//! ratio) with a minimum number of calls. Each change of state is a
+//! [`Transition`](breaker::Transition) returned to the caller that made it, with its time and the
+//! statistics behind it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidewin::{CircuitBreaker, Moment};
+//!
+//! let breaker = CircuitBreaker::builder().error_ratio(0.5).min_calls(2).build(Moment::ZERO)?;
+//! let now = Moment::from_secs(1);
+//! assert!(breaker.on_success(now, Duration::from_millis(30)).is_none());
+//! let opened = breaker.on_error(now, Duration::from_millis(30)).unwrap();
+//! assert_eq!(opened.to_string(), "closed -> open at 1s: error ratio reached (2 calls, 1 errors, 0 slow)");
+//! assert_eq!(breaker.try_acquire(now).unwrap_err().retry_after, Some(Duration::from_secs(60)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Intervals and calendar periods
 //!
 //! [`Interval`] is a half-open `[start, end)` over any ordered point (integers, [`Moment`],
@@ -123,6 +147,7 @@
 //! # Ok::<(), slidewin::ConfigError>(())
 //! ```
 
+pub mod breaker;
 pub mod debounce;
 mod divisor;
 mod error;
@@ -134,6 +159,7 @@ mod slide_vec;
 pub mod stats;
 pub mod time;
 
+pub use breaker::CircuitBreaker;
 pub use error::ConfigError;
 pub use event_window::EventWindow;
 pub use interval::Interval;

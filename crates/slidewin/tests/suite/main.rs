@@ -3,6 +3,9 @@
 //! allocator) and the loom models (`--cfg loom`, run by scripts/test by name).
 
 mod api_quota;
+mod breaker;
+mod breaker_props;
+mod breaker_sentinel;
 mod carry;
 mod carry_props;
 mod debounce_props;

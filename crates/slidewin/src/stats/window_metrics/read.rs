@@ -296,6 +296,34 @@ impl WindowMetrics {
         self.buckets(clock.now())
     }
 
+    /// The four event counts of the window at `now`, from bucket `floor` on (the circuit
+    /// breaker's window, which restarts when it closes), and whether bucket `floor` is one of
+    /// those summed. O(`buckets`).
+    pub(crate) fn counts_since(&self, now: Moment, floor: u64) -> ([u64; 4], bool) {
+        let (top, _) = self.read_at(now);
+        let bottom = top.saturating_sub(self.bucket_count - 1);
+        let from = bottom.max(floor);
+        let mut counts = [0_u64; 4];
+        for (i, slot) in (0_u64..).zip(self.slots.iter()) {
+            if let Some(read) = slot.read_if(|e| (from..=top).contains(&e) && e & self.mask == i) {
+                for (sum, n) in counts.iter_mut().zip(read.counts) {
+                    *sum = sum.saturating_add(n);
+                }
+            }
+        }
+        (counts, (bottom..=top).contains(&floor))
+    }
+
+    /// The bucket a read at `now` ends in (its epoch), and its four event counts so far.
+    pub(crate) fn newest_counts(&self, now: Moment) -> (u64, [u64; 4]) {
+        let (top, _) = self.read_at(now);
+        let mut counts = [0_u64; 4];
+        if let Some(read) = self.read_epoch(top) {
+            counts.copy_from_slice(&read.counts[..4]);
+        }
+        (top, counts)
+    }
+
     fn bucket_stats(&self, epoch: u64) -> Option<MetricStats> {
         let read = self.read_epoch(epoch)?;
         let mut stats = MetricStats::empty(
