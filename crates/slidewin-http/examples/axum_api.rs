@@ -61,7 +61,7 @@ fn limits() -> Result<Limits, Box<dyn std::error::Error>> {
     .route("/search");
 
     // Per API key, in KiB. In memory a sliding log keeps a stamp per upload, not per KiB, so
-    // it stays exact and small. On Redis it keeps a member per unit (a limit of 10,000 at
+    // it stays exact and small. On Redis it keeps 7 bytes a unit (a limit of 100,000 at
     // most): there, or for quotas in the millions, a `SlidingCounter` keeps two numbers a key,
     // at the price of up to twice the quota in a window just after a burst.
     let upload = Limit::new(RuleSet::from(Rule::new(

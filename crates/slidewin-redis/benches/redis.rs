@@ -1,7 +1,8 @@
 //! Checks per second on Redis, single node and cluster, with 1, 16 and 64 concurrent tasks,
 //! against the raw ceiling measured in the same run: as many round trips of a trivial
-//! `EVALSHA` script. Also the bytes each algorithm keeps per key (`MEMORY USAGE`), and a
-//! sliding log's bytes per admission from 10 to 10,000 admissions.
+//! `EVALSHA` script. Also the bytes each algorithm keeps per key (`MEMORY USAGE`), a sliding
+//! log's bytes per admission from 10 to 10,000 admissions, and Redis's time for a check of a
+//! log holding 100 to 50,000 (`INFO commandstats`).
 //! `cargo bench -p slidewin-redis --bench redis` (starts its own servers; needs redis-server).
 //! With Redis on a vCPU of its own, as a server of its own would be:
 //! `SLIDEWIN_REDIS_CPUS=0 taskset -c 1 cargo bench -p slidewin-redis --bench redis`.
@@ -125,8 +126,8 @@ fn group(
             }
             // Every task on one key (a global limit): a batch then holds that key many times.
             // The quota is never spent at these rates (under a million checks a second):
-            // every check admitted, as above. A sliding log on Redis takes a limit of at most
-            // 10,000 (`Rules::MAX_SLIDING_LOG_LIMIT`), so its window is ten times shorter.
+            // every check admitted, as above. A sliding log keeps every admission in its window
+            // (7 bytes each), so its window is ten times shorter: 70 KB a key, not 700.
             let quota = match algorithm {
                 Kind::SlidingLog => "10000 per 10ms",
                 _ => "100000 per 100ms",
@@ -263,6 +264,45 @@ fn log_bytes_table(runtime: &Runtime, server: &RedisServer, limiter: &RedisLimit
     println!();
 }
 
+/// Redis's time per script call for a one-unit check of a `SlidingLog` key that holds `n`
+/// admissions in its window (a rule of `2n/hour`, filled by one check of `n`): the count past
+/// one read (128 times) bisects the string in place, so it grows with log2(n). Also the fill's
+/// own time (a check of `n` units appends `7n` bytes in one script).
+fn log_cost_table(runtime: &Runtime, server: &RedisServer, limiter: &RedisLimiter) {
+    println!(
+        "| `SlidingLog` admissions in the window | µs a one-unit check (Redis) | µs the fill of n |"
+    );
+    println!("|---:|---:|---:|");
+    for n in [100_u64, 1_000, 10_000, 50_000] {
+        let rule = rules(Kind::SlidingLog, &format!("{}/hour", 2 * n));
+        let key = format!("log-cost-{n}");
+        let start = Moment::from_secs(30);
+        server.cli(&["config", "resetstat"]);
+        runtime.block_on(async {
+            assert!(
+                limiter
+                    .check(&rule, &key, start, n)
+                    .await
+                    .unwrap()
+                    .allowed()
+            );
+        });
+        let fill = server.usec("evalsha");
+        server.cli(&["config", "resetstat"]);
+        let checks = n.min(1_000);
+        runtime.block_on(async {
+            for i in 1..=checks {
+                let at = start + Duration::from_micros(i);
+                assert!(limiter.check(&rule, &key, at, 1).await.unwrap().allowed());
+            }
+        });
+        #[allow(clippy::cast_precision_loss)] // small counts
+        let each = server.usec("evalsha") as f64 / checks as f64;
+        println!("| {n} | {each:.1} | {fill} |");
+    }
+    println!();
+}
+
 fn main() {
     let runtime = Runtime::new().unwrap();
     let server = RedisServer::start();
@@ -271,6 +311,7 @@ fn main() {
         .unwrap();
     memory_table(&runtime, &server, &single);
     log_bytes_table(&runtime, &server, &single);
+    log_cost_table(&runtime, &server, &single);
 
     let mut criterion = Criterion::default().configure_from_args();
     // The same kind of connection the limiter uses: the ceiling is for its round trips.

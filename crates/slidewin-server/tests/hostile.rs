@@ -1252,10 +1252,10 @@ fn crafted_probes() -> Vec<(RateLimitRequest, u32)> {
         (probe("a", &[("k", "x1:j1:y")], None), 1),
         (probe("a", &[("k", spelled)], None), 1),
         (
-            probe("a", &[("k", &format!("{spelled}}}:a.k:log"))], None),
+            probe("a", &[("k", &format!("{spelled}}}:a.k:stamps"))], None),
             1,
         ),
-        (probe("a", &[("k", "x}:a.k.j:log")], None), 1),
+        (probe("a", &[("k", "x}:a.k.j:stamps")], None), 1),
         (probe("a.k", &[("j", &format!("{spelled}}}"))], None), 1),
         // Hash tags: braces anywhere.
         (probe("a", &[("k", "{x}")], None), 1),
@@ -1266,7 +1266,7 @@ fn crafted_probes() -> Vec<(RateLimitRequest, u32)> {
         (probe("a", &[("k", "x"), ("j", "}{")], None), 1),
         // A limit of two rules, two Redis keys for one tag: values spelling a rule's tail.
         (probe("a", &[("m", "x")], None), 1),
-        (probe("a", &[("m", "x}:burst:log")], None), 1),
+        (probe("a", &[("m", "x}:burst:stamps")], None), 1),
         (probe("a", &[("m", "x}:hourly")], None), 1),
         (probe("a", &[("m", "{x}:burst")], None), 1),
         // Control bytes.
@@ -1327,7 +1327,7 @@ async fn crafted_keys_memory() {
 }
 
 /// On Redis, too, and each probe's counts under a Redis key of its own: as many keys as
-/// probes, each `{slidewin:…}:name:log`, its hash tag holding the whole counter key.
+/// probes, each `{slidewin:…}:name:stamps`, its hash tag holding the whole counter key.
 #[tokio::test]
 async fn crafted_keys_redis() {
     let server = RedisServer::start();
@@ -1337,7 +1337,7 @@ async fn crafted_keys_redis() {
     let expected = crafted_probes().len() + 4;
     let size = server.cli(&["DBSIZE"]);
     assert_eq!(size.trim(), expected.to_string());
-    // Each `{slidewin:counter_key}:name:log`, the counter key a SHA-256 in hex (issue 29: a
+    // Each `{slidewin:counter_key}:name:stamps`, the counter key a SHA-256 in hex (issue 29: a
     // key's length is bounded whatever the descriptor).
     let listed = server.cli(&["--no-raw", "KEYS", "*"]);
     let keys: Vec<&str> = listed
@@ -1351,15 +1351,15 @@ async fn crafted_keys_redis() {
         let (digest, tail) = rest.split_once('}').expect(key);
         assert_eq!(digest.len(), 64, "{key}");
         assert!(digest.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
-        assert!(tail.ends_with(":log\""), "{key}");
-        if tail == ":burst:log\"" {
+        assert!(tail.ends_with(":stamps\""), "{key}");
+        if tail == ":burst:stamps\"" {
             burst_tags.push(digest);
         }
     }
     // The two rules of one descriptor share its tag: each `burst` key has its `hourly` one.
     assert_eq!(burst_tags.len(), 4, "{listed}");
     for tag in burst_tags {
-        let hourly = format!("\"{{slidewin:{tag}}}:hourly:log\"");
+        let hourly = format!("\"{{slidewin:{tag}}}:hourly:stamps\"");
         assert!(keys.contains(&hourly.as_str()), "{hourly} in {listed}");
     }
 }

@@ -189,6 +189,20 @@ impl RedisServer {
             .unwrap_or(0)
     }
 
+    /// The microseconds the server spent in `command` (lowercase) since the last `CONFIG
+    /// RESETSTAT`, its scripts' time included (`INFO commandstats`'s `usec`).
+    pub fn usec(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:");
+        self.cli(&["info", "commandstats"])
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .and_then(|rest| {
+                let field = rest.split(',').find_map(|f| f.strip_prefix("usec="))?;
+                field.parse().ok()
+            })
+            .unwrap_or(0)
+    }
+
     /// Runs `redis-cli` against this server and returns what it printed.
     pub fn cli(&self, args: &[&str]) -> String {
         let output = Command::new("redis-cli")

@@ -1,6 +1,6 @@
 //! Seed 004's login throttle on Redis: the failed attempts are counted by an exact sliding log
 //! in Redis (a rule named `failed`, checked at the Redis server's time; a user's count is the
-//! key `{login:USER}:failed:log`), so every process that shares the Redis shares the
+//! key `{login:USER}:failed:stamps`), so every process that shares the Redis shares the
 //! counts. Try two side by side:
 //!
 //! ```text

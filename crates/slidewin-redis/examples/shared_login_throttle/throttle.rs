@@ -13,7 +13,7 @@ use slidewin_redis::{FailurePolicy, RedisDecision, RedisLimiter, Rules};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// The rule's name: a user's failures are counted under the Redis key
-/// `{PREFIX:USER}:failed:log`.
+/// `{PREFIX:USER}:failed:stamps`.
 const RULE: &str = "failed";
 
 /// The one user with a password; every other login fails.
@@ -121,7 +121,7 @@ pub(crate) fn parse_flags(args: &[String]) -> Result<Option<Config>, String> {
     let (window, text) = window;
     let quota = Quota::new(max_attempts, window)
         .map_err(|e| format!("--window `{}`: {e}", quote(&text)))?;
-    // The exact sliding log; on Redis it takes limits up to 10,000, and spans of whole
+    // The exact sliding log; on Redis it takes limits up to 100,000, and spans of whole
     // microseconds. Checked once, here, for what Redis can represent.
     let rules = Rule::new(RULE, Kind::SlidingLog, quota)
         .and_then(Rules::try_from)

@@ -335,9 +335,9 @@ impl RedisLimiter {
     }
 
     /// The admitted units of `key` under the sliding-log rule `rule` with times in `[from,
-    /// to]` (Unix time), oldest first: to see what a limit is holding (`ZRANGEBYSCORE`). Units
-    /// that have left the window may still be listed: an admission removes them once the log's
-    /// time enters a new stretch of its idle time (a span and a millisecond).
+    /// to]` (Unix time), oldest first: to see what a limit is holding (one `GET` of its packed
+    /// times). Units that have left the window may still be listed: an admission drops them
+    /// once they are as many as the units inside it (and 32 or more).
     ///
     /// # Errors
     ///
@@ -376,21 +376,16 @@ impl RedisLimiter {
         }
         let mut key = tag_of(&self.prefix, key);
         key.push_str(&suffix(rule));
-        let mut command = redis::cmd("ZRANGEBYSCORE");
-        command
-            .arg(&key)
-            .arg(from.as_nanos() / 1_000)
-            .arg(to.as_nanos() / 1_000)
-            .arg("WITHSCORES");
-        let reply = self.query(&command, &key).await?;
-        let entries: Vec<(String, u64)> =
+        let reply = self.query(redis::cmd("GET").arg(&key), &key).await?;
+        let packed: Option<Vec<u8>> =
             redis::from_redis_value(reply).map_err(|e| RedisError::Reply {
                 at: self.connection.place(&key).to_string(),
                 detail: e.to_string(),
             })?;
-        Ok(entries
-            .into_iter()
-            .map(|(_, micros)| Moment::from_nanos(micros.saturating_mul(1_000)))
+        let (from, to) = (from.as_nanos() / 1_000, to.as_nanos() / 1_000);
+        Ok(unpack_stamps(&packed.unwrap_or_default())
+            .filter(|micros| (from..=to).contains(micros))
+            .map(|micros| Moment::from_nanos(micros.saturating_mul(1_000)))
             .collect())
     }
 
@@ -472,4 +467,17 @@ fn micros(now: Moment) -> Result<u64, RedisError> {
         return Err(RedisError::TimeOutOfRange { now });
     }
     Ok(now.as_nanos() / 1_000)
+}
+
+/// A sliding log's times as `check.lua` packs them: 7 bytes each, big-endian microseconds,
+/// after a slot of the same width holding its expiry deadline plus 2^55 (no time reaches it).
+fn unpack_stamps(packed: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    packed
+        .chunks_exact(7)
+        .map(|stamp| {
+            let mut wide = [0; 8];
+            wide[1..].copy_from_slice(stamp);
+            u64::from_be_bytes(wide)
+        })
+        .filter(|micros| *micros < 1 << 55)
 }

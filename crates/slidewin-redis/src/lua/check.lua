@@ -3,7 +3,8 @@
 --
 -- Times are whole microseconds of Unix time: Lua's numbers are doubles, exact below 2^53, and
 -- the Rust side refuses quotas whose arithmetic would pass that. The hot path defines no
--- functions and reads globals once into locals: each costs a measurable part of a check.
+-- functions (`read_log` is made once a call) and reads globals once into locals: each costs
+-- a measurable part of a check.
 -- Numbers written to Redis go as format('%d', n), which prints 1.7e15 in full.
 --
 -- KEYS[i] is check i's key (n checks). On a cluster a call carries one node's checks, whose
@@ -33,22 +34,64 @@
 -- A batch names a key's checks one after the other (the client orders them so). A check of
 -- the key the check before it read (`same`) takes what that one left, kept in `kept`, instead
 -- of reading it again; a check followed by one of the same key (`more`) leaves its write to
--- the key's last check (a sliding log still adds each unit). A hot key then costs a read and
--- a write per call, not per check. Nothing else writes during a script, and Redis expires no
+-- the key's last check (a sliding log appends each unit at once, and keeps what it read of a
+-- key in `logs` for any later check of it). A hot key then costs a read and a write per call,
+-- not per check. Nothing else writes during a script, and Redis expires no
 -- key in the middle of one: what is kept stays true.
 local KEYS, ARGV, call, tonumber = KEYS, ARGV, redis.call, tonumber
 local format, floor, max = string.format, math.floor, math.max
-local sub, byte = string.sub, string.byte
 local clock = nil
 local kept, last = {}, nil
 local answers, w = {}, 0
--- A sliding log's texts for one time, span and idle time, kept for the next check with them.
-local texts_at, texts_span, texts_idle, after_text, at_text = nil, nil, nil, nil, nil
-local hw_text, dl_text, deadline = nil, nil, nil
-local OFF = 9007199254740992
 local rules = {}
 local n, from, soft, first = #KEYS, 0, false, call
 if n == 0 then n, soft, first = tonumber(ARGV[1]), true, redis.pcall; from = n + 1 end
+local spack, sunpack, rep, byte = struct.pack, struct.unpack, string.rep, string.byte
+-- A sliding log's bytes a time, the offset that marks its first slot as its expiry deadline
+-- (no time reaches it), the logs this call has read, by key, and the reads' starts as text,
+-- by times read (a number given to redis.call is printed with %.14g, a measurable cost).
+local W, TOP, logs, reads = 7, 36028797018963968, {}, {}
+-- A sliding log as of `now`: its newest time (`hw`, nil: empty), the time it counts at (the
+-- later of the two), its count in (at - span, at] (exact up to limit + 1), its expiry deadline
+-- (`d`, nil: not read), and its last `n` times as read (`tail`, after `o` bytes of deadline).
+-- False for a key not on this node (a soft call).
+local function read_log(key, now, span, limit)
+  local want = limit + 1
+  if want > 128 then want = 128 end
+  local from = reads[want]
+  if not from then from = format('%d', -W * want - W); reads[want] = from end
+  local tail = first('GETRANGE', key, from, '-1')
+  if type(tail) == 'table' then return false end
+  local log = { now = now, span = span, limit = limit, at = now, count = 0, tail = tail, o = 0, n = 0 }
+  if tail == '' then return log end
+  local o = 0
+  if byte(tail) >= 128 then o, log.d = W, sunpack('>I7', tail) - TOP end
+  local n = (#tail - o) / W
+  local hw = sunpack('>I7', tail, #tail - W + 1)
+  local at = now
+  if hw > at then at = hw end
+  log.hw, log.at, log.o, log.n = hw, at, o, n
+  -- The first time read inside the window: times only grow along the string.
+  local after, lo, hi = at - span, 1, n + 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    if sunpack('>I7', tail, o + mid * W - W + 1) > after then hi = mid else lo = mid + 1 end
+  end
+  log.count = n - lo + 1
+  if lo == 1 and o == 0 and want <= limit then
+    -- Every time read is inside, and older ones may be: bisect the string's slots (the
+    -- deadline first), back to the time one past the limit (the count needs no more).
+    local total = call('STRLEN', key) / W
+    lo, hi = max(total - limit, 2), total - n + 1
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      local at_mid = call('GETRANGE', key, mid * W - W, mid * W - 1)
+      if sunpack('>I7', at_mid) > after then hi = mid else lo = mid + 1 end
+    end
+    log.count = total - lo + 1
+  end
+  return log
+end
 local per = tonumber(ARGV[from + 1])
 from = from + 1
 local cost, r = 0, 0
@@ -113,144 +156,64 @@ end
 local alg, answered = rule[1], w
 repeat
 if alg == 1 then
-  -- The exact sliding log (slidewin's SlidingLog), on a sorted set of admission times.
-  -- rule: span, limit, idle ttl in ms.
+  -- The exact sliding log (slidewin's SlidingLog), packed: one string of admission times,
+  -- oldest first, each `W` bytes (a big-endian integer of microseconds), a time once per unit
+  -- admitted. rule: span, limit, idle ttl in ms.
+  --
+  -- Its first slot is its expiry deadline, offset by TOP so that no time reads as it: the end
+  -- of the stretch of idle_ms after the one its newest time is in. Every admission that moves
+  -- the deadline forward (a new stretch, or a longer idle time: a quota changed under the same
+  -- name) writes it and the key's expiry; no other does.
+  --
+  -- Times never go back in a log: a request older than its newest time (`hw`, its last W
+  -- bytes) counts at that time, so the string stays sorted and its window (at - span, at] is
+  -- always a tail of it. A check reads the last times it can need (one past the limit, at most
+  -- 128) and counts by bisection; a log with more than that in its window is bisected further
+  -- in place (STRLEN, then a GETRANGE of one time a step). An admission appends. Times that left
+  -- the window stay until as many as the live ones have gathered, then the live tail is written
+  -- back alone (SET KEEPTTL): a log holds at most twice its live times and 32 more.
+  -- A call's checks of one key (a group's peeks, then its checks) read it once: `logs`.
   local span, limit, idle_ms = rule[2], rule[3], rule[4]
   local idle = idle_ms * 1000
-
-  -- An entry per admitted unit: its score the time, its member the time's own number (from
-  -- 0 at each time, after a letter for how many digits, so that a time's members sort by
-  -- number) then the time, as `a0` + time. Three members more sit at negative scores (time -
-  -- 2^53) that no window, trim or `inspect` reaches: `~` and `~~`, both the log's time (its
-  -- newest admission's; it never goes back, and an older request counts at it), and `~e`, its
-  -- expiry deadline (the end of the stretch of idle_ms after the log's time). Every write
-  -- raises all three with ZADD GT CH, which moves a member only forward and answers how many
-  -- it added or moved: the common check, one unit admitted, reads only its window's count and
-  -- learns from its own write whether the log's time was behind its own. Old entries go with
-  -- the expiry, when the log's time enters a new stretch: a log holds none older than a span
-  -- and a stretch.
-
-  -- The log as read in this call (false: no entry): its time (`hw`), the number of the last
-  -- member at that time (nil: not read), and the count of the window last asked about: at,
-  -- span, count.
-  local hw, idx = kept[1], kept[2]
-  if not same then
-    hw, idx, kept[3] = nil, nil, false
-    local counted = false
-    if commit and cost == 1 then
-      -- Counted as if the log's time were behind `now`, as it nearly always is; the write says.
-      if texts_at ~= now or texts_span ~= span or texts_idle ~= idle then
-        texts_at, texts_span, texts_idle = now, span, idle
-        after_text, at_text = format('(%d', now - span), format('%d', now)
-        deadline = now - now % idle + 2 * idle
-        hw_text, dl_text = format('%d', now - OFF), format('%d', deadline - OFF)
-      end
-      local count = first('ZCOUNT', key, after_text, '+inf')
-      if soft and type(count) == 'table' then
-        answers[w + 1], answers[w + 2] = 0, -1
-        w = w + 2
-        break
-      end
-      if count < limit then
-        local name = 'a0' .. at_text
-        local moved =
-          call('ZADD', key, 'GT', 'CH', hw_text, '~', hw_text, '~~', dl_text, '~e', at_text, name)
-        if moved >= 3 then
-          -- `~` moved, so every entry is older than `now`: the count holds, and `name` is new.
-          -- `~e` moved too when `now` entered a new stretch: the expiry follows it, and the
-          -- entries at or before `now - span` go (they never count again).
-          if moved == 4 then
-            call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
-            call('ZREMRANGEBYSCORE', key, '0', format('%d', now - span))
-          end
-          kept[1], kept[2], kept[3], kept[4], kept[5], last = now, 0, now, span, count + 1, key
-          answers[w + 1], answers[w + 2] = limit - count - 1, span
-          w = w + 2
-          break
-        end
-        -- The log's time was at or past `now` (a clock gone back, or a second admission in
-        -- one microsecond). The write may have added `name` (if no entry had it), to undo, and
-        -- moved `~e` (only under another rule's stretch), to honour: one of them is told apart
-        -- by counting again.
-        local added = moved == 2
-        if moved == 1 then added = call('ZCOUNT', key, after_text, '+inf') > count end
-        if added then call('ZREM', key, name) end
-        if moved == 2 or (moved == 1 and not added) then
-          call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
-        end
-      end
-      kept[3], kept[4], kept[5] = now, span, count
-      counted = true
-    end
-    local top = nil
-    if counted then top = call('ZSCORE', key, '~') else top = first('ZSCORE', key, '~') end
-    if soft and type(top) == 'table' then
+  local log = logs[key]
+  if not log or log.now ~= now or log.span ~= span or log.limit ~= limit then
+    log = read_log(key, now, span, limit)
+    if not log then
       answers[w + 1], answers[w + 2] = 0, -1
       w = w + 2
       break
     end
-    if top then hw = top + OFF end
-    kept[1], kept[2], last = hw or false, nil, key
+    logs[key] = log
   end
-  if not hw then hw = nil end
-
-  local at = now
-  if hw and hw > at then at = hw end
-  if texts_at ~= at or texts_span ~= span or texts_idle ~= idle then
-    texts_at, texts_span, texts_idle = at, span, idle
-    after_text, at_text = format('(%d', at - span), format('%d', at)
-    deadline = at - at % idle + 2 * idle
-    hw_text, dl_text = format('%d', at - OFF), format('%d', deadline - OFF)
-  end
-  local count = kept[5]
-  if kept[3] ~= at or kept[4] ~= span then
-    -- A log with no entry in the window counts none: no call to ask.
-    count = 0
-    if hw and hw > at - span then count = call('ZCOUNT', key, after_text, '+inf') end
-    kept[3], kept[4], kept[5] = at, span, count
-  end
+  last = key
+  local hw, at, count = log.hw, log.at, log.count
 
   if count + cost <= limit then
     if commit and cost > 0 then
-      -- Numbers from 0 at a time no entry has; after the last at the log's own time.
-      local n = 0
-      if hw == at then
-        if idx == nil then
-          idx = -1
-          local tail = call('ZRANGE', key, at_text, at_text, 'BYSCORE', 'REV', 'LIMIT', '0', '1')[1]
-          if tail then
-            local digits = byte(tail) - 96
-            if digits > 0 and digits < 27 then idx = sub(tail, 2, digits + 1) + 0 end
-          end
-        end
-        n = idx + 1
-      end
-      local digits, ten = 1, 10
-      while n >= ten do digits, ten = digits + 1, ten * 10 end
-      local moved = -cost
-      if cost == 1 then -- no table to unpack
-        moved = moved + call('ZADD', key, 'GT', 'CH', hw_text, '~', hw_text, '~~', dl_text, '~e',
-          at_text, format('%c%d%s', 96 + digits, n, at_text))
+      local stamps = spack('>I7', at)
+      if cost > 1 then stamps = rep(stamps, cost) end
+      local live, total, d = count + cost, cost, log.d
+      local deadline = at - at % idle + 2 * idle
+      if not hw then
+        call('APPEND', key, spack('>I7', deadline + TOP) .. stamps)
       else
-        local members = { 'GT', 'CH', hw_text, '~', hw_text, '~~', dl_text, '~e' }
-        for i = n, n + cost - 1 do
-          if i >= ten then digits, ten = digits + 1, ten * 10 end
-          members[#members + 1] = at_text
-          members[#members + 1] = format('%c%d%s', 96 + digits, i, at_text)
-          if #members >= 1000 then
-            moved = moved + call('ZADD', key, unpack(members))
-            members = { 'GT', 'CH' }
-          end
+        if not d then d = sunpack('>I7', call('GETRANGE', key, '0', '6')) - TOP end
+        total = call('APPEND', key, stamps) / W - 1
+        if deadline > d then
+          call('SETRANGE', key, '0', spack('>I7', deadline + TOP))
+        else
+          deadline = nil
         end
-        if #members > 2 then moved = moved + call('ZADD', key, unpack(members)) end
       end
-      -- Every name was new; the two `~` moved if the log's time did; `~e` if its deadline did.
-      if not hw or at > hw then moved = moved - 2 end
-      if moved > 0 then
+      if deadline then
         call('PEXPIRE', key, format('%d', floor((deadline - now) / 1000)))
-        call('ZREMRANGEBYSCORE', key, '0', format('%d', at - span))
+        d = deadline
       end
-      hw, kept[1], kept[2], kept[5] = at, at, n + cost - 1, count + cost
+      if total - live >= live and total - live >= 32 then
+        local kept = call('GETRANGE', key, -W * live, -1)
+        call('SET', key, spack('>I7', d + TOP) .. kept, 'KEEPTTL')
+      end
+      log.hw, log.count, log.d, log.tail, log.n = at, live, d, log.tail .. stamps, log.n + cost
     end
     local newest = hw
     if count == 0 then newest = nil end
@@ -265,14 +228,17 @@ if alg == 1 then
     break
   end
 
-  -- The newest `limit - cost` admitted units may stay; the one just older is the last that must
-  -- leave for the cost to fit.
-  -- (A count past the limit, a rule of a lower limit on the key, has no units left.)
-  local stay = limit - cost
-  local leaving = call('ZRANGEBYSCORE', key, after_text, '+inf', 'WITHSCORES', 'LIMIT', count - 1 - stay, 1)
-  local reset = max(hw + span - now, 0)
+  -- The newest `limit - cost` admitted units may stay; the one just older (the k-th newest) is
+  -- the last that must leave for the cost to fit. (A count past the limit, a rule of a lower
+  -- limit on the key, has no units left.)
+  local k, tail, leaving = limit - cost + 1, log.tail, nil
+  if k <= log.n then
+    leaving = sunpack('>I7', tail, #tail - k * W + 1)
+  else
+    leaving = sunpack('>I7', call('GETRANGE', key, -k * W, -k * W + W - 1))
+  end
   answers[w + 1], answers[w + 2], answers[w + 3] =
-    -1 - max(limit - count, 0), reset, max(leaving[2] + span - now, 0)
+    -1 - max(limit - count, 0), max(hw + span - now, 0), max(leaving + span - now, 0)
   w = w + 3
 elseif alg == 2 then
   -- Cloudflare's two-counter sliding window (slidewin's SlidingCounter), in a hash {w, p, c}:

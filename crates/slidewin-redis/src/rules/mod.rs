@@ -80,24 +80,25 @@ struct Prepared {
 }
 
 impl Rules {
-    /// The largest limit of a [`Kind::SlidingLog`] rule on Redis. The log keeps a member of
-    /// its sorted set per unit admitted (its count is `ZCOUNT`), so its limit bounds both a
-    /// key's memory (about 130 bytes a member, 1.3 MB at this limit) and a check's work (one
-    /// check of the whole limit adds every member in one script, and a script blocks the
-    /// server: 10 ms at this limit). For more, use [`Kind::SlidingCounter`] or
-    /// [`Kind::Gcra`], whose state is two numbers whatever the limit.
+    /// The largest limit of a [`Kind::SlidingLog`] rule on Redis. The log keeps each unit
+    /// admitted as a time of 7 bytes in one string, so its limit bounds a key's memory (0.7 MB
+    /// at this limit, twice that before the times that left are dropped) and the longest
+    /// script (a check of the whole limit appends it all at once: 7.5 ms at this limit, and a
+    /// script blocks the server). A check of one unit costs the same whatever the count (a
+    /// bisection of the string). For more, use [`Kind::SlidingCounter`] or [`Kind::Gcra`],
+    /// whose state is two numbers whatever the limit.
     ///
     /// ```
     /// use slidewin::limit::{Kind, Rule};
     /// use slidewin_redis::Rules;
     ///
     /// let log = |quota: &str| Rule::new("log", Kind::SlidingLog, quota.parse().unwrap()).unwrap();
-    /// assert!(Rules::try_from(log("10000/minute")).is_ok());
-    /// let err = Rules::try_from(log("10001/minute")).unwrap_err();
-    /// assert!(err.to_string().contains("at most 10000"));
+    /// assert!(Rules::try_from(log("100000/minute")).is_ok());
+    /// let err = Rules::try_from(log("100001/minute")).unwrap_err();
+    /// assert!(err.to_string().contains("at most 100000"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub const MAX_SLIDING_LOG_LIMIT: u64 = 10_000;
+    pub const MAX_SLIDING_LOG_LIMIT: u64 = 100_000;
 
     /// `set`, checked for what the script can represent.
     ///
@@ -246,7 +247,8 @@ pub(crate) fn suffix(rule: &Rule) -> String {
 /// The algorithm in a key: short, as every key carries it.
 fn short(kind: Kind) -> &'static str {
     match kind {
-        Kind::SlidingLog => "log",
+        // Its admissions packed in a string (the sorted sets of 0.1 were `log`).
+        Kind::SlidingLog => "stamps",
         Kind::SlidingCounter => "counter",
         Kind::FixedWindow => "fixed",
         Kind::Gcra => "gcra",
@@ -272,7 +274,7 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
     };
     if kind == Kind::SlidingLog && quota.limit() > Rules::MAX_SLIDING_LOG_LIMIT {
         return Err(refuse(
-            "it keeps a member per unit admitted, so its limit can be at most 10000 \
+            "it keeps a time per unit admitted, so its limit can be at most 100000 \
              (Rules::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two numbers",
         ));
     }

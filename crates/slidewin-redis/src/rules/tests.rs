@@ -26,9 +26,8 @@ fn gcra() -> Rules {
     Rules::try_from(rule("g", Kind::Gcra, "10 per 10ms")).unwrap()
 }
 
-/// A sliding log on Redis adds a member per unit: a check of 10^12 units (the in-memory
-/// log takes it as one stamp) would have run a script adding 10^12 members, blocking the
-/// server for good. Its limit is bounded, and the message names the bound.
+/// A sliding log on Redis keeps a time per unit: a check of 10^12 units (the in-memory log
+/// takes it as one stamp) would run a script appending 7 TB, blocking the server for good. Its limit is bounded, and the message names the bound.
 #[test]
 fn a_sliding_log_above_its_largest_limit_is_refused_naming_it() {
     let at_most = format!("{}/s", Rules::MAX_SLIDING_LOG_LIMIT);
@@ -37,7 +36,7 @@ fn a_sliding_log_above_its_largest_limit_is_refused_naming_it() {
     assert_eq!(
         err.to_string(),
         "SlidingLog on Redis cannot represent the quota `1000000000000 per 1s`: it keeps a \
-         member per unit admitted, so its limit can be at most 10000 \
+         time per unit admitted, so its limit can be at most 100000 \
          (Rules::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two numbers"
     );
     assert!(Rules::try_from(rule("c", Kind::SlidingCounter, "1000000/s")).is_ok());
@@ -63,7 +62,10 @@ fn each_rule_has_a_key_of_its_own_under_the_keys_hash_tag() {
     let rules = Rules::new(set).unwrap();
     assert_eq!(
         rules.keys(&tag_of("slidewin", "alice")),
-        ["{slidewin:alice}:minute:log", "{slidewin:alice}:hour:log"]
+        [
+            "{slidewin:alice}:minute:stamps",
+            "{slidewin:alice}:hour:stamps"
+        ]
     );
 }
 
@@ -126,7 +128,7 @@ fn a_call_of_several_rules_sends_a_check_per_rule_and_its_group() {
     // Three checks: per 2 (two rules); groups 2 0 1; the three rules' numbers.
     assert_eq!(
         args(&script_call(&[&both, &alone], Keys::Declared)),
-        "3 {p:a}:m:log {p:a}:h:fixed {p:b}:g:gcra 2 1 1 1 2 1 3 \
+        "3 {p:a}:m:stamps {p:a}:h:fixed {p:b}:g:gcra 2 1 1 1 2 1 3 \
          1 2 0 1 5 1 1000 5 2 0 3 10000 20 11 0 4 1000 9000 10 11"
     );
 }

@@ -396,12 +396,12 @@ async fn zero_calls_in_flight_is_an_error_naming_it() {
 #[tokio::test]
 async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
     // A hot key: every check of it after the first takes the state the one before left, and
-    // the last writes what they all left (the sliding log adds each admitted unit).
+    // the last writes what they all left (the sliding log appends each admitted unit).
     let server = RedisServer::start();
     let redis = ready(&server).await;
     let now = Moment::from_secs(1_000);
     let commands = [
-        ("zcount", "zadd", 10),
+        ("getrange", "append", 10),
         ("hmget", "hset", 2),
         ("hmget", "hset", 2),
         ("get", "set", 2),
@@ -437,33 +437,48 @@ async fn a_key_named_many_times_in_a_batch_is_read_once_and_written_once() {
 }
 
 #[tokio::test]
-async fn a_sliding_logs_admission_reads_only_its_windows_count() {
-    // One unit admitted: the window's count, then the write, whose answer says whether the
-    // log's time was behind the check's; the newest entry is not read. A peek reads the log's
-    // time (`~`); a log without it has no entry, and counts none without asking. (The newest
-    // entry of a log without it was read for the logs of before the markers, whose keys the
-    // key layout of named rules no longer reads.)
+async fn a_sliding_logs_admission_is_one_read_and_one_append() {
+    // One unit admitted: a read of the log's last times (its deadline with them, while the log
+    // is short), then an append; the expiry only when the deadline moves (a new key, a new
+    // stretch). A peek reads alone, and a log of more times in its window than a read takes
+    // (128) is bisected in place.
     let server = RedisServer::start();
     let redis = ready(&server).await;
-    let rule = rules("log", Kind::SlidingLog, "5/hour");
+    let rule = rules("log", Kind::SlidingLog, "500/hour");
     let calls = |server: &RedisServer| {
-        ["zcount", "zadd", "zscore", "zrange"].map(|command| server.calls(command))
+        ["getrange", "append", "pexpire", "setrange", "strlen"].map(|command| server.calls(command))
     };
     for (n, at) in [1_000, 1_001].into_iter().enumerate() {
         let decision = redis
             .check(&rule, "fresh", Moment::from_secs(at), 1)
             .await
             .unwrap();
-        assert_eq!(decision.remaining(), 4 - n as u64);
+        assert_eq!(decision.remaining(), 499 - n as u64);
         let n = n as u64 + 1;
-        assert_eq!(calls(&server), [n, n, 0, 0]);
+        assert_eq!(calls(&server), [n, n, 1, 0, 0]);
     }
     let peek = redis
         .peek(&rule, "other", Moment::from_secs(1_000), 1)
         .await
         .unwrap();
-    assert_eq!(peek.remaining(), 4);
-    assert_eq!(calls(&server), [2, 2, 1, 0]);
+    assert_eq!(peek.remaining(), 499);
+    assert_eq!(calls(&server), [3, 2, 1, 0, 0]);
+    // 200 times in the window: a read of the last 128, then a bisection of the older ones (at
+    // most 8 steps over 500 slots), and the deadline read for the write.
+    let many = redis
+        .check(&rule, "fresh", Moment::from_secs(1_002), 198)
+        .await
+        .unwrap();
+    assert_eq!(many.remaining(), 300);
+    server.cli(&["config", "resetstat"]);
+    let next = redis
+        .check(&rule, "fresh", Moment::from_secs(1_003), 1)
+        .await
+        .unwrap();
+    assert_eq!(next.remaining(), 299);
+    let [getrange, append, pexpire, setrange, strlen] = calls(&server);
+    assert_eq!([append, pexpire, setrange, strlen], [1, 0, 0, 1]);
+    assert!((3..=1 + 8 + 1).contains(&getrange), "{getrange}");
 }
 
 #[tokio::test]

@@ -148,7 +148,7 @@ async fn a_reply_error_leaves_the_circuit_closed() {
     let redis = RedisLimiter::connect(&server.url()).await.unwrap();
     let rule = rules("api", Kind::Gcra, "10/s");
     // A key of another type: the script's command on it fails.
-    server.cli(&["set", "{slidewin:s}:log:log", "not a set"]);
+    server.cli(&["rpush", "{slidewin:s}:log:stamps", "not a string"]);
     let log = rules("log", Kind::SlidingLog, "10/s");
     let err = redis.check_now(&log, "s", 1).await.unwrap_err();
     assert!(

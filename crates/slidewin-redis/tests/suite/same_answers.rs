@@ -115,36 +115,80 @@ fn random_traces_get_the_same_decisions_in_memory_and_on_redis() {
     });
     proptest!(config, |((set, steps) in cases)| {
         let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let rules = Rules::new(set.clone()).unwrap();
         let redis = redis.clone().with_prefix(&format!("case{case}"));
-        // The reference keeps every key's state for good: a `Keyed` forgets a key once it is
-        // idle, as Redis expires it, and a clock going back further than that finds it fresh on
-        // both, but at times that differ (a sweep's, the server's clock).
-        let mut memory: HashMap<&str, Limiter<RuleSet>> = HashMap::new();
-        let mut now: i64 = 1 << 40;
-        for step in &steps {
-            now += step.delta;
-            let at = Moment::from_nanos(u64::try_from(now).unwrap() * 1_000);
-            let key = if step.key == 0 { "a" } else { "b" };
-            let cost = step.cost;
-            let (peeked, r) = runtime.block_on(async {
-                let peeked = redis.peek(&rules, key, at, cost).await.unwrap();
-                (peeked, redis.check(&rules, key, at, cost).await.unwrap())
-            });
-            let limiter = memory.entry(key).or_insert_with(|| Limiter::new(set.clone()));
-            let peeked_in_memory = limiter.peek(at, cost).unwrap();
-            let m = limiter.check(at, cost).unwrap();
-            prop_assert!(
-                same_all(&set, &peeked_in_memory, peeked.decisions()),
-                "peek {set:?} at {now} µs cost {cost}: memory {peeked_in_memory:?}, redis {:?}",
-                peeked.decisions()
-            );
-            prop_assert_eq!(&peeked_in_memory, &m, "peek then check disagree in memory");
-            prop_assert!(
-                same_all(&set, &m, r.decisions()),
-                "{set:?} at {now} µs cost {cost}: memory {m:?}, redis {:?}",
-                r.decisions()
-            );
-        }
+        same_decisions(&runtime, &redis, &set, &steps)?;
     });
+}
+
+/// Issue 32: sliding logs of more times than one read of the packed log takes (128), so that
+/// the count bisects the string itself, and old times gather past the live ones and are
+/// dropped in bulk; costs up to the limit, the clock going back and jumping.
+#[test]
+fn sliding_logs_past_one_read_get_the_same_decisions_in_memory_and_on_redis() {
+    let (runtime, _server, redis) = support::blocking_limiter();
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let quota = (
+        prop::sample::select(vec![127u64, 128, 129, 200, 333]),
+        prop::sample::select(vec![10_000_000u64, 100_000_000]),
+    );
+    let cases = quota.prop_flat_map(|(limit, span)| {
+        let quota = Quota::new(limit, Duration::from_micros(span)).unwrap();
+        let set = RuleSet::new([Rule::new("big", Kind::SlidingLog, quota).unwrap()]).unwrap();
+        let costs = prop_oneof![4 => 0..=8u64, 1 => 0..=limit];
+        let delta = prop_oneof![
+            6 => 0..i64::try_from(span / 50).unwrap(),
+            1 => Just(0),
+            1 => -i64::try_from(span).unwrap()..0,
+            1 => i64::try_from(span / 2).unwrap()..i64::try_from(span * 3).unwrap(),
+        ];
+        let step = (delta, costs, 0..2u8).prop_map(|(delta, cost, key)| Step { delta, cost, key });
+        (Just(set), prop::collection::vec(step, 1..120))
+    });
+    proptest!(ProptestConfig::with_cases(24), |((set, steps) in cases)| {
+        let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let redis = redis.clone().with_prefix(&format!("big{case}"));
+        same_decisions(&runtime, &redis, &set, &steps)?;
+    });
+}
+
+/// Runs `steps` on Redis and in memory, a peek then a check each, and compares every answer.
+fn same_decisions(
+    runtime: &tokio::runtime::Runtime,
+    redis: &slidewin_redis::RedisLimiter,
+    set: &RuleSet,
+    steps: &[Step],
+) -> Result<(), TestCaseError> {
+    let rules = Rules::new(set.clone()).unwrap();
+    // The reference keeps every key's state for good: a `Keyed` forgets a key once it is
+    // idle, as Redis expires it, and a clock going back further than that finds it fresh on
+    // both, but at times that differ (a sweep's, the server's clock).
+    let mut memory: HashMap<&str, Limiter<RuleSet>> = HashMap::new();
+    let mut now: i64 = 1 << 40;
+    for step in steps {
+        now += step.delta;
+        let at = Moment::from_nanos(u64::try_from(now).unwrap() * 1_000);
+        let key = if step.key == 0 { "a" } else { "b" };
+        let cost = step.cost;
+        let (peeked, r) = runtime.block_on(async {
+            let peeked = redis.peek(&rules, key, at, cost).await.unwrap();
+            (peeked, redis.check(&rules, key, at, cost).await.unwrap())
+        });
+        let limiter = memory
+            .entry(key)
+            .or_insert_with(|| Limiter::new(set.clone()));
+        let peeked_in_memory = limiter.peek(at, cost).unwrap();
+        let m = limiter.check(at, cost).unwrap();
+        prop_assert!(
+            same_all(set, &peeked_in_memory, peeked.decisions()),
+            "peek {set:?} at {now} µs cost {cost}: memory {peeked_in_memory:?}, redis {:?}",
+            peeked.decisions()
+        );
+        prop_assert_eq!(&peeked_in_memory, &m, "peek then check disagree in memory");
+        prop_assert!(
+            same_all(set, &m, r.decisions()),
+            "{set:?} at {now} µs cost {cost}: memory {m:?}, redis {:?}",
+            r.decisions()
+        );
+    }
+    Ok(())
 }

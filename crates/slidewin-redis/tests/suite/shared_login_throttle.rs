@@ -85,10 +85,10 @@ async fn bad_flags_exit_2_naming_the_value() {
         ),
         (&["--window"][..], "error: --window needs a value\n"),
         (
-            &["--max-attempts", "10001"][..],
-            "error: --max-attempts 10001 --window `10s`: SlidingLog on Redis cannot represent \
-             the quota `10001 per 10s`: it keeps a member per unit admitted, so its limit can \
-             be at most 10000 (Rules::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two \
+            &["--max-attempts", "100001"][..],
+            "error: --max-attempts 100001 --window `10s`: SlidingLog on Redis cannot represent \
+             the quota `100001 per 10s`: it keeps a time per unit admitted, so its limit can \
+             be at most 100000 (Rules::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two \
              numbers\n",
         ),
         (

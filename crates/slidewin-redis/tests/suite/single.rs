@@ -64,13 +64,14 @@ async fn seed001_the_entry_exactly_one_span_old_leaves() {
             .unwrap()
             .allowed()
     );
-    // Only the admitted entries are in the set: the denied request left nothing behind.
+    // Only the admitted times are in the log (the one that left stays until old ones gather):
+    // the denied request left nothing behind.
     assert_eq!(
         redis
             .inspect(&rule, "k", Moment::ZERO, secs(100))
             .await
             .unwrap(),
-        [secs(15)]
+        [secs(5), secs(15)]
     );
 }
 
@@ -89,16 +90,15 @@ async fn seed001_two_requests_in_one_microsecond_both_count() {
     );
 }
 
-/// Members are numbered per microsecond, and the number's digit count leads it, so that the
-/// members of one microsecond sort by number past 9 and 99 too: a repeated number would
-/// overwrite an entry (ZADD) and let one unit too many through. Old entries go when the log's
-/// time enters a new stretch of its idle time (a span and a millisecond), so the set holds no
-/// entry older than a span and a stretch, and the three markers besides. The span is long
-/// (100 s) because the key's expiry runs on the server's real clock: with a span of a second,
-/// the log full and so unwritten for its first second of checks expired when those took more
-/// than a second of real time (two `redis-cli` runs each, on a busy machine).
+/// 120 times of one microsecond all count (a log appends each unit, whatever its time), and
+/// old times go in bulk: once those that left the window are as many as those inside it (and
+/// 32 or more), the log is written back with the live ones alone, so it never holds more than
+/// twice the limit and 32 more. The span is long (100 s) because the key's expiry runs on the
+/// server's real clock: with a span of a second, the log full and so unwritten for its first
+/// second of checks expired when those took more than a second of real time (two `redis-cli`
+/// runs each, on a busy machine).
 #[tokio::test]
-async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
+async fn times_of_one_microsecond_all_count_and_old_ones_go_in_bulk() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
     let (rule, rules) = log("120 per 100s");
@@ -118,7 +118,6 @@ async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
     for _ in 0..=120 {
         memory.check(now, 1).unwrap();
     }
-    let (span, stretch) = (Duration::from_secs(100), Duration::from_millis(100_001));
     for step in 1..=600u64 {
         let at = now + Duration::from_millis(500 * step);
         let cost = 1 + step % 3;
@@ -128,17 +127,20 @@ async fn members_stay_unique_and_old_entries_go_once_a_stretch() {
             memory.check(at, cost).unwrap(),
             "at {at}"
         );
-        let held: usize = server
-            .cli(&["zcard", "{slidewin:k}:log:log"])
+        let bytes: usize = server
+            .cli(&["strlen", "{slidewin:k}:log:stamps"])
             .trim()
             .parse()
             .unwrap();
-        assert!(held <= 2 * 120 + 3, "{held} entries at {at}");
-        let too_old = redis
-            .inspect(&rule, "k", Moment::ZERO, at - span - stretch)
-            .await
-            .unwrap();
-        assert_eq!(too_old, [], "at {at}");
+        // 7 bytes a time, after the deadline's 7.
+        let held = bytes / 7 - 1;
+        assert!(held <= 2 * 120 + 32 + 3, "{held} times at {at}");
+        if step == 600 {
+            // Two spans on, the first second's 120 times went long ago.
+            assert!(held < 2 * 120, "{held} times at {at}");
+            let too_old = redis.inspect(&rule, "k", Moment::ZERO, now).await.unwrap();
+            assert_eq!(too_old, [], "at {at}");
+        }
     }
 }
 
@@ -199,7 +201,7 @@ async fn a_longer_quotas_check_behind_the_logs_time_keeps_the_longer_expiry() {
     let redis = limiter(&server).await;
     let short = rule("login", Kind::SlidingLog, "5/20s");
     let long = rule("login", Kind::SlidingLog, "5/50s");
-    let log = "{slidewin:k}:login:log";
+    let log = "{slidewin:k}:login:stamps";
     assert!(
         redis
             .check(&one(&short), "k", secs(1_000), 1)
@@ -223,17 +225,27 @@ async fn a_longer_quotas_check_behind_the_logs_time_keeps_the_longer_expiry() {
     assert!(ttl(&server) > 40_002, "{}", ttl(&server));
 }
 
-/// The keys before rules had names (`{prefix:key}:log`, members `time-n`) are not read: a
-/// rule's state is under `{prefix:key}:name:kind`, so after the upgrade each key starts
-/// afresh, and the old key is left alone until it expires.
+/// The keys of earlier layouts are not read: before rules had names (`{prefix:key}:log`,
+/// members `time-n`), and the sorted sets of named rules (`{prefix:key}:name:log`, before
+/// the times were packed into a string under `:name:stamps`). After the upgrade each key
+/// starts afresh, and the old keys are left alone until they expire.
 #[tokio::test]
-async fn a_log_under_the_previous_key_layout_is_not_read() {
+async fn a_log_under_a_previous_key_layout_is_not_read() {
     let server = RedisServer::start();
     let redis = limiter(&server).await;
     let (rule, rules) = log("3/10s");
-    let old = "{slidewin:k}:log";
+    let (old, sorted) = ("{slidewin:k}:log", "{slidewin:k}:log:log");
     server.cli(&["zadd", old, "5000000", "5000000-1", "5000000", "5000000-2"]);
     server.cli(&["pexpire", old, "600000"]);
+    server.cli(&[
+        "zadd",
+        sorted,
+        "5000000",
+        "a05000000",
+        "-9000000000000000",
+        "~",
+    ]);
+    server.cli(&["pexpire", sorted, "600000"]);
     for remaining in [2, 1, 0] {
         let decision = redis.check(&rules, "k", secs(6), 1).await.unwrap();
         assert!(decision.allowed());
@@ -253,10 +265,12 @@ async fn a_log_under_the_previous_key_layout_is_not_read() {
             .unwrap(),
         [secs(6), secs(6), secs(6)]
     );
-    // The old key as it was: its two entries, its expiry.
-    assert_eq!(server.cli(&["zcard", old]).trim(), "2");
-    let ttl: i64 = server.cli(&["pttl", old]).trim().parse().unwrap();
-    assert!((0..=600_000).contains(&ttl), "{ttl}");
+    // The old keys as they were: their entries, their expiries.
+    for key in [old, sorted] {
+        assert_eq!(server.cli(&["zcard", key]).trim(), "2");
+        let ttl: i64 = server.cli(&["pttl", key]).trim().parse().unwrap();
+        assert!((0..=600_000).contains(&ttl), "{ttl}");
+    }
 }
 
 /// The regression: two rules of one algorithm on one key once wrote one sorted set
@@ -301,7 +315,10 @@ async fn two_rules_on_one_key_count_apart() {
     let keys = support::all_keys(&server);
     assert_eq!(
         keys,
-        ["{slidewin:alice}:hour:log", "{slidewin:alice}:second:log"]
+        [
+            "{slidewin:alice}:hour:stamps",
+            "{slidewin:alice}:second:stamps"
+        ]
     );
 }
 
@@ -585,7 +602,7 @@ async fn idle_keys_expire_and_reset_clears() {
             "{app:alice}:login:counter",
             "{app:alice}:login:fixed",
             "{app:alice}:login:gcra",
-            "{app:alice}:login:log",
+            "{app:alice}:login:stamps",
         ]
     );
     for key in &keys {

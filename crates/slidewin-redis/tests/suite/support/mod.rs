@@ -45,7 +45,7 @@ pub fn blocking_limiter() -> (
 pub fn kind_in_key(kind: slidewin::limit::Kind) -> &'static str {
     use slidewin::limit::Kind;
     match kind {
-        Kind::SlidingLog => "log",
+        Kind::SlidingLog => "stamps",
         Kind::SlidingCounter => "counter",
         Kind::FixedWindow => "fixed",
         Kind::Gcra => "gcra",
