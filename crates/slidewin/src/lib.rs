@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | [`time`] | the timeline and the clocks | [`Moment`], [`Clock`], [`ManualClock`](time::ManualClock) for tests |
 //! | [`event_window`] | an exact log of the events in a window | [`EventWindow`] |
-//! | [`limit`] | rate limits: quotas, four algorithms, rule sets, holders | [`Limiter`], [`SharedLimiter`], [`Keyed`] |
+//! | [`limit`] | rate limits: quotas, four algorithms, rule sets, holders; concurrency limits ([`Leases`](limit::Leases)) | [`Limiter`], [`SharedLimiter`], [`Keyed`] |
 //! | [`stats`] | bucketed statistics over a window | [`MovingStat`], [`WindowMetrics`] |
 //! | [`interval`] | half-open intervals and sets of them | [`Interval`] |
 //! | [`period`] | calendar periods between dates, on jiff | [`Period`] |

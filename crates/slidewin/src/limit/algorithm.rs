@@ -127,6 +127,15 @@ pub(crate) mod sealed {
         /// time (a clock gone back): the carry then only denies more.
         fn carry(&self, old: &Self, state: Self::State, now: Moment) -> Option<Self::State>;
 
+        /// Gives back up to `units` of what `state` holds at `now`, the oldest first; how many
+        /// it gave back. Only [`Leases`](crate::limit::Leases) hold what can be given back (a
+        /// request that ended); a rate's admissions stay spent.
+        #[inline]
+        fn release(&self, state: &mut Self::State, now: Moment, units: u64) -> u64 {
+            let _ = (state, now, units);
+            0
+        }
+
         /// Whether `state` is back at the full quota at `now`.
         #[inline]
         fn is_idle(&self, state: &Self::State, now: Moment) -> bool {
@@ -170,6 +179,8 @@ pub(crate) mod sealed {
         ) -> Result<A::Output, LimitError>;
         /// Puts `state` in the cell.
         fn set(&self, rules: &A, state: A::State);
+        /// A release of up to `units` at `now` ([`Enforce::release`]).
+        fn release(&self, rules: &A, now: Moment, units: u64) -> u64;
     }
 
     /// An algorithm whose whole state fits one word, for [`Word`](super::Word).
@@ -220,6 +231,11 @@ impl<A: Enforce> Cell<A> for Locked<A::State> {
 
     fn set(&self, _: &A, state: A::State) {
         *self.0.0.lock().unwrap_or_else(PoisonError::into_inner) = state;
+    }
+
+    fn release(&self, rules: &A, now: Moment, units: u64) -> u64 {
+        let mut state = self.0.0.lock().unwrap_or_else(PoisonError::into_inner);
+        rules.release(&mut state, now, units)
     }
 }
 
@@ -275,5 +291,11 @@ impl<A: OneWord> Cell<A> for Word {
 
     fn set(&self, rules: &A, state: A::State) {
         self.0.0.store(rules.pack(&state), Ordering::Release);
+    }
+
+    // No one-word algorithm holds what can be given back: nothing to write.
+    fn release(&self, rules: &A, now: Moment, units: u64) -> u64 {
+        let mut state = rules.unpack(self.0.0.load(Ordering::Acquire));
+        rules.release(&mut state, now, units)
     }
 }

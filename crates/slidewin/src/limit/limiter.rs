@@ -191,6 +191,29 @@ impl<A: Algorithm> Limiter<A> {
     pub fn reset(&mut self) {
         self.state = self.rules.fresh();
     }
+
+    /// Gives back up to `units` held at `now`, the oldest first (a request in flight that
+    /// ended); how many it gave back. Only [`Leases`](crate::limit::Leases) hold units that
+    /// come back: for a rate, and for units whose leases have ended, it gives back nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::{Leases, SlidingLog};
+    ///
+    /// let mut in_flight = Limiter::new(Leases::new(1, Duration::from_secs(30))?);
+    /// in_flight.check(Moment::ZERO, 1)?;
+    /// assert_eq!(in_flight.release(Moment::from_secs(1), 5), 1); // what was held
+    /// assert!(in_flight.check(Moment::from_secs(1), 1)?.allowed());
+    ///
+    /// let mut rate = Limiter::new(SlidingLog::new("1/s".parse()?)?);
+    /// rate.check(Moment::ZERO, 1)?;
+    /// assert_eq!(rate.release(Moment::ZERO, 1), 0); // spent stays spent
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release(&mut self, now: Moment, units: u64) -> u64 {
+        self.rules.release(&mut self.state, now, units)
+    }
 }
 
 /// A rate limiter shared by threads: `check(&self, now, cost)`, `Send + Sync`.
@@ -369,5 +392,22 @@ impl<A: Algorithm> SharedLimiter<A> {
     /// ```
     pub fn reset(&self) {
         self.cell.set(&self.rules, self.rules.fresh());
+    }
+
+    /// [`Limiter::release`], under the cell's lock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Moment, SharedLimiter};
+    /// use slidewin::limit::Leases;
+    ///
+    /// let in_flight = SharedLimiter::new(Leases::new(1, Duration::from_secs(30))?);
+    /// in_flight.check(Moment::ZERO, 1)?;
+    /// assert_eq!(in_flight.release(Moment::from_secs(1), 1), 1);
+    /// assert!(in_flight.check(Moment::from_secs(1), 1)?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release(&self, now: Moment, units: u64) -> u64 {
+        self.cell.release(&self.rules, now, units)
     }
 }

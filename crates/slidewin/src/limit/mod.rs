@@ -66,6 +66,7 @@ mod decision;
 mod fixed_window;
 mod gcra;
 mod keyed;
+mod leases;
 mod limiter;
 mod quota;
 mod rule;
@@ -83,6 +84,7 @@ pub use gcra::Gcra;
 /// What [`Keyed::check_equivalent`] looks a key up by: hashbrown's, re-exported.
 pub use hashbrown::Equivalent;
 pub use keyed::Keyed;
+pub use leases::Leases;
 pub use limiter::{Limiter, SharedLimiter};
 pub use quota::{ParseQuotaError, Quota};
 pub use rule::{Kind, Rule, RuleSet};

@@ -210,6 +210,32 @@ impl SlidingLog {
         )
     }
 
+    /// Removes up to `units` of the oldest units still in the window at `now` (counted as a
+    /// check counts, at the newest admission's time if later); how many it removed. What has
+    /// left the window goes first, and a stamp is cut in part if need be, as `carry` cuts one.
+    pub(crate) fn release_oldest(
+        &self,
+        state: &mut SlidingLogState,
+        now: Moment,
+        units: u64,
+    ) -> u64 {
+        let counted = self.count(state, now);
+        if counted.gone > 0 {
+            state.base = counted.before;
+            state.stamps.take_front(counted.gone, drop);
+        }
+        let released = units.min(counted.count);
+        let units_of = |s: &Stamp, base: u64| s.total.wrapping_sub(base);
+        // The stamps wholly released, then the part of the next.
+        let whole = state
+            .stamps
+            .as_slice()
+            .partition_point(|s| units_of(s, state.base) <= released);
+        state.base = state.base.wrapping_add(released);
+        state.stamps.take_front(whole, drop);
+        released
+    }
+
     #[inline]
     fn check_cost(&self, cost: u64) -> Result<(), LimitError> {
         let max = self.quota.limit();

@@ -13,6 +13,7 @@ mod event_window_props;
 mod interval_props;
 #[allow(clippy::module_inception)] // its example, included as a module of the same name
 mod joined;
+mod leases;
 mod limit_concurrency;
 mod limit_extremes;
 mod limit_props;

@@ -376,6 +376,45 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         self.peek_in(key, || clock.now(), cost)
     }
 
+    /// [`Limiter::release`](crate::Limiter::release) for `key`: gives back up to `units` it
+    /// holds at `now`, the oldest first; how many. A key not held gives back nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::Leases;
+    ///
+    /// let in_flight = Keyed::<String, _>::new(Leases::new(2, Duration::from_secs(30))?);
+    /// in_flight.check("alice", Moment::ZERO, 2)?;
+    /// assert_eq!(in_flight.release("bob", Moment::ZERO, 1), 0);
+    /// assert_eq!(in_flight.release("alice", Moment::ZERO, 1), 1);
+    /// assert_eq!(in_flight.check("alice", Moment::ZERO, 1)?.remaining(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release<Q>(&self, key: &Q, now: Moment, units: u64) -> u64
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (hash, index) = self.shard(key);
+        let Some(cell) = self.cell(index) else {
+            return 0;
+        };
+        let mut shard = lock(cell);
+        let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| k.borrow() == key) else {
+            return 0;
+        };
+        // A release may shrink the state's buffer: on a budget, what it holds is settled.
+        let before = self.rules.heap_bytes(state);
+        let released = self.rules.release(state, now, units);
+        if let Some(budget) = &self.budget {
+            budget.settle(before, self.rules.heap_bytes(state));
+        }
+        released
+    }
+
     /// The peek of `key` at the time `now()` reads, while holding its shard if it has one.
     fn peek_in<Q>(
         &self,
