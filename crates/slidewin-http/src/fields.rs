@@ -6,7 +6,7 @@ use std::time::Duration;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use sfv::{Integer, KeyRef, ListSerializer};
 use slidewin::Decision;
-use slidewin::limit::{Decisions, RuleSet};
+use slidewin::limit::{Decisions, Kind, RuleSet};
 
 use crate::error::HttpConfigError;
 
@@ -120,6 +120,16 @@ impl RateLimitFields {
                 refuse("name", 0) // unreachable for a Rule's name; kept an error, not a panic
             })?;
             let item = list.bare_item(&name).parameter(key("q"), q);
+            if rule.kind() == Kind::Leases {
+                // In flight, not in a window: the draft's quota unit says so, and a lease is
+                // no window to name.
+                let unit = sfv::String::from_string("concurrent-requests".to_owned());
+                if let Ok(unit) = unit {
+                    let _ = item.parameter(key("qu"), &unit);
+                }
+                members.push(member(&name));
+                continue;
+            }
             let span = quota.span();
             let whole = (span.subsec_nanos() == 0).then(|| Integer::try_from(span.as_secs()));
             if let Some(Ok(w)) = whole {

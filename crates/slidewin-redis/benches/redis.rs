@@ -205,7 +205,7 @@ fn script_op<C: ConnectionLike + Clone + Send + Sync + 'static>(connection: C, b
 fn memory_table(runtime: &Runtime, server: &RedisServer, limiter: &RedisLimiter) {
     println!("| algorithm (`100/minute`, quota spent) | bytes in Redis per key |");
     println!("|---|---:|");
-    for algorithm in Kind::ALL {
+    for algorithm in Kind::RATES {
         let rule = rules(algorithm, "100/minute");
         let key = format!("memory-{algorithm:?}");
         runtime.block_on(async {

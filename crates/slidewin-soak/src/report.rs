@@ -145,19 +145,34 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
         };
         // With a cluster, one master of three is down: only its slots' keys are degraded, the
         // others are decided as usual. Every check inside must still be a decision, and every
-        // degraded one the policy's.
-        let (mut down, mut by_policy, mut wrong, mut late) = (0, 0, 0, 0);
+        // degraded one the policy's. A denial Redis gave before the outage is kept until its
+        // wait ends (issue 32) and answered as it was, exact: OVER_LIMIT, not degraded, for a
+        // key Redis had denied before the kill.
+        let (mut down, mut by_policy, mut wrong, mut late, mut kept) = (0, 0, 0, 0, 0);
         let mut recoveries = Vec::new();
         for (i, &(killed, ready)) in r.outages.iter().enumerate() {
             // Up from `ready` until the next kill: a check answered degraded in that time, sent
             // after the return, is the service not yet back.
             let next = r.outages.get(i + 1).map_or(r.sigterm_at, |o| o.0);
             let mut recovery = 0;
+            let denied_before: std::collections::HashSet<u32> = r
+                .records
+                .iter()
+                .filter(|rec| {
+                    rec.answer < killed && !rec.degraded && rec.decision == Decision::Over
+                })
+                .map(|rec| rec.key)
+                .collect();
             for rec in r.records {
                 if rec.send >= killed && rec.answer <= ready {
                     down += 1;
                     if rec.degraded && rec.decision == policy_code {
                         by_policy += 1;
+                    } else if !rec.degraded
+                        && rec.decision == Decision::Over
+                        && denied_before.contains(&rec.key)
+                    {
+                        kept += 1;
                     } else if rec.degraded
                         || r.backend == Backend::Redis
                         || !matches!(rec.decision, Decision::Ok | Decision::Over)
@@ -200,7 +215,7 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
                 && late == 0
                 && outside == 0,
             format!(
-                "outages of {}; {by_policy}/{down} checks inside them degraded and {policy}, {wrong} neither that nor (cluster: a live master's) decision; {against} degraded answers not {policy} in the whole run; recovery {} (last degraded answer after each return); {late} degraded sent 1 s after a return; {outside} degraded before any kill",
+                "outages of {}; {by_policy}/{down} checks inside them degraded and {policy}, {kept} denials kept from before it, {wrong} none of those nor (cluster: a live master's) decision; {against} degraded answers not {policy} in the whole run; recovery {} (last degraded answer after each return); {late} degraded sent 1 s after a return; {outside} degraded before any kill",
                 r.outages
                     .iter()
                     .map(|&(killed, ready)| millis(ready - killed))

@@ -17,7 +17,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use slidewin::Moment;
-use slidewin::limit::{Decision, Decisions};
+use slidewin::limit::{Decision, Decisions, Kind};
 use slidewin_redis::Rules;
 
 use crate::Checked;
@@ -105,11 +105,17 @@ impl Denials {
     /// Keeps `checked`, Redis's answer to a check of `cost` units of `key` under `rules`
     /// asked at `now`, if it is a denial that holds for a while.
     pub(crate) fn keep(&self, rules: &Rules, key: &str, now: Moment, cost: u64, checked: &Checked) {
+        // Leases end early when released, on any instance: their denials are not kept.
         if cost != 1
             || self.per_shard == 0
             || key.len() > MAX_KEY
             || checked.degraded().is_some()
             || checked.allowed()
+            || rules
+                .rule_set()
+                .rules()
+                .iter()
+                .any(|r| r.kind() == Kind::Leases)
         {
             return;
         }

@@ -90,6 +90,37 @@ pub trait Backend: Send + Sync + 'static {
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
 
+    /// Gives back up to `units` that `key` holds under `store`'s
+    /// [`Leases`](slidewin::limit::Leases) rules at `now` (a request in flight that ended),
+    /// the oldest first; the most any rule gave back. Rates give back nothing. The default
+    /// gives back nothing, for a backend without leases.
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_store::{Backend, Memory};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let memory = Memory::new();
+    /// let in_flight = Rule::new("in_flight", Kind::Leases, "1 per 30s".parse()?)?;
+    /// let store = memory.store(RuleSet::from(in_flight))?;
+    /// assert!(memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+    /// assert!(!memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+    /// assert_eq!(memory.release(&store, "ann".into(), Moment::ZERO, 1).await?, 1);
+    /// assert!(memory.check(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+    /// # Ok(()) }
+    /// ```
+    fn release<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        now: Moment,
+        units: u64,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send + 'a {
+        let _ = (store, key, now, units);
+        std::future::ready(Ok(0))
+    }
+
     /// [`check`](Backend::check), answered at once by a backend that never waits (memory), or
     /// by one that knows the answer already (a denial Redis gave that still holds): the caller
     /// then needs no boxed future for the request. `None`, the default, means the backend did

@@ -311,19 +311,26 @@ impl Backend for Memory {
     type Store = MemoryStore;
 
     fn store(&self, rules: RuleSet) -> Result<MemoryStore, ConfigError> {
-        let store = match rules.rules() {
+        // One rate in a `Keyed` of its own algorithm; leases, and several rules, in a set's
+        // (whose release reaches its leases).
+        let one = match rules.rules() {
             [rule] => {
                 let quota = rule.quota();
                 match rule.kind() {
-                    Kind::Gcra => Store::Gcra(self.keyed(Gcra::new(quota)?)?),
-                    Kind::SlidingLog => Store::Log(self.keyed(SlidingLog::new(quota)?)?),
+                    Kind::Gcra => Some(Store::Gcra(self.keyed(Gcra::new(quota)?)?)),
+                    Kind::SlidingLog => Some(Store::Log(self.keyed(SlidingLog::new(quota)?)?)),
                     Kind::SlidingCounter => {
-                        Store::Counter(self.keyed(SlidingCounter::new(quota)?)?)
+                        Some(Store::Counter(self.keyed(SlidingCounter::new(quota)?)?))
                     }
-                    Kind::FixedWindow => Store::Fixed(self.keyed(FixedWindow::new(quota)?)?),
+                    Kind::FixedWindow => Some(Store::Fixed(self.keyed(FixedWindow::new(quota)?)?)),
+                    Kind::Leases => None,
                 }
             }
-            _ => Store::Set(self.keyed(rules)?),
+            _ => None,
+        };
+        let store = match one {
+            Some(store) => store,
+            None => Store::Set(self.keyed(rules)?),
         };
         Ok(MemoryStore(store))
     }
@@ -336,6 +343,20 @@ impl Backend for Memory {
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a {
         ready(check_memory(store, key, now, cost))
+    }
+
+    fn release<'a>(
+        &'a self,
+        store: &'a MemoryStore,
+        key: RequestKey<'a>,
+        now: Moment,
+        units: u64,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send + 'a {
+        ready(Ok(match &store.0 {
+            Store::Set(keyed) => keyed.release(&Lookup(key), now, units),
+            // A rate alone: nothing comes back.
+            _ => 0,
+        }))
     }
 
     /// Moves the keys: `MemoryStore::carry_from`.

@@ -156,6 +156,29 @@ impl Backend for Redis {
         }
     }
 
+    /// Gives back through [`RedisLimiter::release`](slidewin_redis::RedisLimiter::release),
+    /// at the layer's time or Redis's as checks are.
+    async fn release<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        now: Moment,
+        units: u64,
+    ) -> Result<u64, BackendError> {
+        let text = text_of(key);
+        let answer = if self.layer_clock {
+            self.limiter.release(store, &text, now, units).await
+        } else {
+            self.limiter.release_now(store, &text, units).await
+        };
+        answer.map_err(|err| match err {
+            slidewin_redis::RedisError::Limit(err) => err.into(),
+            err => BackendError::Unavailable {
+                detail: err.to_string(),
+            },
+        })
+    }
+
     /// A denial kept from Redis that still holds (see [`Redis::with_denial_cache`]).
     fn check_at_once(
         &self,

@@ -180,8 +180,8 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::UnknownAlgorithm { name } => write!(
                 f,
-                "`{}` is not an algorithm; expected sliding_log, sliding_counter, fixed_window \
-                 or gcra",
+                "`{}` is not an algorithm; expected sliding_log, sliding_counter, fixed_window, \
+                 gcra or leases",
                 name.escape_debug()
             ),
             ConfigError::NoRules => f.write_str("a rule set needs at least one rule, got none"),

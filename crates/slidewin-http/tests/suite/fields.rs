@@ -41,6 +41,22 @@ fn the_policy_lists_every_rule_with_its_quota_and_window() {
     );
 }
 
+/// Issue 33: a concurrency limit is in flight, not in a window: the draft's quota unit
+/// `concurrent-requests`, and no `w`.
+#[test]
+fn a_leases_policy_names_concurrent_requests_and_no_window() {
+    let set = RuleSet::new([
+        rule("in_flight", Kind::Leases, "2 per 30s"),
+        rule("hourly", Kind::SlidingLog, "1000/hour"),
+    ])
+    .unwrap();
+    let fields = RateLimitFields::new(&set).unwrap();
+    assert_eq!(
+        fields.policy().to_str().unwrap(),
+        r#""in_flight";q=2;qu="concurrent-requests", "hourly";q=1000;w=3600"#
+    );
+}
+
 #[test]
 fn the_largest_numbers_a_field_holds_and_one_past() {
     let most = RateLimitFields::MAX_NUMBER;

@@ -399,6 +399,16 @@ impl RedisLimiter {
     ) -> Result<Decisions, RedisError> {
         rules.check_cost(cost)?;
         let call = Call::new(rules, &self.prefix, key, now, cost, commit);
+        self.send(rules, key, call).await
+    }
+
+    /// Sends `call` of `key` under `rules`, through the batcher if there is one.
+    pub(super) async fn send(
+        &self,
+        rules: &Rules,
+        key: &str,
+        call: Call,
+    ) -> Result<Decisions, RedisError> {
         self.gate(call.tag())?;
         let answer = match &self.batcher {
             Some(batcher) => batcher.check(call, self.timeout).await,
@@ -462,7 +472,7 @@ impl RedisLimiter {
 }
 
 /// `now` in microseconds, for the script; an error past [`RedisLimiter::MAX_TIME`].
-fn micros(now: Moment) -> Result<u64, RedisError> {
+pub(super) fn micros(now: Moment) -> Result<u64, RedisError> {
     if now > RedisLimiter::MAX_TIME {
         return Err(RedisError::TimeOutOfRange { now });
     }

@@ -5,6 +5,7 @@
 
 mod check;
 mod decision;
+mod release;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -19,17 +19,19 @@
 --     when every check has the same cost and rule, which then come once, before the checks
 --     (0: no times; 1: a time each).
 --   the checks' arguments. The rule is an index into the rules below, from 1; negative to
---     answer without consuming (a peek). The time is '' for the server's clock (TIME, read
---     once per call: a batch's checks happen at one instant).
+--     answer without consuming (a peek). A negative cost is a release of that many units.
+--     The time is '' for the server's clock (TIME, read once per call: a batch's checks
+--     happen at one instant).
 --   groups: 0 when every check is alone, else 1 and for each check the size of the group it
 --     starts (0 inside one). A group is one request under several rules, for one key: its
 --     checks all peek first, and consume only if every one admits.
 --   size, the count of each rule's numbers (5), then each rule: its algorithm (1 sliding log,
---     2 sliding counter, 3 fixed window, 4 GCRA) and four parameters.
+--     2 sliding counter, 3 fixed window, 4 GCRA, 5 leases) and four parameters.
 --
 -- The answer is one flat array of integers, check after check: admitted, two (remaining,
 -- reset_after); denied, three (-1 - remaining, reset_after, retry_after); waits in
--- microseconds. A check not on this node is 0, -1. The limit is the client's own.
+-- microseconds; a release, two (units given back, 0). A check not on this node is 0, -1. The
+-- limit is the client's own.
 --
 -- A batch names a key's checks one after the other (the client orders them so). A check of
 -- the key the check before it read (`same`) takes what that one left, kept in `kept`, instead
@@ -46,7 +48,7 @@ local answers, w = {}, 0
 local rules = {}
 local n, from, soft, first = #KEYS, 0, false, call
 if n == 0 then n, soft, first = tonumber(ARGV[1]), true, redis.pcall; from = n + 1 end
-local spack, sunpack, rep, byte = struct.pack, struct.unpack, string.rep, string.byte
+local spack, sunpack, rep, byte, sub = struct.pack, struct.unpack, string.rep, string.byte, string.sub
 -- A sliding log's bytes a time, the offset that marks its first slot as its expiry deadline
 -- (no time reaches it), the logs this call has read, by key, and the reads' starts as text,
 -- by times read (a number given to redis.call is printed with %.14g, a measurable cost).
@@ -54,8 +56,8 @@ local W, TOP, logs, reads = 7, 36028797018963968, {}, {}
 -- A sliding log as of `now`: its newest time (`hw`, nil: empty), the time it counts at (the
 -- later of the two), its count in (at - span, at] (exact up to limit + 1), its expiry deadline
 -- (`d`, nil: not read), and its last `n` times as read (`tail`, after `o` bytes of deadline).
--- False for a key not on this node (a soft call).
-local function read_log(key, now, span, limit)
+-- False for a key not on this node (a soft call). `exact`: the count exact whatever it is.
+local function read_log(key, now, span, limit, exact)
   local want = limit + 1
   if want > 128 then want = 128 end
   local from = reads[want]
@@ -78,11 +80,12 @@ local function read_log(key, now, span, limit)
     if sunpack('>I7', tail, o + mid * W - W + 1) > after then hi = mid else lo = mid + 1 end
   end
   log.count = n - lo + 1
-  if lo == 1 and o == 0 and want <= limit then
+  if lo == 1 and o == 0 and (exact or want <= limit) then
     -- Every time read is inside, and older ones may be: bisect the string's slots (the
-    -- deadline first), back to the time one past the limit (the count needs no more).
+    -- deadline first), back to the time one past the limit (a check's count needs no more).
     local total = call('STRLEN', key) / W
-    lo, hi = max(total - limit, 2), total - n + 1
+    lo, hi = 2, total - n + 1
+    if not exact then lo = max(total - limit, 2) end
     while lo < hi do
       local mid = floor((lo + hi) / 2)
       local at_mid = call('GETRANGE', key, mid * W - W, mid * W - 1)
@@ -155,8 +158,44 @@ if pass == 1 then
 end
 local alg, answered = rule[1], w
 repeat
-if alg == 1 then
-  -- The exact sliding log (slidewin's SlidingLog), packed: one string of admission times,
+if cost < 0 then
+  -- A release of -cost units: leases (5) give back their oldest units held, the rates
+  -- nothing. The answer is the units given back, then 0. The log is written again with the
+  -- times still held alone: those that left go too, so that no clock gone back finds them
+  -- (as in memory). A call's later checks of the key read it afresh.
+  local released = 0
+  if alg == 5 then
+    local log = read_log(key, now, rule[2], rule[3], true)
+    if not log then
+      answers[w + 1], answers[w + 2] = 0, -1
+      w = w + 2
+      break
+    end
+    logs[key], last = nil, key
+    released = -cost
+    if released > log.count then released = log.count end
+    local live = log.count - released
+    if commit and released > 0 and live == 0 then
+      call('DEL', key)
+    elseif commit and released > 0 then
+      local tail, times = log.tail, nil
+      if live <= log.n then
+        times = sub(tail, #tail - live * W + 1)
+      else
+        times = call('GETRANGE', key, format('%d', -W * live), '-1')
+      end
+      local d = log.d
+      if not d then d = sunpack('>I7', call('GETRANGE', key, '0', '6')) - TOP end
+      call('SET', key, spack('>I7', d + TOP) .. times, 'KEEPTTL')
+    end
+  end
+  answers[w + 1], answers[w + 2] = released, 0
+  w = w + 2
+  break
+end
+if alg == 1 or alg == 5 then
+  -- The exact sliding log (slidewin's SlidingLog), and leases (Leases: its span the lease,
+  -- releases above), packed: one string of admission times,
   -- oldest first, each `W` bytes (a big-endian integer of microseconds), a time once per unit
   -- admitted. rule: span, limit, idle ttl in ms.
   --

@@ -236,6 +236,7 @@ fn number(kind: Kind) -> u64 {
         Kind::SlidingCounter => 2,
         Kind::FixedWindow => 3,
         Kind::Gcra => 4,
+        Kind::Leases => 5,
     }
 }
 
@@ -252,6 +253,7 @@ fn short(kind: Kind) -> &'static str {
         Kind::SlidingCounter => "counter",
         Kind::FixedWindow => "fixed",
         Kind::Gcra => "gcra",
+        Kind::Leases => "leases",
     }
 }
 
@@ -262,6 +264,7 @@ fn on_redis(kind: Kind) -> &'static str {
         Kind::SlidingCounter => "SlidingCounter on Redis",
         Kind::FixedWindow => "FixedWindow on Redis",
         Kind::Gcra => "Gcra on Redis",
+        Kind::Leases => "Leases on Redis",
     }
 }
 
@@ -272,7 +275,8 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
         quota,
         reason,
     };
-    if kind == Kind::SlidingLog && quota.limit() > Rules::MAX_SLIDING_LOG_LIMIT {
+    let logged = matches!(kind, Kind::SlidingLog | Kind::Leases);
+    if logged && quota.limit() > Rules::MAX_SLIDING_LOG_LIMIT {
         return Err(refuse(
             "it keeps a time per unit admitted, so its limit can be at most 100000 \
              (Rules::MAX_SLIDING_LOG_LIMIT); SlidingCounter and Gcra keep two numbers",
@@ -299,7 +303,7 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
     // The largest number the script computes, against Lua's exact integers (with room for a
     // timestamp of up to 2^52 microseconds, past the year 2100).
     let largest = match kind {
-        Kind::SlidingLog | Kind::FixedWindow => u128::from(span) * 2,
+        Kind::SlidingLog | Kind::Leases | Kind::FixedWindow => u128::from(span) * 2,
         Kind::SlidingCounter => 4 * limit * u128::from(span),
         Kind::Gcra => tolerance + u128::from(interval) * (burst + 1),
     };
@@ -311,7 +315,9 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
     // Idle keys vanish: a state untouched for this long equals a fresh one.
     let ttl_ms = span.div_ceil(1_000) + 1;
     let params = match kind {
-        Kind::SlidingLog | Kind::FixedWindow => [number(kind), span, quota.limit(), ttl_ms, 0],
+        Kind::SlidingLog | Kind::Leases | Kind::FixedWindow => {
+            [number(kind), span, quota.limit(), ttl_ms, 0]
+        }
         Kind::SlidingCounter => [number(kind), span, quota.limit(), 2 * ttl_ms, 0],
         // Below 2^52, checked above.
         Kind::Gcra => [
@@ -341,6 +347,8 @@ pub(crate) struct Call {
     now: Option<u64>,
     pub(crate) cost: u64,
     commit: bool,
+    /// A release of `cost` units (leases give them back), rather than a check.
+    release: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -388,7 +396,22 @@ impl Call {
             now,
             cost,
             commit,
+            release: false,
         }
+    }
+
+    /// The same call as a release of its cost: each [`Kind::Leases`] rule gives back up to
+    /// that many units it holds, the rates nothing.
+    pub(crate) fn releasing(mut self) -> Call {
+        self.release = true;
+        self
+    }
+
+    /// The cost as the script takes it: negative for a release (of at most 2^53 units, what
+    /// Lua counts exactly: no log holds more).
+    fn signed_cost(&self) -> i64 {
+        let cost = i64::try_from(self.cost.min(1 << 53)).unwrap_or(i64::MAX);
+        if self.release { -cost } else { cost }
     }
 
     /// `{prefix:key}`: what places it on a cluster, and orders a batch.
@@ -463,7 +486,7 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
     }
     // The distinct rules, in order of first use; a batch has few (a linear search is cheapest).
     let mut rules: Vec<&[u64; 5]> = Vec::new();
-    let mut each: Vec<(u64, i64)> = Vec::with_capacity(checks);
+    let mut each: Vec<(i64, i64)> = Vec::with_capacity(checks);
     for call in calls {
         for index in 0..call.len() {
             let params = call.params(index);
@@ -476,7 +499,7 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
             };
             // At most a batch's length: far below i64::MAX.
             let index = i64::try_from(index).unwrap_or(i64::MAX);
-            each.push((call.cost, if call.commit { index } else { -index }));
+            each.push((call.signed_cost(), if call.commit { index } else { -index }));
         }
     }
     let timed = calls.iter().any(|c| c.now.is_some());
@@ -509,12 +532,18 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
         }
     }
     // The groups: none when every call has one rule, else each check's group size (0 after the
-    // first of its group).
+    // first of its group). A release's rules are each alone: nothing is all or nothing there.
     if calls.iter().all(|c| c.len() == 1) {
         cmd.arg(0);
     } else {
         cmd.arg(1);
         for call in calls {
+            if call.release {
+                for _ in 0..call.len() {
+                    cmd.arg(1);
+                }
+                continue;
+            }
             cmd.arg(call.len());
             for _ in 1..call.len() {
                 cmd.arg(0);

@@ -33,6 +33,7 @@ trait Backend {
         cost: u64,
     ) -> Result<Decisions, LimitError>;
     async fn reset(&mut self, rules: &Rules, key: &str);
+    async fn release(&mut self, rules: &Rules, key: &str, now: Moment, units: u64) -> u64;
 }
 
 /// A [`Keyed`] limiter per rule set, as a service holds them.
@@ -73,6 +74,10 @@ impl Backend for Memory {
 
     async fn reset(&mut self, rules: &Rules, key: &str) {
         self.limiter(rules).reset(key);
+    }
+
+    async fn release(&mut self, rules: &Rules, key: &str, now: Moment, units: u64) -> u64 {
+        self.limiter(rules).release(key, now, units)
     }
 }
 
@@ -116,6 +121,13 @@ impl<S> Backend for OnRedis<S> {
 
     async fn reset(&mut self, rules: &Rules, key: &str) {
         self.redis.reset(rules, key).await.expect("a reset");
+    }
+
+    async fn release(&mut self, rules: &Rules, key: &str, now: Moment, units: u64) -> u64 {
+        self.redis
+            .release(rules, key, now, units)
+            .await
+            .expect("a release")
     }
 }
 
@@ -178,7 +190,7 @@ fn set(rules: &[(&str, Kind, &str)]) -> Rules {
 
 /// The four algorithms on one quota (GCRA's burst is the limit), each under its kind's name.
 fn each_kind(quota: &str) -> [Rules; 4] {
-    Kind::ALL.map(|kind| rule(kind.name(), kind, quota))
+    Kind::RATES.map(|kind| rule(kind.name(), kind, quota))
 }
 
 fn summary(d: &Decisions) -> (bool, u64, Duration, Option<Duration>) {
@@ -440,5 +452,30 @@ on_every_backend! {
         let hour = b.check(&per_hour, "k", secs(1), 1).await.unwrap();
         assert_eq!(hour.remaining(), 99, "the hour rule counts only its own");
         assert!(!b.check(&per_second, "k", secs(1), 1).await.unwrap().allowed());
+    }
+
+    /// Issue 33: leases beside a rate. An acquisition takes from both, a release gives back
+    /// the oldest unit held and leaves the rate spent, a holder that never releases leaks
+    /// nothing past its lease, and a release of more than is held gives back what is.
+    async fn leases_come_back_by_release_or_at_their_lease_end(b) {
+        let both = set(&[("in_flight", Kind::Leases, "2 per 10s"), ("rate", Kind::SlidingLog, "5/minute")]);
+        assert!(b.check(&both, "k", secs(100), 1).await.unwrap().allowed());
+        assert!(b.check(&both, "k", secs(101), 1).await.unwrap().allowed());
+        let full = b.check(&both, "k", secs(102), 1).await.unwrap();
+        assert_eq!((full.allowed(), full.binding()), (false, 0));
+        assert_eq!(full[0].retry_after(), Some(Duration::from_secs(8)));
+        // The request of 100 s ends: its unit comes back, the rate's stays spent.
+        assert_eq!(b.release(&both, "k", secs(102), 1).await, 1);
+        let again = b.check(&both, "k", secs(102), 1).await.unwrap();
+        assert!(again.allowed());
+        assert_eq!((again[0].remaining(), again[1].remaining()), (0, 2));
+        // Both holders die: at 111 s the lease of 101 s has ended, that of 102 s not yet.
+        let one_back = b.check(&both, "k", secs(111), 1).await.unwrap();
+        assert!(one_back.allowed());
+        assert_eq!(one_back[0].remaining(), 0);
+        assert_eq!(b.release(&both, "k", secs(111), 5).await, 2);
+        assert_eq!(b.release(&both, "k", secs(111), 1).await, 0);
+        let rate_left = b.check(&both, "k", secs(111), 1).await.unwrap();
+        assert_eq!((rate_left[0].remaining(), rate_left[1].remaining()), (1, 0));
     }
 }

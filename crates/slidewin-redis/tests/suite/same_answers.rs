@@ -83,7 +83,7 @@ fn same_all(set: &RuleSet, memory: &Decisions, redis: &Decisions) -> bool {
 
 /// One to three rules of any kinds, each on a quota from [`quotas`].
 fn rule_sets() -> impl Strategy<Value = RuleSet> {
-    let rule = (0..4usize, quotas());
+    let rule = (0..5usize, quotas());
     prop::collection::vec(rule, 1..=3).prop_map(|rules| {
         let rules = rules
             .into_iter()
@@ -191,4 +191,53 @@ fn same_decisions(
         );
     }
     Ok(())
+}
+
+/// Issue 33: leases, alone or beside a rate, through acquisitions, releases (of more than is
+/// held too), holders that never release and the clock going back: Redis answers as memory,
+/// and gives back as many units.
+#[test]
+fn leases_acquired_and_released_answer_as_in_memory() {
+    let (runtime, _server, redis) = support::blocking_limiter();
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let span = 1_000_000_000u64;
+    let sets = (1..=4u64, prop::bool::ANY).prop_map(move |(limit, with_rate)| {
+        let lease = Quota::new(limit, Duration::from_micros(span)).unwrap();
+        let mut rules = vec![Rule::new("in_flight", Kind::Leases, lease).unwrap()];
+        if with_rate {
+            let rate = Quota::new(6, Duration::from_micros(span * 2)).unwrap();
+            rules.push(Rule::new("rate", Kind::SlidingLog, rate).unwrap());
+        }
+        RuleSet::new(rules).unwrap()
+    });
+    let span = i64::try_from(span).unwrap();
+    let step = (
+        prop_oneof![6 => 0..span / 4, 1 => Just(span), 1 => -span..0, 1 => span..span * 3],
+        0..=5u64,
+        0..2u8,
+        prop::bool::weighted(0.4),
+    );
+    let cases = (sets, prop::collection::vec(step, 1..60));
+    proptest!(ProptestConfig::with_cases(48), |((set, steps) in cases)| {
+        let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let redis = redis.clone().with_prefix(&format!("leases{case}"));
+        let rules = Rules::new(set.clone()).unwrap();
+        let mut memory: HashMap<&str, Limiter<RuleSet>> = HashMap::new();
+        let mut now: i64 = 1 << 40;
+        for (delta, units, key, release) in steps {
+            now += delta;
+            let at = Moment::from_nanos(u64::try_from(now).unwrap() * 1_000);
+            let key = if key == 0 { "a" } else { "b" };
+            let limiter = memory.entry(key).or_insert_with(|| Limiter::new(set.clone()));
+            if release {
+                let given = runtime.block_on(redis.release(&rules, key, at, units)).unwrap();
+                prop_assert_eq!(given, limiter.release(at, units), "release at {}", now);
+                continue;
+            }
+            let cost = units.min(set.max_cost());
+            let r = runtime.block_on(redis.check(&rules, key, at, cost)).unwrap();
+            let m = limiter.check(at, cost).unwrap();
+            prop_assert!(same_all(&set, &m, r.decisions()), "at {now}: memory {m:?}, redis {:?}", r.decisions());
+        }
+    });
 }

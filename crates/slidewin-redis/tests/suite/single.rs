@@ -587,7 +587,7 @@ async fn idle_keys_expire_and_reset_clears() {
     let server = RedisServer::start();
     let redis = limiter(&server).await.with_prefix("app");
     // One name, four algorithms: four rules, each with its own state.
-    let rules = Kind::ALL.map(|kind| one(&rule("login", kind, "2/10s")));
+    let rules = Kind::RATES.map(|kind| one(&rule("login", kind, "2/10s")));
     for rules in &rules {
         redis.check_now(rules, "alice", 2).await.unwrap();
         assert!(
@@ -621,7 +621,7 @@ async fn idle_keys_expire_and_reset_clears() {
     }
     // A reset of several rules clears each of them.
     let all =
-        Rules::new(RuleSet::new(Kind::ALL.map(|kind| rule(kind.name(), kind, "2/10s"))).unwrap())
+        Rules::new(RuleSet::new(Kind::RATES.map(|kind| rule(kind.name(), kind, "2/10s"))).unwrap())
             .unwrap();
     assert!(redis.check_now(&all, "bob", 2).await.unwrap().allowed());
     assert!(!redis.check_now(&all, "bob", 1).await.unwrap().allowed());

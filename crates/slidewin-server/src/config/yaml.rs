@@ -174,7 +174,7 @@ impl<'de> Deserialize<'de> for AlgorithmYaml {
         let text = String::deserialize(deserializer)?;
         text.parse::<Kind>().map(AlgorithmYaml).map_err(|_| {
             de::Error::custom(format_args!(
-                "unknown algorithm `{}`: expected sliding_log, sliding_counter, fixed_window or gcra",
+                "unknown algorithm `{}`: expected sliding_log, sliding_counter, fixed_window, gcra or leases",
                 shown(&text)
             ))
         })

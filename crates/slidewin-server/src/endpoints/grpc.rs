@@ -183,11 +183,6 @@ impl<B: Backend> RateLimitService for Grpc<B> {
     ) -> Result<tonic::Response<PbResponse>, Status> {
         let traceparent = crate::engine::traceparent(request.metadata().as_ref());
         let request = request.into_inner();
-        if request.descriptors.iter().any(|d| d.is_negative_hits) {
-            return Err(Status::invalid_argument(
-                "is_negative_hits is not supported: a sliding window gives nothing back",
-            ));
-        }
         let mut descriptors = Vec::with_capacity(request.descriptors.len());
         for (i, d) in request.descriptors.into_iter().enumerate() {
             let limit = match d.limit {
@@ -210,6 +205,7 @@ impl<B: Backend> RateLimitService for Grpc<B> {
                     .collect(),
                 hits_addend: d.hits_addend.map(|h| h.value),
                 limit,
+                is_negative_hits: d.is_negative_hits,
             });
         }
         let ours = RateLimitRequest {

@@ -39,6 +39,8 @@ struct JsonDescriptor {
     hits_addend: Option<u64>,
     #[serde(default)]
     limit: Option<JsonLimitOverride>,
+    #[serde(default, alias = "isNegativeHits")]
+    is_negative_hits: bool,
 }
 
 #[derive(Deserialize)]
@@ -286,6 +288,7 @@ impl RateLimitRequest {
                         requests_per_unit: l.requests_per_unit,
                         unit: l.unit.0,
                     }),
+                    is_negative_hits: d.is_negative_hits,
                 })
                 .collect(),
             hits_addend: request.hits_addend,

@@ -104,6 +104,40 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// Gives back `hits` of `entries` under `rule`'s leases (envoy's `is_negative_hits`: a
+    /// request that held them ended), then answers the limit as it stands, by a check of no
+    /// hits. Its rates give back nothing, and a limit of no store holds nothing to give.
+    pub(super) async fn release(
+        &self,
+        rule: &RuleRt<B>,
+        (domain, entries): (&str, &[Entry]),
+        shared: &[(usize, String)],
+        hits: u64,
+        now: Moment,
+        span: &Span,
+    ) -> Result<DescriptorCheck, RequestError> {
+        if let ActionRt::Rules { store, .. } = &rule.action {
+            let key = counter_key(domain, &rule.path, entries, shared);
+            let backend = &self.inner.backend;
+            match backend
+                .release(store, RequestKey::Text(&key), now, hits)
+                .await
+            {
+                Ok(released) => {
+                    rule.metrics().released.inc_by(released);
+                }
+                Err(err) => {
+                    self.inner.metrics.backend_error();
+                    return Err(RequestError::Unavailable {
+                        detail: err.to_string(),
+                    });
+                }
+            }
+        }
+        self.check(rule, (domain, entries), shared, 0, now, span)
+            .await
+    }
+
     /// A descriptor the store counted: passed, or over its limit.
     #[inline]
     fn counted(

@@ -382,16 +382,12 @@ impl<B: Backend> Engine<B> {
             };
             let hits = descriptor.hits_addend.unwrap_or(request_hits);
             let span = spans::descriptor(span, &rule.shown, hits);
-            let checked = self
-                .check(
-                    rule,
-                    (&request.domain, &descriptor.entries),
-                    shared,
-                    hits,
-                    now,
-                    &span,
-                )
-                .await?;
+            let asked = (request.domain.as_str(), descriptor.entries.as_slice());
+            let checked = if descriptor.is_negative_hits {
+                self.release(rule, asked, shared, hits, now, &span).await?
+            } else {
+                self.check(rule, asked, shared, hits, now, &span).await?
+            };
             spans::checked(&span, rule.shadow, &checked);
             tally.add(i, rule, checked);
         }

@@ -98,6 +98,10 @@ pub struct RequestDescriptor {
     /// A limit the caller sets for this descriptor, over the config's (envoy's
     /// `RateLimitDescriptor.limit`): its entries are counted under it, in the request's domain.
     pub limit: Option<LimitOverride>,
+    /// The hits are given back rather than taken (envoy's `is_negative_hits`, sent when a
+    /// request ends): its limit's [`leases`](slidewin::limit::Kind::Leases) release that many
+    /// units, the oldest held first, and its rates give back nothing.
+    pub is_negative_hits: bool,
 }
 
 /// A limit a request sets for one descriptor: `requests_per_unit` per `unit`, counted by a
@@ -120,6 +124,7 @@ impl RequestDescriptor {
             entries,
             hits_addend: None,
             limit: None,
+            is_negative_hits: false,
         }
     }
 }

@@ -530,3 +530,52 @@ async fn issue_31_envoy_metric_names_label_by_the_first_two_levels() {
         .unwrap();
     assert!(!engine.metrics().encode().contains("key1=\"a_v1\""));
 }
+
+/// Issue 33: a limit of leases beside a rate. Envoy's `is_negative_hits` (here through
+/// `/json`'s body) gives back the oldest unit held when a request ends; the rate stays spent.
+#[tokio::test]
+async fn issue_33_negative_hits_release_the_leases_a_request_held() {
+    let config = Config::parse(
+        "domain: d\ndescriptors:\n  - key: user\n    limits:\n      - {name: in_flight, quota: 2 per 30 seconds, algorithm: leases}\n      - {name: rate, quota: 100 per minute}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let clock = Arc::new(slidewin::time::ManualClock::new(Moment::from_secs(9)));
+    let metrics = Metrics::new();
+    let engine = Engine::new(
+        slidewin_store::Memory::new(),
+        config,
+        clock,
+        Bounds::default(),
+        metrics.clone(),
+    )
+    .unwrap();
+    let body = |negative: bool| {
+        format!(
+            r#"{{"domain": "d", "descriptors": [{{"entries": [{{"key": "user", "value": "ann"}}], "is_negative_hits": {negative}}}]}}"#
+        )
+    };
+    let start = RateLimitRequest::from_json(body(false).as_bytes()).unwrap();
+    let end = RateLimitRequest::from_json(body(true).as_bytes()).unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            engine.should_rate_limit(&start).await.unwrap().overall_code,
+            Code::Ok
+        );
+    }
+    let third = engine.should_rate_limit(&start).await.unwrap();
+    assert_eq!(third.overall_code, Code::OverLimit);
+    // One request ends: its unit comes back, and the answer is the limit as it stands.
+    let ended = engine.should_rate_limit(&end).await.unwrap();
+    assert_eq!(ended.overall_code, Code::Ok);
+    assert_eq!(ended.statuses[0].limit_remaining, 1);
+    assert_eq!(
+        engine.should_rate_limit(&start).await.unwrap().overall_code,
+        Code::Ok
+    );
+    let text = metrics.encode();
+    assert!(
+        text.contains("slidewin_rate_limit_released_total{domain=\"d\",rule=\"user\"} 1"),
+        "{text}"
+    );
+}

@@ -51,6 +51,7 @@ struct Inner {
     near_limit: Family<RuleLabels, Counter>,
     within_limit: Family<RuleLabels, Counter>,
     shadow_mode: Family<RuleLabels, Counter>,
+    released: Family<RuleLabels, Counter>,
     config_loads: Family<ResultLabels, Counter>,
     config_version: Gauge,
     backend_state: Family<StateLabels, Gauge>,
@@ -85,6 +86,7 @@ pub(crate) struct RuleMetrics {
     pub(crate) near_limit: Hits,
     pub(crate) within_limit: Hits,
     pub(crate) shadow_mode: Hits,
+    pub(crate) released: Hits,
 }
 
 /// A rule's counters, made at its first hit: a rule that sees none holds no series (five
@@ -150,8 +152,8 @@ impl Metrics {
     fn make(envoy: Option<EnvoyNames>) -> Metrics {
         let mut registry = Registry::with_prefix("slidewin");
         let family = Family::<RuleLabels, Counter>::default;
-        let (total_hits, over_limit, near_limit, within_limit, shadow_mode) =
-            (family(), family(), family(), family(), family());
+        let (total_hits, over_limit, near_limit, within_limit, shadow_mode, released) =
+            (family(), family(), family(), family(), family(), family());
         registry.register(
             "rate_limit_total_hits",
             "Hits checked against a rule",
@@ -176,6 +178,12 @@ impl Metrics {
             "rate_limit_shadow_mode",
             "Hits over a rule's limit that shadow mode admitted",
             shadow_mode.clone(),
+        );
+        registry.register(
+            "rate_limit_released",
+            "Units a rule's leases gave back when the requests holding them ended \
+             (is_negative_hits)",
+            released.clone(),
         );
         let config_loads = Family::<ResultLabels, Counter>::default();
         registry.register(
@@ -318,6 +326,7 @@ impl Metrics {
                 near_limit,
                 within_limit,
                 shadow_mode,
+                released,
                 config_loads,
                 config_version,
                 backend_state,
@@ -371,6 +380,7 @@ impl Metrics {
             near_limit: Hits::new(inner.near_limit.get_or_create_owned(&labels), envoy(2)),
             within_limit: Hits::new(inner.within_limit.get_or_create_owned(&labels), envoy(3)),
             shadow_mode: Hits::new(inner.shadow_mode.get_or_create_owned(&labels), envoy(4)),
+            released: Hits::new(inner.released.get_or_create_owned(&labels), None),
         }
     }
 
@@ -391,6 +401,7 @@ impl Metrics {
             &self.inner.near_limit,
             &self.inner.within_limit,
             &self.inner.shadow_mode,
+            &self.inner.released,
         ] {
             family.remove(&labels);
         }

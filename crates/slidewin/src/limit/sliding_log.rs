@@ -212,7 +212,8 @@ impl SlidingLog {
 
     /// Removes up to `units` of the oldest units still in the window at `now` (counted as a
     /// check counts, at the newest admission's time if later); how many it removed. What has
-    /// left the window goes first, and a stamp is cut in part if need be, as `carry` cuts one.
+    /// left the window goes with them, and a stamp is cut in part if need be, as `carry` cuts
+    /// one. A release of nothing writes nothing, as a denial does.
     pub(crate) fn release_oldest(
         &self,
         state: &mut SlidingLogState,
@@ -220,6 +221,9 @@ impl SlidingLog {
         units: u64,
     ) -> u64 {
         let counted = self.count(state, now);
+        if units == 0 || counted.count == 0 {
+            return 0;
+        }
         if counted.gone > 0 {
             state.base = counted.before;
             state.stamps.take_front(counted.gone, drop);

@@ -128,7 +128,7 @@ fn shared_and_keyed_holders_release() {
 
 /// The obviously correct reference: a time per unit held, oldest first. A request counts at
 /// its time, or at the newest unit's if later; the units whose leases have ended by then go
-/// when something is written (an acquisition, a release), as in the log.
+/// when something is written (an acquisition, a release that gives back), as in the log.
 struct Reference {
     limit: u64,
     times: Vec<u64>,
@@ -176,8 +176,12 @@ impl Reference {
         )
     }
 
+    /// A release that gives back nothing writes nothing, as a denial does.
     fn release(&mut self, now: u64, units: u64) -> u64 {
         let (_, first) = self.counted(now);
+        if units == 0 || first == self.times.len() {
+            return 0;
+        }
         self.times.drain(..first);
         let released = units.min(self.times.len() as u64);
         self.times.drain(..usize::try_from(released).unwrap());

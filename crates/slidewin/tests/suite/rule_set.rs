@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use slidewin::limit::{
-    Decisions, FixedWindow, Gcra, Kind, LimitError, Rule, RuleSet, SlidingCounter, SlidingLog,
+    Decisions, FixedWindow, Gcra, Kind, Leases, LimitError, Rule, RuleSet, SlidingCounter,
+    SlidingLog,
 };
 use slidewin::{ConfigError, Decision, Keyed, Limiter, Moment, Quota, SharedLimiter};
 
@@ -226,7 +227,7 @@ fn names_kinds_and_sizes_are_checked_when_built() {
     assert_eq!(
         err.to_string(),
         "`token_bucket` is not an algorithm; expected sliding_log, sliding_counter, \
-         fixed_window or gcra"
+         fixed_window, gcra or leases"
     );
     for kind in Kind::ALL {
         assert_eq!(kind.to_string().parse::<Kind>(), Ok(kind));
@@ -292,6 +293,7 @@ struct Reference {
     counters: Vec<Limiter<SlidingCounter>>,
     fixed: Vec<Limiter<FixedWindow>>,
     gcras: Vec<Limiter<Gcra>>,
+    leases: Vec<Limiter<Leases>>,
     order: Vec<(Kind, usize)>,
 }
 
@@ -302,6 +304,7 @@ impl Reference {
             counters: Vec::new(),
             fixed: Vec::new(),
             gcras: Vec::new(),
+            leases: Vec::new(),
             order: Vec::new(),
         };
         for rule in rules {
@@ -324,6 +327,10 @@ impl Reference {
                     r.gcras.push(Limiter::new(Gcra::new(q).unwrap()));
                     r.gcras.len()
                 }
+                Kind::Leases => {
+                    r.leases.push(Limiter::new(Leases::from_quota(q).unwrap()));
+                    r.leases.len()
+                }
             };
             r.order.push((rule.kind(), at - 1));
         }
@@ -344,10 +351,18 @@ impl Reference {
                     (Kind::FixedWindow, true) => self.fixed[i].check(now, cost),
                     (Kind::Gcra, false) => self.gcras[i].peek(now, cost),
                     (Kind::Gcra, true) => self.gcras[i].check(now, cost),
+                    (Kind::Leases, false) => self.leases[i].peek(now, cost),
+                    (Kind::Leases, true) => self.leases[i].check(now, cost),
                 };
                 answer.unwrap()
             })
             .collect()
+    }
+
+    /// Each lease limiter gives back up to `units`; the most any gave back.
+    fn release(&mut self, now: Moment, units: u64) -> u64 {
+        let each = self.leases.iter_mut().map(|l| l.release(now, units));
+        each.max().unwrap_or(0)
     }
 
     fn check(&mut self, now: Moment, cost: u64) -> Vec<Decision> {
@@ -361,7 +376,7 @@ impl Reference {
 }
 
 fn rules() -> impl Strategy<Value = Vec<Rule>> {
-    let one = (0..4usize, 1..6u64, 1..2_000u64, 0..3u64).prop_map(|(kind, limit, span, extra)| {
+    let one = (0..5usize, 1..6u64, 1..2_000u64, 0..3u64).prop_map(|(kind, limit, span, extra)| {
         let kind = Kind::ALL[kind];
         let mut q = Quota::new(limit, Duration::from_millis(span)).unwrap();
         if kind == Kind::Gcra {
@@ -380,17 +395,22 @@ fn rules() -> impl Strategy<Value = Vec<Rule>> {
 
 proptest! {
     #[test]
+    /// Issue 33: with leases among the rules, a step may be a release of what they hold.
     fn a_set_answers_as_one_limiter_per_rule_asked_together(
         rules in rules(),
-        steps in prop::collection::vec((0..400u64, 0..4u64), 1..120),
+        steps in prop::collection::vec((0..400u64, 0..4u64, prop::bool::weighted(0.2)), 1..120),
     ) {
         let set = RuleSet::new(rules.clone()).unwrap();
         let max = set.max_cost();
         let mut ours = Limiter::new(set);
         let mut reference = Reference::new(&rules);
         let mut now = Moment::ZERO;
-        for (gap, cost) in steps {
+        for (gap, cost, release) in steps {
             now += Duration::from_millis(gap);
+            if release {
+                prop_assert_eq!(ours.release(now, cost), reference.release(now, cost));
+                continue;
+            }
             let cost = cost.min(max);
             let expected = reference.check(now, cost);
             let got: Decisions = ours.check(now, cost).unwrap();

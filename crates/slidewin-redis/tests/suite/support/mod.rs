@@ -49,6 +49,7 @@ pub fn kind_in_key(kind: slidewin::limit::Kind) -> &'static str {
         Kind::SlidingCounter => "counter",
         Kind::FixedWindow => "fixed",
         Kind::Gcra => "gcra",
+        Kind::Leases => "leases",
     }
 }
 

@@ -376,8 +376,9 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         self.peek_in(key, || clock.now(), cost)
     }
 
-    /// [`Limiter::release`](crate::Limiter::release) for `key`: gives back up to `units` it
-    /// holds at `now`, the oldest first; how many. A key not held gives back nothing.
+    /// [`Limiter::release`](crate::Limiter::release) for `key` (or a key it is
+    /// [`Equivalent`] to): gives back up to `units` it holds at `now`, the oldest first; how
+    /// many. A key not held gives back nothing.
     ///
     /// # Example
     ///
@@ -395,15 +396,14 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// ```
     pub fn release<Q>(&self, key: &Q, now: Moment, units: u64) -> u64
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let (hash, index) = self.shard(key);
         let Some(cell) = self.cell(index) else {
             return 0;
         };
         let mut shard = lock(cell);
-        let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| k.borrow() == key) else {
+        let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| key.equivalent(k)) else {
             return 0;
         };
         // A release may shrink the state's buffer: on a budget, what it holds is settled.

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
-use crate::limit::{FixedWindow, Gcra, Quota, SlidingCounter, SlidingLog};
+use crate::limit::{FixedWindow, Gcra, Leases, Quota, SlidingCounter, SlidingLog};
 use crate::time::Moment;
 
-/// Which of the four algorithms a [`Rule`] runs, chosen at run time (from a configuration
-/// file, say). Written and read as `sliding_log`, `sliding_counter`, `fixed_window` and
-/// `gcra`.
+/// Which algorithm a [`Rule`] runs, chosen at run time (from a configuration file, say): one of
+/// the four rates, or [`Leases`], a concurrency limit. Written and read as `sliding_log`,
+/// `sliding_counter`, `fixed_window`, `gcra` and `leases`.
 ///
 /// # Example
 ///
@@ -36,23 +36,40 @@ pub enum Kind {
     FixedWindow,
     /// The token bucket, [`Gcra`].
     Gcra,
+    /// In flight at most, each unit until released or its lease ends, [`Leases`]; its quota's
+    /// span is the lease.
+    Leases,
 }
 
 impl Kind {
     /// Every kind, in the order of the docs.
     ///
     /// ```
-    /// assert_eq!(slidewin::limit::Kind::ALL.len(), 4);
+    /// assert_eq!(slidewin::limit::Kind::ALL.len(), 5);
     /// ```
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
+        Kind::SlidingLog,
+        Kind::SlidingCounter,
+        Kind::FixedWindow,
+        Kind::Gcra,
+        Kind::Leases,
+    ];
+
+    /// The four rates: every kind but [`Leases`](Kind::Leases), whose units come back.
+    ///
+    /// ```
+    /// use slidewin::limit::Kind;
+    /// assert!(!Kind::RATES.contains(&Kind::Leases));
+    /// ```
+    pub const RATES: [Kind; 4] = [
         Kind::SlidingLog,
         Kind::SlidingCounter,
         Kind::FixedWindow,
         Kind::Gcra,
     ];
 
-    /// Its name in configuration files: `sliding_log`, `sliding_counter`, `fixed_window` or
-    /// `gcra`.
+    /// Its name in configuration files: `sliding_log`, `sliding_counter`, `fixed_window`,
+    /// `gcra` or `leases`.
     ///
     /// ```
     /// assert_eq!(slidewin::limit::Kind::FixedWindow.name(), "fixed_window");
@@ -64,6 +81,7 @@ impl Kind {
             Kind::SlidingCounter => "sliding_counter",
             Kind::FixedWindow => "fixed_window",
             Kind::Gcra => "gcra",
+            Kind::Leases => "leases",
         }
     }
 }
@@ -99,9 +117,10 @@ enum Engine {
     Counter(SlidingCounter),
     Fixed(FixedWindow),
     Gcra(Gcra),
+    Leases(Leases),
 }
 
-/// The state of one rule of a [`RuleSet`].
+/// The state of one rule of a [`RuleSet`] (leases keep a sliding log's).
 #[derive(Clone, Debug)]
 #[allow(unreachable_pub)] // opaque: named by the sealed trait only
 pub enum RuleState {
@@ -120,6 +139,7 @@ macro_rules! each_kind {
             (Engine::Counter($e), RuleState::Counter($s)) => $body,
             (Engine::Fixed($e), RuleState::Fixed($s)) => $body,
             (Engine::Gcra($e), RuleState::Gcra($s)) => $body,
+            (Engine::Leases($e), RuleState::Log($s)) => $body,
             _ => unreachable!("a rule's state is of the rule's kind"),
         }
     };
@@ -212,6 +232,7 @@ impl Rule {
             Kind::SlidingCounter => Engine::Counter(SlidingCounter::new(quota)?),
             Kind::FixedWindow => Engine::Fixed(FixedWindow::new(quota)?),
             Kind::Gcra => Engine::Gcra(Gcra::new(quota)?),
+            Kind::Leases => Engine::Leases(Leases::from_quota(quota)?),
         };
         Ok(Rule {
             name: name.into(),
@@ -245,6 +266,7 @@ impl Rule {
             Engine::Counter(_) => Kind::SlidingCounter,
             Engine::Fixed(_) => Kind::FixedWindow,
             Engine::Gcra(_) => Kind::Gcra,
+            Engine::Leases(_) => Kind::Leases,
         }
     }
 
@@ -263,6 +285,7 @@ impl Rule {
             Engine::Counter(e) => e.quota(),
             Engine::Fixed(e) => e.quota(),
             Engine::Gcra(e) => e.quota(),
+            Engine::Leases(e) => e.quota(),
         }
     }
 
@@ -299,6 +322,9 @@ impl Rule {
             (Engine::Gcra(e), Engine::Gcra(o), RuleState::Gcra(s)) => {
                 e.carry(o, s, now).map(RuleState::Gcra)
             }
+            (Engine::Leases(e), Engine::Leases(o), RuleState::Log(s)) => {
+                e.carry(o, s, now).map(RuleState::Log)
+            }
             _ => None, // another kind: its state means something else
         }
     }
@@ -309,6 +335,7 @@ impl Rule {
             Engine::Counter(e) => RuleState::Counter(e.fresh()),
             Engine::Fixed(e) => RuleState::Fixed(e.fresh()),
             Engine::Gcra(e) => RuleState::Gcra(e.fresh()),
+            Engine::Leases(e) => RuleState::Log(e.fresh()),
         }
     }
 }

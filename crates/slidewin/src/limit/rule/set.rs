@@ -227,6 +227,10 @@ fn prepare(
             let (decision, next) = e.prepare(s, now, cost)?;
             (decision, Pending::Gcra(next))
         }
+        (Engine::Leases(e), RuleState::Log(s)) => {
+            let (decision, counted) = e.prepare(s, now, cost)?;
+            (decision, Pending::Log(counted))
+        }
         _ => unreachable!("a rule's state is of the rule's kind"),
     })
 }
@@ -443,6 +447,17 @@ impl Enforce for RuleSet {
         });
         let rules: Box<[RuleState]> = rules.collect();
         carried.then_some(rules)
+    }
+
+    /// Each [`Leases`](crate::limit::Leases) rule gives back up to `units`, its oldest first;
+    /// the rates give back nothing. The most any rule gave back.
+    fn release(&self, state: &mut Box<[RuleState]>, now: Moment, units: u64) -> u64 {
+        self.rules
+            .iter()
+            .zip(state.iter_mut())
+            .map(|(rule, state)| each_kind!(&rule.engine, state, |e, s| e.release(s, now, units)))
+            .max()
+            .unwrap_or(0)
     }
 
     /// When the last of its rules is idle.
