@@ -1,8 +1,9 @@
 //! What `RateLimitLayer` (memory backend) adds to a request, against `tower_governor`'s
-//! `GovernorLayer`, on an axum `Router` whose handler answers at once, in the same run.
+//! `GovernorLayer`, and what `CircuitBreakerLayer` adds, against tower-resilience's circuit
+//! breaker, on an axum `Router` whose handler answers at once, in the same run.
 //! `cargo bench -p slidewin-http --features axum --bench layer`.
 //!
-//! One criterion group, `layer/per_request`, six functions:
+//! One criterion group, `layer/per_request`, eight functions:
 //!
 //! - `no_layer`: the bare router (the floor);
 //! - `tower_governor`: `GovernorLayer` keyed by `PeerIpKeyExtractor` (axum's
@@ -14,7 +15,14 @@
 //! - `slidewin_sliding_log_two_policies`: our layer, two `SlidingLog` policies (`burst` and
 //!   `hourly`) on `Key::peer_ip()`, on a `ManualClock` (see [`STEP`]);
 //! - `slidewin_sliding_logs_10_per_s_1000_per_hour`: the example policies, on a
-//!   `ManualClock` (see [`EXAMPLE_STEP`]).
+//!   `ManualClock` (see [`EXAMPLE_STEP`]);
+//! - `tower_resilience_breaker`: tower-resilience's `CircuitBreakerLayer` (its
+//!   `tower-resilience-circuitbreaker` crate), a `5xx` a failure, in its default count-based
+//!   window of 100 calls (its time-based window keeps a record per call); its errors made
+//!   responses by axum's `HandleErrorLayer`, as a `Router` needs;
+//! - `slidewin_breaker`: our `CircuitBreakerLayer`, an error-ratio rule over its default
+//!   window (10 s in ten buckets), on the real clock (`TscClock`), which it reads twice a
+//!   request (the permit's time and the response's, for the call's time).
 //!
 //! Every request is `GET /` carrying `ConnectInfo(SocketAddr)` of one client, as axum's
 //! `into_make_service_with_connect_info` puts it there; every one is admitted (checked once
@@ -26,9 +34,11 @@
 //!
 //! `LAYER_INTERLEAVED=1` (same command) runs the routers interleaved instead of
 //! criterion: 31 rounds, each timing 20,000 requests through every router in a rotating
-//! order, and prints each one's median and the median of the rounds' ratios of overheads (this
-//! VM's speed drifts by up to a third between criterion's functions, measured one after the
-//! other).
+//! order, and prints each one's median and the median of the rounds' ratios of its overhead to
+//! its peer's (`tower_governor` for the rate limits, `tower_resilience_breaker` for the
+//! breaker; this VM's speed drifts by up to a third between criterion's functions, measured
+//! one after the other). `LAYER_INTERLEAVED=<text>` keeps `no_layer` and the routers whose
+//! names contain `<text>`: `LAYER_INTERLEAVED=breaker` for the two breakers.
 //!
 //! `LAYER_ONLY=<name> LAYER_REQUESTS=<n>` prepares that router and sends it `n` requests
 //! untimed, for an instruction count under callgrind (see [`counted`]).
@@ -37,22 +47,27 @@
 //! `500` for a missing key): the requests then also carry the bare `SocketAddr`, which it reads
 //! either way, in every function alike.
 
+use std::convert::Infallible;
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
 use criterion::{Criterion, criterion_group};
 use http::{Request, Response, StatusCode};
+use slidewin::breaker::CircuitBreaker;
 use slidewin::limit::{Kind, Rule, RuleSet};
 use slidewin::time::ManualClock;
 use slidewin::{Clock, Moment};
-use slidewin_http::{Key, Limit, Memory, RateLimitLayer, RateLimitLayerBuilder};
+use slidewin_http::{
+    CircuitBreakerLayer, Key, Limit, Memory, RateLimitLayer, RateLimitLayerBuilder,
+};
 use tokio::runtime::Runtime;
-use tower::ServiceExt;
+use tower::{ServiceBuilder, ServiceExt};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::PeerIpKeyExtractor;
@@ -109,6 +124,8 @@ struct Variant {
     prefill: u64,
     /// How far the clock moves before each request.
     step: Duration,
+    /// The peer whose overhead the interleaved pass divides this one's by.
+    peer: &'static str,
 }
 
 impl Variant {
@@ -157,7 +174,7 @@ impl Variant {
     }
 }
 
-fn variants() -> [Variant; 6] {
+fn variants() -> Vec<Variant> {
     // 1,000,000 a second with a burst of 10^9, alike for both GCRAs: never spent here.
     let governor = GovernorConfigBuilder::default()
         .key_extractor(PeerIpKeyExtractor)
@@ -182,7 +199,7 @@ fn variants() -> [Variant; 6] {
     ])
     .unwrap();
     let example_clock = ManualClock::new(Moment::ZERO);
-    [
+    vec![
         Variant {
             name: "no_layer",
             router: router(),
@@ -190,14 +207,16 @@ fn variants() -> [Variant; 6] {
             headers: &[],
             prefill: 0,
             step: STEP,
+            peer: GOVERNOR,
         },
         Variant {
-            name: "tower_governor",
+            name: GOVERNOR,
             router: router().layer(GovernorLayer::new(governor)),
             clock: ManualClock::default(),
             headers: &["x-ratelimit-limit", "x-ratelimit-remaining"],
             prefill: 0,
             step: STEP,
+            peer: GOVERNOR,
         },
         ours(
             "slidewin_gcra",
@@ -233,7 +252,51 @@ fn variants() -> [Variant; 6] {
             1_000,
             EXAMPLE_STEP,
         ),
+        breaker(RESILIENCE, tower_resilience()),
+        breaker("slidewin_breaker", slidewin_breaker()),
     ]
+}
+
+/// The peers, by name.
+const GOVERNOR: &str = "tower_governor";
+const RESILIENCE: &str = "tower_resilience_breaker";
+
+/// A router under a breaker, which sends no header.
+fn breaker(name: &'static str, router: Router) -> Variant {
+    Variant {
+        name,
+        router,
+        clock: ManualClock::default(),
+        headers: &[],
+        prefill: 0,
+        step: STEP,
+        peer: RESILIENCE,
+    }
+}
+
+/// Ours: trips at half the calls failing, over its default window; never trips here.
+fn slidewin_breaker() -> Router {
+    let breaker = CircuitBreaker::builder().error_ratio(0.5);
+    router().layer(CircuitBreakerLayer::builder(breaker).build().unwrap())
+}
+
+/// tower-resilience's, counting a `5xx` as a failure like ours; a `Router` needs its layers
+/// infallible, so its errors (an open circuit) become `503`s.
+fn tower_resilience() -> Router {
+    use tower_resilience_circuitbreaker::CircuitBreakerLayer as Peer;
+    let peer = Peer::builder()
+        .failure_rate_threshold(0.5)
+        .failure_classifier(|result: &Result<Response<Body>, Infallible>| {
+            result.as_ref().is_ok_and(|r| r.status().is_server_error())
+        })
+        .build()
+        .unwrap();
+    let layers = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(|_| async {
+            StatusCode::SERVICE_UNAVAILABLE
+        }))
+        .layer(peer);
+    router().layer(layers)
 }
 
 /// A builder of our layer on the memory backend with `limit`, keyed by the peer's address.
@@ -256,6 +319,7 @@ fn ours<C: Clock + Send + Sync + 'static>(
         headers: &["ratelimit-policy", "ratelimit"],
         prefill,
         step,
+        peer: GOVERNOR,
     }
 }
 
@@ -294,15 +358,24 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// The same four routers, interleaved: each round times `REQUESTS` requests through each, in
-/// an order that rotates from round to round, so that the machine's drift falls on all alike.
+/// The same routers, interleaved: each round times `REQUESTS` requests through each, in an
+/// order that rotates from round to round, so that the machine's drift falls on all alike.
 /// Prints each one's median time per request, its overhead over `no_layer` (the medians'
-/// difference), and the median over rounds of each round's ratio of overheads to
-/// `tower_governor`'s. Run when `LAYER_INTERLEAVED` is set:
-/// `LAYER_INTERLEAVED=1 cargo bench -p slidewin-http --features axum --bench layer`.
-fn interleaved() {
+/// difference), and the median over rounds of each round's ratio of its overhead to its
+/// peer's. Run when `LAYER_INTERLEAVED` is set:
+/// `LAYER_INTERLEAVED=1 cargo bench -p slidewin-http --features axum --bench layer`; with
+/// any value but `1`, only `no_layer` and the routers whose names contain it (and their peers).
+fn interleaved(only: &str) {
     let rt = runtime();
-    let variants = variants();
+    let all = variants();
+    let kept = |v: &Variant| only == "1" || v.name.contains(only);
+    let peers: Vec<&str> = all.iter().filter(|v| kept(v)).map(|v| v.peer).collect();
+    let variants: Vec<Variant> = all
+        .into_iter()
+        .enumerate()
+        .filter(|(i, v)| *i == 0 || kept(v) || peers.contains(&v.name))
+        .map(|(_, v)| v)
+        .collect();
     for variant in &variants {
         variant.prepare(&rt);
         rt.block_on(variant.run(REQUESTS)); // warm up
@@ -323,17 +396,20 @@ fn interleaved() {
     let medians: Vec<f64> = times.iter().map(|t| median(t.clone())).collect();
     println!("layer/interleaved: {ROUNDS} rounds of {REQUESTS} requests per router, medians");
     for (i, variant) in variants.iter().enumerate() {
-        let ratio = median(
-            (0..ROUNDS)
-                .map(|r| overhead(i, r) / overhead(1, r))
-                .collect(),
-        );
+        let peer = variants.iter().position(|v| v.name == variant.peer);
+        let ratio = peer.map_or(String::new(), |peer| {
+            let ratios = (0..ROUNDS).map(|r| overhead(i, r) / overhead(peer, r));
+            format!(
+                "  vs {}'s overhead {:.2}x",
+                variant.peer,
+                median(ratios.collect())
+            )
+        });
         println!(
-            "{:<46} {:>8.1} ns  overhead {:>7.1} ns  vs tower_governor's overhead {:.2}x",
+            "{:<46} {:>8.1} ns  overhead {:>7.1} ns{ratio}",
             variant.name,
             medians[i],
             medians[i] - medians[0],
-            ratio,
         );
     }
 }
@@ -369,8 +445,8 @@ fn main() {
         counted(&only, requests);
         return;
     }
-    if std::env::var_os("LAYER_INTERLEAVED").is_some() {
-        interleaved();
+    if let Ok(only) = std::env::var("LAYER_INTERLEAVED") {
+        interleaved(&only);
         return;
     }
     benches();

@@ -309,7 +309,7 @@ fn reset_seconds(decision: &Decision) -> u64 {
 }
 
 /// `duration` in whole seconds, rounded up.
-fn whole_seconds(duration: Duration) -> u64 {
+pub(crate) fn whole_seconds(duration: Duration) -> u64 {
     duration
         .as_secs()
         .saturating_add(u64::from(duration.subsec_nanos() > 0))

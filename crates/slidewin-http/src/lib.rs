@@ -9,6 +9,10 @@
 //! - [`TrustedProxies`]: the client's address behind your proxies, read from the right of
 //!   `X-Forwarded-For` or `Forwarded`, so that a client cannot give itself a fresh quota by
 //!   writing its own.
+//! - [`CircuitBreakerLayer`]: the core's [`CircuitBreaker`](slidewin::breaker::CircuitBreaker)
+//!   in front of a service: while it fails, calls are answered at once with a `503` of the
+//!   draft's `temporary-reduced-capacity` problem type and a `Retry-After` until the next
+//!   probe; its state and statistics on a [`BreakerHandle`].
 //!
 //! ```
 //! use http::HeaderMap;
@@ -36,6 +40,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod breaker;
 mod client_ip;
 mod clock;
 mod error;
@@ -45,6 +50,10 @@ mod limit;
 mod refusal;
 mod stats;
 
+pub use breaker::{
+    BreakerFuture, BreakerHandle, BreakerSnapshot, CircuitBreakerLayer, CircuitBreakerLayerBuilder,
+    CircuitBreakerService,
+};
 // The store seam, re-exported: a layer is built over one of these backends.
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub use clock::TscClock;

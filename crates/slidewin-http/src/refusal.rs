@@ -6,6 +6,9 @@ use std::time::Duration;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
+use slidewin::breaker::State;
+
+use crate::fields::whole_seconds;
 
 /// The problem type of the draft "`RateLimit` header fields for HTTP" for a request over its
 /// quota.
@@ -14,8 +17,9 @@ pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-type
 pub const TEMPORARY_REDUCED_CAPACITY: &str =
     "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
-/// Why a [`RateLimitLayer`](crate::RateLimitLayer) turned a request away, for a handler that
-/// answers it ([`on_refusal`](crate::RateLimitLayerBuilder::on_refusal)).
+/// Why a [`RateLimitLayer`](crate::RateLimitLayer) or a
+/// [`CircuitBreakerLayer`](crate::CircuitBreakerLayer) turned a request away, for a handler
+/// that answers it ([`on_refusal`](crate::RateLimitLayerBuilder::on_refusal)).
 ///
 /// ```
 /// use http::StatusCode;
@@ -70,6 +74,17 @@ pub enum Refusal<'a> {
         /// When to try again, when the failure policy said.
         retry_after: Option<Duration>,
     },
+    /// A [`CircuitBreakerLayer`](crate::CircuitBreakerLayer)'s breaker did not let the call
+    /// through (`503`): open, forced open, or half-open with every probe out. The service
+    /// behind it was not called.
+    CircuitOpen {
+        /// The breaker's state: [`Open`](State::Open), [`ForcedOpen`](State::ForcedOpen) or
+        /// [`HalfOpen`](State::HalfOpen).
+        state: State,
+        /// When to try again: until the next probe while open, a second while half-open,
+        /// none while forced open (see the layer's documentation).
+        retry_after: Option<Duration>,
+    },
 }
 
 impl Refusal<'_> {
@@ -80,9 +95,9 @@ impl Refusal<'_> {
             Refusal::QuotaExceeded { .. } | Refusal::CostTooHigh { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            Refusal::KeysFull { .. } | Refusal::Unavailable { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Refusal::KeysFull { .. }
+            | Refusal::Unavailable { .. }
+            | Refusal::CircuitOpen { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Refusal::MissingKey { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -119,6 +134,10 @@ impl fmt::Display for Refusal<'_> {
                 }
             }
             Refusal::Unavailable { .. } => f.write_str("the rate limiter's store is unavailable"),
+            Refusal::CircuitOpen { state, .. } => write!(
+                f,
+                "the circuit breaker is {state}: the service behind it is not being called"
+            ),
         }
     }
 }
@@ -141,6 +160,8 @@ fn list(f: &mut fmt::Formatter<'_>, policies: &[&str]) -> fmt::Result {
 ///   a `retry-after` in whole seconds, rounded up.
 /// - A cost too high: the same type, without `retry-after`.
 /// - Keys full: the draft's `temporary-reduced-capacity` type.
+/// - A circuit breaker not letting the call through: the same type, with a `retry-after` in
+///   whole seconds, rounded up, when there is one.
 /// - A missing key, an unavailable store: `about:blank` with the status's title; the store's
 ///   error is not shown to the client.
 ///
@@ -166,13 +187,13 @@ pub fn problem(refusal: &Refusal<'_>) -> Response<String> {
     let mut body = Map::new();
     let type_ = match refusal {
         Refusal::QuotaExceeded { .. } | Refusal::CostTooHigh { .. } => QUOTA_EXCEEDED,
-        Refusal::KeysFull { .. } => TEMPORARY_REDUCED_CAPACITY,
+        Refusal::KeysFull { .. } | Refusal::CircuitOpen { .. } => TEMPORARY_REDUCED_CAPACITY,
         Refusal::MissingKey { .. } | Refusal::Unavailable { .. } => "about:blank",
     };
     body.insert("type".into(), json!(type_));
     let title = match refusal {
         Refusal::QuotaExceeded { .. } | Refusal::CostTooHigh { .. } => "Quota exceeded",
-        Refusal::KeysFull { .. } => "Temporarily reduced capacity",
+        Refusal::KeysFull { .. } | Refusal::CircuitOpen { .. } => "Temporarily reduced capacity",
         _ => status.canonical_reason().unwrap_or("Error"),
     };
     body.insert("title".into(), json!(title));
@@ -185,9 +206,14 @@ pub fn problem(refusal: &Refusal<'_>) -> Response<String> {
         } => {
             body.insert("violated-policies".into(), json!(policies));
             if let Some(wait) = retry_after {
-                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                body.insert("retry-after".into(), json!(secs));
+                body.insert("retry-after".into(), json!(whole_seconds(*wait)));
             }
+        }
+        Refusal::CircuitOpen {
+            retry_after: Some(wait),
+            ..
+        } => {
+            body.insert("retry-after".into(), json!(whole_seconds(*wait)));
         }
         Refusal::CostTooHigh { policies, .. } => {
             body.insert("violated-policies".into(), json!(policies));

@@ -1,6 +1,7 @@
 //! slidewin-http's integration tests, one module a file, in one binary: one link instead of
 //! one a file.
 
+mod breaker;
 mod client_ip;
 mod fields;
 mod layer;
