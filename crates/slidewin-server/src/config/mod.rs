@@ -60,6 +60,11 @@ pub(crate) fn algorithm_for(named: Option<Kind>, quota: Quota) -> Result<Kind, S
              `sliding_counter` or `gcra`, which hold a key in a fixed size",
             max = Config::MAX_LOG_LIMIT
         )),
+        Some(Kind::Leases) if limit > Config::MAX_LOG_LIMIT => Err(format!(
+            "leases for {limit} in flight ({quota}) would keep up to {limit} stamps of 16 bytes \
+             a key: at most {max} (Config::MAX_LOG_LIMIT)",
+            max = Config::MAX_LOG_LIMIT
+        )),
         Some(kind) => Ok(kind),
         None if limit > Config::MAX_LOG_LIMIT => Ok(Kind::SlidingCounter),
         None => Ok(DEFAULT_ALGORITHM),

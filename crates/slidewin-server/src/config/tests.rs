@@ -217,3 +217,61 @@ fn issue_31_a_domain_spread_over_files_is_merged_when_asked() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 33: `quota: N concurrent` with a `lease` is a limit of leases; each half alone, a
+/// count of 0, another algorithm or a bad lease is refused, saying what to write.
+#[test]
+fn a_concurrent_quota_with_its_lease_is_counted_by_leases() {
+    let limit = |fields: &str| {
+        format!(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{name: in_flight, {fields}}}\n"
+        )
+    };
+    let config = Config::parse(&limit("quota: 2 concurrent, lease: 1m 30s"), "d.yaml").unwrap();
+    let Action::Rules { rules, .. } = config.domains()[0].descriptors()[0]
+        .limit()
+        .unwrap()
+        .action()
+    else {
+        panic!("rules");
+    };
+    let rule = &rules.rules()[0];
+    assert_eq!(rule.kind(), Kind::Leases);
+    assert_eq!(
+        (rule.quota().limit(), rule.quota().span()),
+        (2, Duration::from_secs(90))
+    );
+    let named = limit("quota: 2 concurrent, lease: 30 seconds, algorithm: leases");
+    assert!(Config::parse(&named, "d.yaml").is_ok());
+    for (fields, said) in [
+        ("quota: 2 concurrent", "needs a `lease`"),
+        (
+            "quota: 2/s, lease: 30 seconds",
+            "a `lease` goes with a `N concurrent` quota",
+        ),
+        (
+            "quota: 0 concurrent, lease: 30 seconds",
+            "a limit of 0 in flight",
+        ),
+        (
+            "quota: two concurrent, lease: 30 seconds",
+            "a whole number before `concurrent`",
+        ),
+        (
+            "quota: 2 concurrent, lease: 30 seconds, algorithm: gcra",
+            "counted by leases alone",
+        ),
+        (
+            "quota: 2 concurrent, lease: 1 month",
+            "invalid lease `1 month`",
+        ),
+        ("quota: 2 concurrent, lease: 30s, unit: second", "not both"),
+        (
+            "quota: 20000 concurrent, lease: 30s",
+            "Config::MAX_LOG_LIMIT",
+        ),
+    ] {
+        let e = err(&limit(fields));
+        assert!(e.to_string().contains(said), "{fields}: {e}");
+    }
+}

@@ -158,6 +158,9 @@ struct RateLimitYaml {
     algorithm: Option<AlgorithmYaml>,
     #[serde(default)]
     quota: Option<QuotaYaml>,
+    /// With a `N concurrent` quota: the longest a request holds its unit.
+    #[serde(default)]
+    lease: Option<LeaseYaml>,
 }
 
 #[derive(Clone, Deserialize)]
@@ -181,15 +184,57 @@ impl<'de> Deserialize<'de> for AlgorithmYaml {
     }
 }
 
+/// A quota (`100/minute`), or `N concurrent`: at most N in flight, each for its `lease`.
 #[derive(Clone)]
-struct QuotaYaml(Quota);
+enum QuotaYaml {
+    Rate(Quota),
+    Concurrent(u64),
+}
 
 impl<'de> Deserialize<'de> for QuotaYaml {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<QuotaYaml, D::Error> {
         let text = String::deserialize(deserializer)?;
-        text.parse::<Quota>().map(QuotaYaml).map_err(|e| {
+        if let Some(count) = concurrent(&text) {
+            return count.map(QuotaYaml::Concurrent).map_err(|why| {
+                de::Error::custom(format_args!("invalid quota `{}`: {why}", shown(&text)))
+            });
+        }
+        text.parse::<Quota>().map(QuotaYaml::Rate).map_err(|e| {
             de::Error::custom(format_args!(
                 "invalid quota `{}`: {}",
+                shown(&text),
+                e.reason()
+            ))
+        })
+    }
+}
+
+/// `N concurrent` (any case, any spaces around): `None` for another form, else N (at least 1).
+fn concurrent(text: &str) -> Option<Result<u64, &'static str>> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let [count, word] = words.as_slice() else {
+        return None;
+    };
+    if !word.eq_ignore_ascii_case("concurrent") {
+        return None;
+    }
+    Some(match count.parse::<u64>() {
+        Ok(0) => Err("a limit of 0 in flight admits nothing; write at least 1"),
+        Ok(n) => Ok(n),
+        Err(_) => Err("expected a whole number before `concurrent`"),
+    })
+}
+
+/// A lease: a span in the quota grammar (`30 seconds`, `1m 30s`, `PT90S`).
+#[derive(Clone, Copy)]
+struct LeaseYaml(std::time::Duration);
+
+impl<'de> Deserialize<'de> for LeaseYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<LeaseYaml, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Quota::parse_span(&text).map(LeaseYaml).map_err(|e| {
+            de::Error::custom(format_args!(
+                "invalid lease `{}`: {}",
                 shown(&text),
                 e.reason()
             ))
@@ -320,15 +365,38 @@ impl RateLimitYaml {
                 action: Action::Unlimited,
             });
         }
-        let (quota, unit) = match (self.quota, self.unit, self.requests_per_unit) {
-            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+        let (quota, lease) = (self.quota, self.lease);
+        let (quota, unit) = match (quota, self.unit, self.requests_per_unit) {
+            (Some(QuotaYaml::Concurrent(n)), None, None) => {
+                let Some(LeaseYaml(lease)) = lease else {
+                    return Err(format!(
+                        "`{n} concurrent` needs a `lease`: the longest a request holds its unit \
+                         (`lease: 30 seconds`), after which it comes back by itself"
+                    ));
+                };
+                if self.algorithm.as_ref().is_some_and(|a| a.0 != Kind::Leases) {
+                    return Err("a `concurrent` quota is counted by leases alone".to_owned());
+                }
+                let quota = Quota::new(n, lease).map_err(|e| e.to_string())?;
+                let leases = Some(AlgorithmYaml(Kind::Leases));
+                return rules_limit(self.name, replaces, (path, index), (leases, quota), None);
+            }
+            (Some(QuotaYaml::Concurrent(_)), _, _) => {
                 return Err(
                     "give either `quota` or `unit` with `requests_per_unit`, not both".to_owned(),
                 );
             }
-            (Some(quota), None, None) => {
-                let unit = Unit::of_span(quota.0.span());
-                (quota.0, unit)
+            (_, _, _) if lease.is_some() => {
+                return Err("a `lease` goes with a `N concurrent` quota".to_owned());
+            }
+            (Some(QuotaYaml::Rate(quota)), None, None) => {
+                let unit = Unit::of_span(quota.span());
+                (quota, unit)
+            }
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(
+                    "give either `quota` or `unit` with `requests_per_unit`, not both".to_owned(),
+                );
             }
             (None, None, _) => {
                 return Err(
@@ -352,25 +420,38 @@ impl RateLimitYaml {
                 (quota, Some(unit))
             }
         };
-        let default_name = match index {
-            Some(i) => format!("{path}.{i}"),
-            None => path.to_owned(),
-        };
-        let name = rule_name(self.name.as_deref().unwrap_or(&default_name));
-        let kind = algorithm_for(self.algorithm.map(|a| a.0), quota)?;
-        let rule = Rule::new(&name, kind, quota).map_err(|e| e.to_string())?;
-        let rules = RuleSet::new([rule]).map_err(|e| e.to_string())?;
-        Ok(DescriptorLimit {
-            name: String::new(),
-            written: self.name,
-            listed: false,
-            replaces,
-            action: Action::Rules {
-                rules,
-                units: vec![unit],
-            },
-        })
+        let counted = (self.algorithm, quota);
+        rules_limit(self.name, replaces, (path, index), counted, unit)
     }
+}
+
+/// A limit of one rule: `quota` by the algorithm named (or the default for it), named as
+/// written or after its place (`path`, and its index in a list).
+fn rules_limit(
+    written: Option<String>,
+    replaces: Vec<String>,
+    (path, index): (&str, Option<usize>),
+    (algorithm, quota): (Option<AlgorithmYaml>, Quota),
+    unit: Option<Unit>,
+) -> Result<DescriptorLimit, String> {
+    let default_name = match index {
+        Some(i) => format!("{path}.{i}"),
+        None => path.to_owned(),
+    };
+    let name = rule_name(written.as_deref().unwrap_or(&default_name));
+    let kind = algorithm_for(algorithm.map(|a| a.0), quota)?;
+    let rule = Rule::new(&name, kind, quota).map_err(|e| e.to_string())?;
+    let rules = RuleSet::new([rule]).map_err(|e| e.to_string())?;
+    Ok(DescriptorLimit {
+        name: String::new(),
+        written,
+        listed: false,
+        replaces,
+        action: Action::Rules {
+            rules,
+            units: vec![unit],
+        },
+    })
 }
 
 fn build_list(list: Vec<RateLimitYaml>, path: &str) -> Result<DescriptorLimit, String> {

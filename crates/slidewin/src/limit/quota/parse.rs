@@ -54,6 +54,32 @@ impl FromStr for Quota {
     }
 }
 
+impl Quota {
+    /// A span alone, in the grammar's `span` (`30 seconds`, `1m 30s`, `PT90S`, `minute`):
+    /// what a [`Leases`](crate::limit::Leases) limit's lease is written as, say.
+    ///
+    /// # Errors
+    ///
+    /// A [`ParseQuotaError`] as for a quota, quoting the span.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Quota;
+    /// assert_eq!(Quota::parse_span("1m 30s")?, Duration::from_secs(90));
+    /// assert_eq!(Quota::parse_span(" 30 seconds ")?, Duration::from_secs(30));
+    /// assert!(Quota::parse_span("30 seconds burst 2").is_err());
+    /// # Ok::<(), slidewin::limit::ParseQuotaError>(())
+    /// ```
+    pub fn parse_span(text: &str) -> Result<std::time::Duration, ParseQuotaError> {
+        let mut reader = Reader { text, at: 0 };
+        reader.spaces();
+        let span = reader.span()?;
+        reader.spaces();
+        reader.end("the end of the span")?;
+        Ok(std::time::Duration::from_nanos(span))
+    }
+}
+
 /// One part of a span as read: where it is in the text, its count (`None` past `u64::MAX`)
 /// and its unit.
 struct Part {
