@@ -42,6 +42,12 @@ pub enum HttpConfigError {
         /// The name given.
         name: String,
     },
+    /// A rule of an [`InFlightLayer`](crate::InFlightLayer)'s limit that is not
+    /// [`Kind::Leases`](slidewin::limit::Kind::Leases): its units would never come back.
+    NotLeases {
+        /// The rule's name.
+        rule: String,
+    },
     /// A value the core library or the backend refused: a metrics window, a cap of zero
     /// keys, a rule Redis cannot count.
     Limit(slidewin::ConfigError),
@@ -79,6 +85,11 @@ impl fmt::Display for HttpConfigError {
                     "`{name}` is not a policy of this limit, so it cannot be shadowed"
                 )
             }
+            HttpConfigError::NotLeases { rule } => write!(
+                f,
+                "the rule `{rule}` is not `leases`: an in-flight limit holds only units that \
+                 come back (put rates in a RateLimitLayer)"
+            ),
             HttpConfigError::Limit(err) => err.fmt(f),
         }
     }

@@ -45,6 +45,7 @@ mod client_ip;
 mod clock;
 mod error;
 mod fields;
+mod in_flight;
 mod layer;
 mod limit;
 mod refusal;
@@ -62,6 +63,7 @@ pub use fields::{
     RATELIMIT, RATELIMIT_POLICY, RateLimitFields, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
     X_RATELIMIT_RESET, retry_after,
 };
+pub use in_flight::{InFlight, InFlightBody, InFlightLayer};
 pub use layer::{
     MissingKey, RateLimit, RateLimitLayer, RateLimitLayerBuilder, ResponseFuture, SLIDEWIN_DEGRADED,
 };

@@ -4,6 +4,7 @@
 mod breaker;
 mod client_ip;
 mod fields;
+mod in_flight;
 mod layer;
 mod layer_edges;
 mod support;
