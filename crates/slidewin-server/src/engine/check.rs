@@ -126,6 +126,9 @@ impl<B: Backend> Engine<B> {
                 Ok(released) => {
                     rule.metrics().released.inc_by(released);
                 }
+                // The store is down and a failure policy answers for it: the units leave by
+                // their leases, and the check below is answered by the policy, degraded.
+                Err(BackendError::Unavailable { .. }) if backend.failure_policy().is_some() => {}
                 Err(err) => {
                     self.inner.metrics.backend_error();
                     return Err(RequestError::Unavailable {
