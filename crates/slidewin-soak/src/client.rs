@@ -36,6 +36,8 @@ pub(crate) enum Via {
     Grpc,
     Http,
     Flood,
+    /// The leases' clients, by gRPC or HTTP (see `leases`).
+    Lease,
 }
 
 /// One check, as its client saw it.
@@ -66,14 +68,19 @@ pub(crate) fn key_entry(key: u32) -> (&'static str, String) {
 }
 
 /// A small generator of our own (xorshift), one per client.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        (self.next() >> 11) % n
     }
 
     /// Half the checks on a hot key, half on a cold one.

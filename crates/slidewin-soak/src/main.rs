@@ -8,6 +8,10 @@
 //! its output), with a config in a temporary directory, and at once:
 //! - 64 gRPC streams (a connection each) and 16 HTTP clients, closed loop, on 4 hot keys and
 //!   500 cold ones, each check recorded (send time, answer time, key, decision or error);
+//! - 12 lease clients (issue 33) on a concurrency limit of 3 units with a 2 s lease, on 2 keys:
+//!   each acquires, works a few milliseconds and releases with envoy's `is_negative_hits`, or
+//!   dies holding its unit (one in five), some acquisitions and releases retried and some
+//!   releases sent after the lease ended (see `leases`; their promise is in `lease_check`);
 //! - a flood of distinct keys on a rule of its own, as fast as the service answers, until it
 //!   has decided ten times the key cap (the run waits for it before the SIGTERM; see `flood`);
 //! - a reload every 5 s, valid and invalid in turn (the file replaced by a rename; SIGHUP too,
@@ -33,6 +37,8 @@
 mod check;
 mod client;
 mod flood;
+mod lease_check;
+mod leases;
 mod report;
 mod server;
 
@@ -47,6 +53,7 @@ use slidewin_test_support::redis::RedisServer;
 
 use crate::client::{config_version, grpc_client, http_call, http_client, http_load, nanos};
 use crate::flood::{FLOOD_GRACE, FLOOD_TASKS, Flood, KEY_CAP, flood_client};
+use crate::leases::{LEASE_CLIENTS, lease_client};
 use crate::report::{Report, report};
 use crate::server::{
     Reload, Server, Store, invalid_config, replace_file, rss_kib, signal, valid_config,
@@ -243,6 +250,18 @@ async fn soak(args: Args) -> Result<bool, String> {
             0x2545_f491_4f6c_dd1d ^ ((u64::try_from(i).unwrap_or(0) + 1) * 0x3000_0007),
         )));
     }
+    // The leases' clients, half by gRPC, half by HTTP.
+    let mut lease_clients = Vec::new();
+    for i in 0..LEASE_CLIENTS {
+        let grpc = i.is_multiple_of(2).then(|| grpc.clone());
+        lease_clients.push(tokio::spawn(lease_client(
+            grpc,
+            http.clone(),
+            base,
+            stop.clone(),
+            0x5851_f42d_4c95_7f2d ^ ((u64::try_from(i).unwrap_or(0) + 1) * 0x2000_0003),
+        )));
+    }
     // The flood: from 2 s on, distinct keys until ten times the cap were decided.
     let flood_start = 2 * SECOND;
     let flood = Arc::new(Flood::new());
@@ -376,6 +395,11 @@ async fn soak(args: Args) -> Result<bool, String> {
     for client in clients {
         records.extend(client.await.map_err(|e| e.to_string())?);
     }
+    let mut lease_records = Vec::new();
+    for client in lease_clients {
+        lease_records.extend(client.await.map_err(|e| e.to_string())?);
+    }
+    records.extend(lease_records.iter().map(leases::LeaseRecord::as_record));
     let _ = sampler.await;
     let reloads = reloader.await.map_err(|e| e.to_string())??;
     drop(store);
@@ -383,6 +407,7 @@ async fn soak(args: Args) -> Result<bool, String> {
 
     let verdict = report(&Report {
         records: &records,
+        leases: &lease_records,
         outages: &outages,
         reloads: &reloads,
         rss: &rss,

@@ -7,11 +7,15 @@ use std::time::Duration;
 use crate::check::{Admission, Window, worst_window};
 use crate::client::{Decision, Record, Via, key_entry};
 use crate::flood::{self, FloodRun};
+use crate::lease_check::check_leases;
+use crate::leases::{LEASE, LeaseRecord};
 use crate::server::Reload;
 use crate::{Backend, COLD, DEADLINE, HOT, HOT_KEYS, SECOND};
 
 pub(crate) struct Report<'a> {
     pub(crate) records: &'a [Record],
+    /// The lease clients' exchanges (also in `records`, as checks).
+    pub(crate) leases: &'a [LeaseRecord],
     pub(crate) outages: &'a [(u64, u64)],
     pub(crate) reloads: &'a [Reload],
     pub(crate) rss: &'a [(u64, u64)],
@@ -65,7 +69,8 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
     let epoch_of = |answer: u64| r.outages.iter().filter(|o| o.1 <= answer).count();
     let mut logs: HashMap<(u32, usize), Vec<Admission>> = HashMap::new();
     for rec in r.records {
-        if rec.key != u32::MAX && rec.decision == Decision::Ok && !rec.degraded {
+        let windowed = rec.via != Via::Flood && rec.via != Via::Lease;
+        if windowed && rec.decision == Decision::Ok && !rec.degraded {
             logs.entry((rec.key, epoch_of(rec.answer)))
                 .or_default()
                 .push(Admission {
@@ -105,6 +110,8 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
             .collect::<Vec<_>>()
             .join("; "),
     ));
+
+    rows.push(lease_row(r));
 
     // 2. Answers: before the SIGTERM, every check got a decision or an error that says what
     // failed, none past the deadline.
@@ -149,6 +156,9 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
         // wait ends (issue 32) and answered as it was, exact: OVER_LIMIT, not degraded, for a
         // key Redis had denied before the kill.
         let (mut down, mut by_policy, mut wrong, mut late, mut kept) = (0, 0, 0, 0, 0);
+        // The lease clients' share of `wrong`: a release the store could not take is answered
+        // UNAVAILABLE (503), not by the policy (see `lease_row`).
+        let mut wrong_leases = 0;
         let mut recoveries = Vec::new();
         for (i, &(killed, ready)) in r.outages.iter().enumerate() {
             // Up from `ready` until the next kill: a check answered degraded in that time, sent
@@ -178,6 +188,7 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
                         || !matches!(rec.decision, Decision::Ok | Decision::Over)
                     {
                         wrong += 1;
+                        wrong_leases += usize::from(rec.via == Via::Lease);
                     }
                 }
                 if rec.send >= ready && rec.answer < next && rec.degraded {
@@ -215,7 +226,7 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
                 && late == 0
                 && outside == 0,
             format!(
-                "outages of {}; {by_policy}/{down} checks inside them degraded and {policy}, {kept} denials kept from before it, {wrong} none of those nor (cluster: a live master's) decision; {against} degraded answers not {policy} in the whole run; recovery {} (last degraded answer after each return); {late} degraded sent 1 s after a return; {outside} degraded before any kill",
+                "outages of {}; {by_policy}/{down} checks inside them degraded and {policy}, {kept} denials kept from before it, {wrong} none of those nor (cluster: a live master's) decision ({wrong_leases} of them the leases' clients'); {against} degraded answers not {policy} in the whole run; recovery {} (last degraded answer after each return); {late} degraded sent 1 s after a return; {outside} degraded before any kill",
                 r.outages
                     .iter()
                     .map(|&(killed, ready)| millis(ready - killed))
@@ -353,11 +364,12 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
     let count = |via: Via| r.records.iter().filter(|rec| rec.via == via).count();
     println!();
     println!(
-        "checks made: {} ({} gRPC, {} HTTP, {} flood), {} admitted, {} over limit",
+        "checks made: {} ({} gRPC, {} HTTP, {} flood, {} leases), {} admitted, {} over limit",
         r.records.len(),
         count(Via::Grpc),
         count(Via::Http),
         count(Via::Flood),
+        count(Via::Lease),
         r.records
             .iter()
             .filter(|rec| rec.decision == Decision::Ok)
@@ -406,6 +418,33 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
         }
     );
     ok
+}
+
+/// 1b. Leases (issue 33): no key held more than its units, and no unit outlived its lease,
+/// each bound computed as `lease_check` says. Dead holders must have been there to test
+/// expiry.
+fn lease_row(r: &Report<'_>) -> (&'static str, bool, String) {
+    let (_, limit, lease) = LEASE;
+    let l = check_leases(r.leases, r.outages, limit, lease * SECOND);
+    (
+        "leases: in flight never passed N, none outlived its lease",
+        l.admitted > 0 && l.dead > 0 && l.worst_certain <= limit && l.unexplained == 0,
+        format!(
+            "{limit} per key, lease {lease} s: {}/{} acquisitions admitted ({} retried exchanges), {} releases ({} late), {} holders died; worst in flight {}/{limit} certain ({} by answer times); {} refusals, {} explained only by units past their lease ({} with exactly {limit} possibly held: no room to spare); {} releases the store could not take, answered with an error",
+            l.admitted,
+            l.acquisitions,
+            l.retried,
+            l.releases,
+            l.late,
+            l.dead,
+            l.worst_certain,
+            l.worst_by_answer,
+            l.refusals,
+            l.unexplained,
+            l.tight,
+            l.unstored
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use slidewin_test_support::redis::{RedisCluster, RedisServer};
 
+use crate::leases::LEASE;
 use crate::{COLD, HOT};
 
 /// The config in force: `generation` only changes a comment, so a valid reload keeps every
@@ -23,13 +24,15 @@ descriptors:
     rate_limit: {{name: cold, quota: {} per {} seconds, algorithm: sliding_log}}
   - key: flood
     rate_limit: {{name: flood, quota: 1 per 5 seconds, algorithm: sliding_log}}
+  - key: {}
+    rate_limit: {{name: lease, quota: {} concurrent, lease: {} seconds}}
 ",
-        HOT.0, HOT.1, HOT.2, COLD.0, COLD.1, COLD.2
+        HOT.0, HOT.1, HOT.2, COLD.0, COLD.1, COLD.2, LEASE.0, LEASE.1, LEASE.2
     )
 }
 
-/// An invalid config that, were any of it taken, would raise the hot limit tenfold: the window
-/// check would see it.
+/// An invalid config that, were any of it taken, would raise the hot limit and the leases'
+/// units tenfold: the window and lease checks would see it.
 pub(crate) fn invalid_config(generation: u32) -> String {
     format!(
         "# slidewin-soak, invalid generation {generation}
@@ -41,13 +44,18 @@ descriptors:
     rate_limit: {{name: cold, quota: {} per {} seconds, algorithm: leaky}}
   - key: flood
     rate_limit: {{name: flood, quota: 1 per 5 seconds}}
+  - key: {}
+    rate_limit: {{name: lease, quota: {} concurrent, lease: {} seconds}}
 ",
         HOT.0,
         HOT.1 * 10,
         HOT.2,
         COLD.0,
         COLD.1 * 10,
-        COLD.2
+        COLD.2,
+        LEASE.0,
+        LEASE.1 * 10,
+        LEASE.2
     )
 }
 
