@@ -156,6 +156,7 @@ pub mod interval;
 pub mod limit;
 pub mod period;
 mod slide_vec;
+mod spin;
 pub mod stats;
 pub mod time;
 

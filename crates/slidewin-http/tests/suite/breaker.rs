@@ -406,28 +406,11 @@ async fn forced_open_has_no_retry_after_and_disabled_lets_everything_through() {
 /// Each transition is a `tracing` event at info level, naming the breaker.
 #[tokio::test(start_paused = true)]
 async fn each_transition_is_logged_at_info() {
-    #[derive(Clone, Default)]
-    struct Log(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Log {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let log = Log::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let log = crate::support::capture_log();
 
     let h = harness(breaker(), |b| b.name("payments"));
     h.calls(4, 500).await;
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let text = log.text();
     assert_eq!(text.matches(" INFO ").count(), 1, "{text}");
     assert!(
         text.contains("circuit breaker `payments`: closed -> open at 80ms"),

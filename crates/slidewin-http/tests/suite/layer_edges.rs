@@ -405,26 +405,7 @@ proptest! {
 /// and one warning says it, once, however many requests fail.
 #[tokio::test]
 async fn issue_30_a_server_without_peer_addresses_says_the_fix_once() {
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Default)]
-    struct Log(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Log {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let log = Log::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let log = crate::support::capture_log();
 
     let layer = RateLimitLayer::builder(Memory::new())
         .limit(
@@ -444,7 +425,7 @@ async fn issue_30_a_server_without_peer_addresses_says_the_fix_once() {
             "{detail}"
         );
     }
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let text = log.text();
     assert_eq!(text.matches("WARN").count(), 1, "{text}");
     assert!(
         text.contains("into_make_service_with_connect_info"),
@@ -464,6 +445,6 @@ async fn issue_30_a_server_without_peer_addresses_says_the_fix_once() {
         body["detail"],
         "the request has no key for the policy `per-key`"
     );
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let text = log.text();
     assert_eq!(text.matches("WARN").count(), 1, "{text}");
 }

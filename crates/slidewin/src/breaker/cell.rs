@@ -22,6 +22,7 @@ use loom::sync::atomic::{AtomicU64, Ordering, fence};
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use super::state::Word;
+use crate::spin::backoff;
 use crate::time::Moment;
 
 /// What a transition writes beside the word.
@@ -108,18 +109,5 @@ impl Cell {
         }
         self.word.store(next.settled().0, Ordering::Release);
         true
-    }
-}
-
-/// Waits a little for another thread's few stores: spins first, then gives up the core.
-fn backoff(spins: &mut u32) {
-    *spins += 1;
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
     }
 }

@@ -33,3 +33,40 @@ pub(crate) fn members(field: &str) -> Vec<(String, Vec<(String, i64)>)> {
         })
         .collect()
 }
+
+/// What `tracing` writes on this thread while it lives, as text without colour codes.
+pub(crate) struct CapturedLog {
+    bytes: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl CapturedLog {
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8(self.bytes.lock().unwrap().clone()).unwrap()
+    }
+}
+
+/// Captures the log, as a test of what a server tells its operator reads it.
+pub(crate) fn capture_log() -> CapturedLog {
+    #[derive(Clone, Default)]
+    struct Writer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Writer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let writer = Writer::default();
+    let bytes = std::sync::Arc::clone(&writer.0);
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    CapturedLog {
+        bytes,
+        _guard: tracing::subscriber::set_default(subscriber),
+    }
+}

@@ -44,6 +44,8 @@ use loom::sync::atomic::{AtomicU64, Ordering, fence};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
+use crate::spin::backoff;
+
 /// Pass, Block, Success, Exception, RT samples, RT sum.
 pub(super) const COUNTERS: usize = 6;
 pub(super) const RT_COUNT: usize = 4;
@@ -412,19 +414,6 @@ fn saturate_read(count: u64, marked: bool) -> u64 {
         u64::MAX
     } else {
         count
-    }
-}
-
-/// Waits a little for another thread's few stores: spins first, then gives up the core.
-fn backoff(spins: &mut u32) {
-    *spins += 1;
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
     }
 }
 
