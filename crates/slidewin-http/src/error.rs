@@ -48,6 +48,13 @@ pub enum HttpConfigError {
         /// The rule's name.
         rule: String,
     },
+    /// A [`Kind::Leases`](slidewin::limit::Kind::Leases) rule in a
+    /// [`RateLimitLayer`](crate::RateLimitLayer), which never gives units back: it belongs in an
+    /// [`InFlightLayer`](crate::InFlightLayer).
+    LeasesNotReleased {
+        /// The rule's name.
+        rule: String,
+    },
     /// A value the core library or the backend refused: a metrics window, a cap of zero
     /// keys, a rule Redis cannot count.
     Limit(slidewin::ConfigError),
@@ -89,6 +96,11 @@ impl fmt::Display for HttpConfigError {
                 f,
                 "the rule `{rule}` is not `leases`: an in-flight limit holds only units that \
                  come back (put rates in a RateLimitLayer)"
+            ),
+            HttpConfigError::LeasesNotReleased { rule } => write!(
+                f,
+                "the rule `{rule}` is `leases`, whose units come back when a response ends: put \
+                 it in an InFlightLayer (a RateLimitLayer never gives units back)"
             ),
             HttpConfigError::Limit(err) => err.fmt(f),
         }

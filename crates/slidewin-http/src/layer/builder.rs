@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use http::Response;
+use slidewin::limit::Kind;
 use slidewin::{Clock, WindowMetrics};
 
 use super::{Armed, MissingKey, Part, RateLimitLayer, RefusalFn, Shared};
@@ -217,6 +218,11 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
         for limit in self.limits {
             let rules = limit.rules().rules();
             for rule in rules {
+                if rule.kind() == Kind::Leases {
+                    return Err(HttpConfigError::LeasesNotReleased {
+                        rule: rule.name().to_string(),
+                    });
+                }
                 if stats.iter().any(|s: &PolicyStats| s.name() == rule.name()) {
                     return Err(HttpConfigError::DuplicatePolicy {
                         name: rule.name().to_string(),

@@ -248,3 +248,19 @@ async fn on_redis_a_dropped_body_gives_the_unit_back_in_a_task() {
     }
     assert!(admitted, "the dropped body's unit came back");
 }
+
+/// A lease in a `RateLimitLayer` would never come back: refused, pointing to this layer.
+#[test]
+fn a_lease_in_a_rate_limit_layer_is_refused_by_name() {
+    let err = slidewin_http::RateLimitLayer::builder(Memory::new())
+        .limit(limit())
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        slidewin_http::HttpConfigError::LeasesNotReleased {
+            rule: "in_flight".into()
+        }
+    );
+    assert!(err.to_string().contains("InFlightLayer"), "{err}");
+}
