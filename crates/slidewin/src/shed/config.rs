@@ -54,9 +54,9 @@ pub(super) struct Config {
 ///     .build()?;
 /// assert_eq!(limit.limit(), 10);
 ///
-/// let err = AdaptiveLimit::builder(Duration::from_millis(250)).min(300).build().unwrap_err();
-/// assert_eq!(err, ShedConfigError::MinAboveMax { min: 300, max: 1000 });
-/// assert_eq!(err.to_string(), "min must be at most max: got min 300 and max 1000");
+/// let err = AdaptiveLimit::builder(Duration::from_millis(250)).min(300).max(200).build().unwrap_err();
+/// assert_eq!(err, ShedConfigError::MinAboveMax { min: 300, max: 200 });
+/// assert_eq!(err.to_string(), "min must be at most max: got min 300 and max 200");
 /// # Ok::<(), ShedConfigError>(())
 /// ```
 #[derive(Clone, Debug)]
