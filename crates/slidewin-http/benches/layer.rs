@@ -3,7 +3,7 @@
 //! breaker, on an axum `Router` whose handler answers at once, in the same run.
 //! `cargo bench -p slidewin-http --features axum --bench layer`.
 //!
-//! One criterion group, `layer/per_request`, eight functions:
+//! One criterion group, `layer/per_request`, nine functions:
 //!
 //! - `no_layer`: the bare router (the floor);
 //! - `tower_governor`: `GovernorLayer` keyed by `PeerIpKeyExtractor` (axum's
@@ -22,7 +22,10 @@
 //!   responses by axum's `HandleErrorLayer`, as a `Router` needs;
 //! - `slidewin_breaker`: our `CircuitBreakerLayer`, an error-ratio rule over its default
 //!   window (10 s in ten buckets), on the real clock (`TscClock`), which it reads twice a
-//!   request (the permit's time and the response's, for the call's time).
+//!   request (the permit's time and the response's, for the call's time);
+//! - `slidewin_shed`: our `ShedLayer`, an adaptive concurrency limit (AIMD, slow above 1 s)
+//!   on the real clock, read twice a request as the breaker's; its peer is `slidewin_breaker`
+//!   (the same shape of layer), as no peer crate is a dev-dependency for it.
 //!
 //! Every request is `GET /` carrying `ConnectInfo(SocketAddr)` of one client, as axum's
 //! `into_make_service_with_connect_info` puts it there; every one is admitted (checked once
@@ -61,10 +64,11 @@ use criterion::{Criterion, criterion_group};
 use http::{Request, Response, StatusCode};
 use slidewin::breaker::CircuitBreaker;
 use slidewin::limit::{Kind, Rule, RuleSet};
+use slidewin::shed::AdaptiveLimit;
 use slidewin::time::ManualClock;
 use slidewin::{Clock, Moment};
 use slidewin_http::{
-    CircuitBreakerLayer, Key, Limit, Memory, RateLimitLayer, RateLimitLayerBuilder,
+    CircuitBreakerLayer, Key, Limit, Memory, RateLimitLayer, RateLimitLayerBuilder, ShedLayer,
 };
 use tokio::runtime::Runtime;
 use tower::{ServiceBuilder, ServiceExt};
@@ -254,6 +258,10 @@ fn variants() -> Vec<Variant> {
         ),
         breaker(RESILIENCE, tower_resilience()),
         breaker("slidewin_breaker", slidewin_breaker()),
+        Variant {
+            peer: "slidewin_breaker",
+            ..breaker("slidewin_shed", slidewin_shed())
+        },
     ]
 }
 
@@ -278,6 +286,12 @@ fn breaker(name: &'static str, router: Router) -> Variant {
 fn slidewin_breaker() -> Router {
     let breaker = CircuitBreaker::builder().error_ratio(0.5);
     router().layer(CircuitBreakerLayer::builder(breaker).build().unwrap())
+}
+
+/// Ours: an adaptive concurrency limit; one request at a time never reaches it.
+fn slidewin_shed() -> Router {
+    let limit = AdaptiveLimit::builder(Duration::from_secs(1));
+    router().layer(ShedLayer::builder(limit).build().unwrap())
 }
 
 /// tower-resilience's, counting a `5xx` as a failure like ours; a `Router` needs its layers

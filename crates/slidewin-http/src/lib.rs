@@ -13,6 +13,10 @@
 //!   in front of a service: while it fails, calls are answered at once with a `503` of the
 //!   draft's `temporary-reduced-capacity` problem type and a `Retry-After` until the next
 //!   probe; its state and statistics on a [`BreakerHandle`].
+//! - [`ShedLayer`]: the core's [`AdaptiveLimit`](slidewin::shed::AdaptiveLimit) in front of a
+//!   service: a concurrency limit that falls when responses turn slow or fail and grows while
+//!   they are fast; requests above it are answered at once with a `503` of the same problem
+//!   type; the limit and the requests in flight on a [`ShedHandle`].
 //!
 //! ```
 //! use http::HeaderMap;
@@ -49,6 +53,7 @@ mod in_flight;
 mod layer;
 mod limit;
 mod refusal;
+mod shed;
 mod stats;
 
 pub use breaker::{
@@ -69,6 +74,7 @@ pub use layer::{
 };
 pub use limit::{Key, Limit};
 pub use refusal::{QUOTA_EXCEEDED, Refusal, TEMPORARY_REDUCED_CAPACITY, problem};
+pub use shed::{ShedFuture, ShedHandle, ShedLayer, ShedLayerBuilder, ShedService};
 #[cfg(feature = "redis")]
 pub use slidewin_store::Redis;
 pub use slidewin_store::{

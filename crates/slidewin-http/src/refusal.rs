@@ -17,9 +17,9 @@ pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-type
 pub const TEMPORARY_REDUCED_CAPACITY: &str =
     "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
-/// Why a [`RateLimitLayer`](crate::RateLimitLayer) or a
-/// [`CircuitBreakerLayer`](crate::CircuitBreakerLayer) turned a request away, for a handler
-/// that answers it ([`on_refusal`](crate::RateLimitLayerBuilder::on_refusal)).
+/// Why a [`RateLimitLayer`](crate::RateLimitLayer), a
+/// [`CircuitBreakerLayer`](crate::CircuitBreakerLayer) or a [`ShedLayer`](crate::ShedLayer)
+/// turned a request away, for a handler that answers it ([`on_refusal`](crate::RateLimitLayerBuilder::on_refusal)).
 ///
 /// ```
 /// use http::StatusCode;
@@ -85,6 +85,15 @@ pub enum Refusal<'a> {
         /// none while forced open (see the layer's documentation).
         retry_after: Option<Duration>,
     },
+    /// A [`ShedLayer`](crate::ShedLayer)'s adaptive limit had as many requests in flight as it
+    /// admits (`503`, with no `Retry-After`: a place comes free within about one response
+    /// time). The service behind it was not called.
+    Shed {
+        /// The limit then.
+        limit: u32,
+        /// The requests in flight then (more than the limit just after it was cut).
+        in_flight: u64,
+    },
 }
 
 impl Refusal<'_> {
@@ -97,7 +106,8 @@ impl Refusal<'_> {
             }
             Refusal::KeysFull { .. }
             | Refusal::Unavailable { .. }
-            | Refusal::CircuitOpen { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | Refusal::CircuitOpen { .. }
+            | Refusal::Shed { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Refusal::MissingKey { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -138,6 +148,10 @@ impl fmt::Display for Refusal<'_> {
                 f,
                 "the circuit breaker is {state}: the service behind it is not being called"
             ),
+            Refusal::Shed { limit, in_flight } => write!(
+                f,
+                "load shed: {in_flight} requests in flight, at the adaptive limit of {limit}"
+            ),
         }
     }
 }
@@ -162,6 +176,7 @@ fn list(f: &mut fmt::Formatter<'_>, policies: &[&str]) -> fmt::Result {
 /// - Keys full: the draft's `temporary-reduced-capacity` type.
 /// - A circuit breaker not letting the call through: the same type, with a `retry-after` in
 ///   whole seconds, rounded up, when there is one.
+/// - A request shed at an adaptive concurrency limit: the same type, without `retry-after`.
 /// - A missing key, an unavailable store: `about:blank` with the status's title; the store's
 ///   error is not shown to the client.
 ///
@@ -187,13 +202,17 @@ pub fn problem(refusal: &Refusal<'_>) -> Response<String> {
     let mut body = Map::new();
     let type_ = match refusal {
         Refusal::QuotaExceeded { .. } | Refusal::CostTooHigh { .. } => QUOTA_EXCEEDED,
-        Refusal::KeysFull { .. } | Refusal::CircuitOpen { .. } => TEMPORARY_REDUCED_CAPACITY,
+        Refusal::KeysFull { .. } | Refusal::CircuitOpen { .. } | Refusal::Shed { .. } => {
+            TEMPORARY_REDUCED_CAPACITY
+        }
         Refusal::MissingKey { .. } | Refusal::Unavailable { .. } => "about:blank",
     };
     body.insert("type".into(), json!(type_));
     let title = match refusal {
         Refusal::QuotaExceeded { .. } | Refusal::CostTooHigh { .. } => "Quota exceeded",
-        Refusal::KeysFull { .. } | Refusal::CircuitOpen { .. } => "Temporarily reduced capacity",
+        Refusal::KeysFull { .. } | Refusal::CircuitOpen { .. } | Refusal::Shed { .. } => {
+            "Temporarily reduced capacity"
+        }
         _ => status.canonical_reason().unwrap_or("Error"),
     };
     body.insert("title".into(), json!(title));

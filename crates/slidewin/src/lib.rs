@@ -13,6 +13,7 @@
 //! | [`period`] | calendar periods between dates, on jiff | [`Period`] |
 //! | [`debounce`] | lodash's `debounce` and `throttle` for one key, driven by hand | [`Debounced`](debounce::Debounced) |
 //! | [`breaker`] | a circuit breaker on the window statistics | [`CircuitBreaker`] |
+//! | [`shed`] | load shedding: a concurrency limit that adapts to latency (AIMD) | [`AdaptiveLimit`] |
 //!
 //! Bad configuration is a [`ConfigError`] that names the value, never a panic.
 //!
@@ -155,6 +156,7 @@ pub mod event_window;
 pub mod interval;
 pub mod limit;
 pub mod period;
+pub mod shed;
 mod slide_vec;
 mod spin;
 pub mod stats;
@@ -166,6 +168,7 @@ pub use event_window::EventWindow;
 pub use interval::Interval;
 pub use limit::{Decision, Keyed, Limiter, Quota, SharedLimiter};
 pub use period::Period;
+pub use shed::AdaptiveLimit;
 pub use stats::{MovingStat, WindowMetrics};
 pub use time::{Clock, Moment};
 

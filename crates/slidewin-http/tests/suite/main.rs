@@ -7,4 +7,5 @@ mod fields;
 mod in_flight;
 mod layer;
 mod layer_edges;
+mod shed;
 mod support;

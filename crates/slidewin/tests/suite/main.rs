@@ -36,3 +36,5 @@ mod reconnect_backoff;
 )]
 mod reference;
 mod rule_set;
+mod shed;
+mod shed_props;
