@@ -63,6 +63,12 @@ impl<T> SlideVec<T> {
         self.buf.len() - self.head
     }
 
+    /// The live values from `index` on, front first, to change in place.
+    pub(crate) fn iter_mut_from(&mut self, index: usize) -> impl Iterator<Item = &mut T> {
+        let from = self.head.saturating_add(index).min(self.buf.len());
+        self.buf[from..].iter_mut().map(|slot| &mut **slot)
+    }
+
     /// The back value, to change in place.
     #[inline]
     pub(crate) fn last_mut(&mut self) -> Option<&mut T> {

@@ -89,7 +89,7 @@ pub use limiter::{Limiter, SharedLimiter};
 pub use quota::{ParseQuotaError, Quota};
 pub use rule::{Kind, Rule, RuleSet};
 pub use sliding_counter::SlidingCounter;
-pub use sliding_log::SlidingLog;
+pub use sliding_log::{Reservation, SlidingLog};
 
 /// A value on cache lines of its own: state that threads write (an atomic, a lock) must not
 /// share a line with what they only read (the rules), or every write evicts the readers' copy.

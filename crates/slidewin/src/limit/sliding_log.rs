@@ -53,7 +53,7 @@ pub struct SlidingLog {
 }
 
 /// The state of a [`SlidingLog`]: a stamp per admission that may still count, oldest first,
-/// never more than `limit` of them.
+/// never more than `limit` of them (their units pass the limit only by a settled debt).
 #[derive(Clone, Debug)]
 #[allow(unreachable_pub)] // opaque: named by the sealed trait only
 pub struct SlidingLogState {
@@ -71,6 +71,48 @@ struct Stamp {
     total: u64,
 }
 
+/// An admission of an estimated cost whose actual cost comes later ([`Limiter::reserve`](crate::Limiter::reserve),
+/// then [`Limiter::settle`](crate::Limiter::settle)): the time of the stamp it was counted in,
+/// and its units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reservation {
+    at: Moment,
+    units: u64,
+}
+
+impl Reservation {
+    /// The time it was counted at: the log's, which is the request's unless the clock went
+    /// back (then its newest admission's).
+    ///
+    /// ```
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::SlidingLog;
+    /// let mut tokens = Limiter::new(SlidingLog::new("1000/minute".parse()?)?);
+    /// let (_, reserved) = tokens.reserve(Moment::from_secs(5), 200)?;
+    /// assert_eq!(reserved.unwrap().at(), Moment::from_secs(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn at(&self) -> Moment {
+        self.at
+    }
+
+    /// The units it holds: the estimate, until it is settled.
+    ///
+    /// ```
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::SlidingLog;
+    /// let mut tokens = Limiter::new(SlidingLog::new("1000/minute".parse()?)?);
+    /// let (_, reserved) = tokens.reserve(Moment::ZERO, 200)?;
+    /// assert_eq!(reserved.unwrap().units(), 200);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn units(&self) -> u64 {
+        self.units
+    }
+}
+
 /// A log as counted for one request: the stamps that have left, and the units of those left.
 #[derive(Clone, Copy, Debug)]
 #[allow(unreachable_pub)] // opaque: named by the sealed trait only
@@ -83,6 +125,13 @@ pub struct Counted {
     before: u64,
     /// The units in the window.
     count: u64,
+}
+
+impl Counted {
+    /// The reservation an admission of `units` on this count makes.
+    pub(crate) fn reservation(&self, units: u64) -> Reservation {
+        Reservation { at: self.at, units }
+    }
 }
 
 impl SlidingLog {
@@ -160,10 +209,15 @@ impl SlidingLog {
         cost: u64,
     ) -> Decision {
         let limit = self.quota.limit();
-        // `count <= limit` always: the log never holds more than the limit.
-        let room = limit - counted.count;
-        if cost > room {
-            return self.deny(state, counted, now, cost - room);
+        // The count passes the limit only by a settled reservation's debt (`settle`): then
+        // there is no room, and the debt leaves before any cost fits.
+        let room = limit.saturating_sub(counted.count);
+        let after = u128::from(counted.count) + u128::from(cost);
+        if after > u128::from(limit) {
+            // At most the count: a cost is at most the limit. (In debt, a question of 0 is
+            // denied too, until the debt leaves, as on Redis.)
+            let excess = u64::try_from(after - u128::from(limit)).unwrap_or(u64::MAX);
+            return self.deny(state, counted, now, excess);
         }
         // Once admitted, the newest unit is at `at`.
         let newest = if cost > 0 {
@@ -195,7 +249,7 @@ impl SlidingLog {
         let reset_after = live.last().map_or(0, |s| self.until_leaves(s.at, now));
         Decision::deny_nanos(
             self.quota.limit(),
-            self.quota.limit() - counted.count,
+            self.quota.limit().saturating_sub(counted.count),
             reset_after,
             self.until_leaves(must_leave, now),
         )
@@ -238,6 +292,41 @@ impl SlidingLog {
         state.base = state.base.wrapping_add(released);
         state.stamps.take_front(whole, drop);
         released
+    }
+
+    /// Changes the units of the admission `reservation` made to `actual`, in place: in the
+    /// stamp of its time, so in the windows it was admitted in. More than the limit left is
+    /// debt that later checks wait out; less gives units back. A reservation whose stamp has
+    /// left the log changes nothing (its windows have passed). Whether it changed the log.
+    pub(crate) fn settle(
+        state: &mut SlidingLogState,
+        reservation: Reservation,
+        actual: u64,
+    ) -> bool {
+        let stamps = state.stamps.as_slice();
+        let index = stamps.partition_point(|s| s.at < reservation.at);
+        let Some(stamp) = stamps.get(index).filter(|s| s.at == reservation.at) else {
+            return false;
+        };
+        let before = index.checked_sub(1).map_or(state.base, |i| stamps[i].total);
+        let held = stamp.total.wrapping_sub(before);
+        // More: the difference added to this stamp and every later total. Less: taken back,
+        // never past what the stamp holds (admissions of one instant share it).
+        let change: fn(u64, u64) -> u64 = if actual >= reservation.units {
+            u64::wrapping_add
+        } else {
+            u64::wrapping_sub
+        };
+        let delta = actual.abs_diff(reservation.units);
+        let delta = if actual >= reservation.units {
+            delta
+        } else {
+            delta.min(held)
+        };
+        for later in state.stamps.iter_mut_from(index) {
+            later.total = change(later.total, delta);
+        }
+        true
     }
 
     #[inline]

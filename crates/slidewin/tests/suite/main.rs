@@ -35,6 +35,7 @@ mod reconnect_backoff;
     reason = "counts and indices in tests are far below 2^32"
 )]
 mod reference;
+mod reserve;
 mod rule_set;
 mod shed;
 mod shed_props;
