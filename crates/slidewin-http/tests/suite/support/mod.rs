@@ -37,7 +37,6 @@ pub(crate) fn members(field: &str) -> Vec<(String, Vec<(String, i64)>)> {
 /// What `tracing` writes on this thread while it lives, as text without colour codes.
 pub(crate) struct CapturedLog {
     bytes: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-    _guard: tracing::subscriber::DefaultGuard,
 }
 
 impl CapturedLog {
@@ -46,27 +45,53 @@ impl CapturedLog {
     }
 }
 
-/// Captures the log, as a test of what a server tells its operator reads it.
+impl Drop for CapturedLog {
+    fn drop(&mut self) {
+        CAPTURE.with(|capture| capture.borrow_mut().take());
+    }
+}
+
+std::thread_local! {
+    /// Where this thread's events go while a test captures them.
+    static CAPTURE: std::cell::RefCell<Option<std::sync::Arc<std::sync::Mutex<Vec<u8>>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Writes an event to its thread's capture, if it has one.
+struct ThreadWriter;
+
+impl std::io::Write for ThreadWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        CAPTURE.with(|capture| {
+            if let Some(into) = &*capture.borrow() {
+                into.lock().unwrap().extend_from_slice(bytes);
+            }
+        });
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Captures this thread's log, as a test of what a server tells its operator reads it (the
+/// tests' runtimes are current-thread: their events are emitted on the test's thread).
+///
+/// One subscriber for the whole binary, global, writing each thread's events to its own
+/// capture: a scoped subscriber per test (`set_default`) lost events now and then, since
+/// tracing caches each callsite's interest globally and tests in parallel registered the
+/// same callsites while no subscriber wanted them.
 pub(crate) fn capture_log() -> CapturedLog {
-    #[derive(Clone, Default)]
-    struct Writer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Writer {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let writer = Writer::default();
-    let bytes = std::sync::Arc::clone(&writer.0);
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    CapturedLog {
-        bytes,
-        _guard: tracing::subscriber::set_default(subscriber),
-    }
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| ThreadWriter)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+    });
+    let bytes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    CAPTURE.with(|capture| *capture.borrow_mut() = Some(std::sync::Arc::clone(&bytes)));
+    CapturedLog { bytes }
 }
