@@ -365,8 +365,16 @@ impl RedisCluster {
         let asked = self
             .nodes
             .iter()
-            .find(|n| n.is_running())
+            .position(RedisServer::is_running)
             .expect("a node that runs");
+        self.owner_seen_by(asked, key)
+            .unwrap_or_else(|slots| panic!("no node serves the slot of {key}:\n{slots}"))
+    }
+
+    /// The node that serves `key`'s slot as node `asked` sees it (`cluster slots`), or what
+    /// it listed when it names none of ours.
+    fn owner_seen_by(&self, asked: usize, key: &str) -> Result<usize, String> {
+        let asked = &self.nodes[asked];
         let slot: u16 = asked
             .cli(&["cluster", "keyslot", key])
             .trim()
@@ -376,21 +384,33 @@ impl RedisCluster {
         // `cluster slots` lists: start, end, then the master's ip and port, per range.
         let lines: Vec<&str> = slots.lines().map(str::trim).collect();
         for window in lines.windows(4) {
-            if let (Ok(start), Ok(end), Ok(port)) = (
+            // (No let chains: this crate builds with Rust 1.85.)
+            let (Ok(start), Ok(end), Ok(port)) = (
                 window[0].parse::<u16>(),
                 window[1].parse::<u16>(),
                 window[3].parse::<u16>(),
-            ) {
-                if (start..=end).contains(&slot) && window[2] == "127.0.0.1" {
-                    return self
-                        .nodes
-                        .iter()
-                        .position(|n| n.port == port)
-                        .expect("a node of ours");
-                }
+            ) else {
+                continue;
+            };
+            if !(start..=end).contains(&slot) || window[2] != "127.0.0.1" {
+                continue;
+            }
+            if let Some(node) = self.nodes.iter().position(|n| n.port == port) {
+                return Ok(node);
             }
         }
-        panic!("no node serves slot {slot}:\n{slots}")
+        Err(slots)
+    }
+
+    /// Returns once every running node says `owner` serves `key`'s slot: after a failover the
+    /// nodes learn of it one gossip round apart, and a client that asks one still behind is
+    /// sent elsewhere.
+    pub fn until_every_node_sees(&self, key: &str, owner: usize) {
+        for asked in (0..self.nodes.len()).filter(|&n| self.nodes[n].is_running()) {
+            self.until(asked, "saw the new owner of the slot", |cluster, asked| {
+                cluster.owner_seen_by(asked, key) == Ok(owner)
+            });
+        }
     }
 
     /// Whether `node` runs and is a master.
