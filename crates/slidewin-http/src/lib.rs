@@ -48,6 +48,7 @@ mod breaker;
 mod client_ip;
 mod clock;
 mod error;
+mod failures;
 mod fields;
 mod in_flight;
 mod layer;

@@ -9,8 +9,9 @@ use http::{Response, response};
 use slidewin::breaker::{BreakerConfigError, CircuitBreakerBuilder, Transition};
 use slidewin::{Clock, WindowMetrics};
 
-use super::{CircuitBreakerLayer, FailureFn, RefusalFn, Shared, TransitionFn};
+use super::{CircuitBreakerLayer, RefusalFn, Shared, TransitionFn};
 use crate::clock::TscClock;
+use crate::failures::Failures;
 use crate::refusal::{Refusal, problem};
 
 impl CircuitBreakerLayer {
@@ -27,8 +28,7 @@ impl CircuitBreakerLayer {
             breaker,
             clock: TscClock::new(),
             name: "breaker".into(),
-            is_failure: None,
-            count_inner_errors: true,
+            failures: Failures::default(),
             on_transition: None,
             on_refusal: Arc::new(problem),
         }
@@ -63,8 +63,7 @@ pub struct CircuitBreakerLayerBuilder<C = TscClock> {
     breaker: CircuitBreakerBuilder,
     clock: C,
     name: Box<str>,
-    is_failure: Option<Box<FailureFn>>,
-    count_inner_errors: bool,
+    failures: Failures,
     on_transition: Option<Box<TransitionFn>>,
     on_refusal: Arc<RefusalFn>,
 }
@@ -75,7 +74,7 @@ impl<C: fmt::Debug> fmt::Debug for CircuitBreakerLayerBuilder<C> {
             .field("breaker", &self.breaker)
             .field("clock", &self.clock)
             .field("name", &self.name)
-            .field("count_inner_errors", &self.count_inner_errors)
+            .field("count_inner_errors", &self.failures.count_inner_errors)
             .finish_non_exhaustive()
     }
 }
@@ -101,8 +100,7 @@ impl<C: Clock + Send + Sync + 'static> CircuitBreakerLayerBuilder<C> {
             breaker: self.breaker,
             clock,
             name: self.name,
-            is_failure: self.is_failure,
-            count_inner_errors: self.count_inner_errors,
+            failures: self.failures,
             on_transition: self.on_transition,
             on_refusal: self.on_refusal,
         }
@@ -145,7 +143,7 @@ impl<C: Clock + Send + Sync + 'static> CircuitBreakerLayerBuilder<C> {
         mut self,
         is_failure: impl Fn(&response::Parts) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.is_failure = Some(Box::new(is_failure));
+        self.failures.is_failure = Some(Box::new(is_failure));
         self
     }
 
@@ -163,7 +161,7 @@ impl<C: Clock + Send + Sync + 'static> CircuitBreakerLayerBuilder<C> {
     /// # Ok::<(), slidewin::breaker::BreakerConfigError>(())
     /// ```
     pub fn count_inner_errors(mut self, count: bool) -> Self {
-        self.count_inner_errors = count;
+        self.failures.count_inner_errors = count;
         self
     }
 
@@ -235,8 +233,7 @@ impl<C: Clock + Send + Sync + 'static> CircuitBreakerLayerBuilder<C> {
                 name: self.name,
                 breaker,
                 clock: self.clock,
-                is_failure: self.is_failure,
-                count_inner_errors: self.count_inner_errors,
+                failures: self.failures,
                 on_transition: self.on_transition,
                 on_refusal: self.on_refusal,
                 refused,

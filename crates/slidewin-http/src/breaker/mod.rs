@@ -9,13 +9,14 @@ mod service;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use http::Response;
 use http::header::{HeaderValue, RETRY_AFTER};
-use http::{Response, response};
 use slidewin::breaker::{CircuitBreaker, Rejected, State, Transition};
 use slidewin::stats::MetricEvent;
 use slidewin::{Clock, Moment, WindowMetrics};
 
 use crate::clock::TscClock;
+use crate::failures::Failures;
 use crate::fields::whole_seconds;
 use crate::refusal::Refusal;
 
@@ -29,7 +30,6 @@ pub use self::service::{BreakerFuture, CircuitBreakerService};
 const HALF_OPEN_RETRY: Duration = Duration::from_secs(1);
 
 type RefusalFn = dyn Fn(&Refusal<'_>) -> Response<String> + Send + Sync;
-type FailureFn = dyn Fn(&response::Parts) -> bool + Send + Sync;
 type TransitionFn = dyn Fn(&Transition) + Send + Sync;
 
 /// A tower [`Layer`](tower::Layer) that stops calling the service it wraps while that service
@@ -144,9 +144,7 @@ struct Shared<C> {
     name: Box<str>,
     breaker: CircuitBreaker,
     clock: C,
-    /// `None`: a `5xx` fails, read without taking the response apart.
-    is_failure: Option<Box<FailureFn>>,
-    count_inner_errors: bool,
+    failures: Failures,
     on_transition: Option<Box<TransitionFn>>,
     on_refusal: Arc<RefusalFn>,
     /// The calls refused, over the last minute (`Block`).
@@ -193,20 +191,5 @@ impl<C: Clock> Shared<C> {
             response.headers_mut().insert(RETRY_AFTER, seconds);
         }
         response
-    }
-
-    /// Whether a response is a failure, taking its head apart only for a predicate.
-    fn failed<T>(&self, response: Response<T>) -> (Response<T>, bool) {
-        match &self.is_failure {
-            None => {
-                let failed = response.status().is_server_error();
-                (response, failed)
-            }
-            Some(is_failure) => {
-                let (head, body) = response.into_parts();
-                let failed = is_failure(&head);
-                (Response::from_parts(head, body), failed)
-            }
-        }
     }
 }

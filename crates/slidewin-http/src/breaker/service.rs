@@ -121,12 +121,12 @@ where
             },
             StateProj::Called { future, call } => match std::task::ready!(future.poll(cx)) {
                 Ok(response) => {
-                    let (response, failed) = call.shared.failed(response);
+                    let (response, failed) = call.shared.failures.failed(response);
                     call.finish(Some(failed));
                     Poll::Ready(Ok(response))
                 }
                 Err(err) => {
-                    call.finish(call.shared.count_inner_errors.then_some(true));
+                    call.finish(call.shared.failures.count_inner_errors.then_some(true));
                     Poll::Ready(Err(err))
                 }
             },

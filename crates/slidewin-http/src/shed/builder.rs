@@ -9,8 +9,9 @@ use http::{Response, response};
 use slidewin::shed::{AdaptiveLimitBuilder, Change, ShedConfigError};
 use slidewin::{Clock, WindowMetrics};
 
-use super::{ChangeFn, FailureFn, RefusalFn, Shared, ShedLayer};
+use super::{ChangeFn, RefusalFn, Shared, ShedLayer};
 use crate::clock::TscClock;
+use crate::failures::Failures;
 use crate::refusal::{Refusal, problem};
 
 impl ShedLayer {
@@ -28,8 +29,7 @@ impl ShedLayer {
             limit,
             clock: TscClock::new(),
             name: "shed".into(),
-            is_failure: None,
-            count_inner_errors: true,
+            failures: Failures::default(),
             on_change: None,
             on_refusal: Arc::new(problem),
         }
@@ -59,8 +59,7 @@ pub struct ShedLayerBuilder<C = TscClock> {
     limit: AdaptiveLimitBuilder,
     clock: C,
     name: Box<str>,
-    is_failure: Option<Box<FailureFn>>,
-    count_inner_errors: bool,
+    failures: Failures,
     on_change: Option<Box<ChangeFn>>,
     on_refusal: Arc<RefusalFn>,
 }
@@ -71,7 +70,7 @@ impl<C: fmt::Debug> fmt::Debug for ShedLayerBuilder<C> {
             .field("limit", &self.limit)
             .field("clock", &self.clock)
             .field("name", &self.name)
-            .field("count_inner_errors", &self.count_inner_errors)
+            .field("count_inner_errors", &self.failures.count_inner_errors)
             .finish_non_exhaustive()
     }
 }
@@ -95,8 +94,7 @@ impl<C: Clock + Send + Sync + 'static> ShedLayerBuilder<C> {
             limit: self.limit,
             clock,
             name: self.name,
-            is_failure: self.is_failure,
-            count_inner_errors: self.count_inner_errors,
+            failures: self.failures,
             on_change: self.on_change,
             on_refusal: self.on_refusal,
         }
@@ -136,7 +134,7 @@ impl<C: Clock + Send + Sync + 'static> ShedLayerBuilder<C> {
         mut self,
         is_failure: impl Fn(&response::Parts) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.is_failure = Some(Box::new(is_failure));
+        self.failures.is_failure = Some(Box::new(is_failure));
         self
     }
 
@@ -153,7 +151,7 @@ impl<C: Clock + Send + Sync + 'static> ShedLayerBuilder<C> {
     /// # Ok::<(), slidewin::shed::ShedConfigError>(())
     /// ```
     pub fn count_inner_errors(mut self, count: bool) -> Self {
-        self.count_inner_errors = count;
+        self.failures.count_inner_errors = count;
         self
     }
 
@@ -223,8 +221,7 @@ impl<C: Clock + Send + Sync + 'static> ShedLayerBuilder<C> {
                 name: self.name,
                 limit,
                 clock: self.clock,
-                is_failure: self.is_failure,
-                count_inner_errors: self.count_inner_errors,
+                failures: self.failures,
                 on_change: self.on_change,
                 on_refusal: self.on_refusal,
                 shed,

@@ -8,12 +8,13 @@ mod service;
 
 use std::sync::Arc;
 
-use http::{Response, response};
+use http::Response;
 use slidewin::shed::{AdaptiveLimit, Change, Shed};
 use slidewin::stats::MetricEvent;
 use slidewin::{Moment, WindowMetrics};
 
 use crate::clock::TscClock;
+use crate::failures::Failures;
 use crate::refusal::Refusal;
 
 pub use self::builder::ShedLayerBuilder;
@@ -21,7 +22,6 @@ pub use self::handle::ShedHandle;
 pub use self::service::{ShedFuture, ShedService};
 
 type RefusalFn = dyn Fn(&Refusal<'_>) -> Response<String> + Send + Sync;
-type FailureFn = dyn Fn(&response::Parts) -> bool + Send + Sync;
 type ChangeFn = dyn Fn(&Change) + Send + Sync;
 
 /// A tower [`Layer`](tower::Layer) that sheds load: it admits requests while fewer than an
@@ -127,9 +127,7 @@ struct Shared<C> {
     name: Box<str>,
     limit: AdaptiveLimit,
     clock: C,
-    /// `None`: a `5xx` fails, read without taking the response apart.
-    is_failure: Option<Box<FailureFn>>,
-    count_inner_errors: bool,
+    failures: Failures,
     on_change: Option<Box<ChangeFn>>,
     on_refusal: Arc<RefusalFn>,
     /// The requests shed, over the last minute (`Block`).
@@ -169,20 +167,5 @@ impl<C> Shared<C> {
             limit: shed.limit,
             in_flight: shed.in_flight,
         })
-    }
-
-    /// Whether a response is a failure, taking its head apart only for a predicate.
-    fn failed<T>(&self, response: Response<T>) -> (Response<T>, bool) {
-        match &self.is_failure {
-            None => {
-                let failed = response.status().is_server_error();
-                (response, failed)
-            }
-            Some(is_failure) => {
-                let (head, body) = response.into_parts();
-                let failed = is_failure(&head);
-                (Response::from_parts(head, body), failed)
-            }
-        }
     }
 }

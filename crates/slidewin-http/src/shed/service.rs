@@ -126,7 +126,7 @@ where
             },
             StateProj::Called { future, call } => match std::task::ready!(future.poll(cx)) {
                 Ok(response) => {
-                    let failed = call.shared().map(|shared| shared.failed(response));
+                    let failed = call.shared().map(|shared| shared.failures.failed(response));
                     let Some((response, failed)) = failed else {
                         panic!("a ShedService response future polled after it completed")
                     };
@@ -134,7 +134,7 @@ where
                     Poll::Ready(Ok(response))
                 }
                 Err(err) => {
-                    let counts = call.shared().is_some_and(|s| s.count_inner_errors);
+                    let counts = call.shared().is_some_and(|s| s.failures.count_inner_errors);
                     call.finish(!counts);
                     Poll::Ready(Err(err))
                 }
