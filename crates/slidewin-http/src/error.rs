@@ -55,6 +55,23 @@ pub enum HttpConfigError {
         /// The rule's name.
         rule: String,
     },
+    /// A [`PartitionKeys`](crate::PartitionKeys) secret shorter than its bound.
+    ShortSecret {
+        /// The secret's length, in bytes.
+        len: usize,
+        /// The shortest taken.
+        min: usize,
+    },
+    /// The system's random source gave no bytes for a secret.
+    NoRandom,
+    /// A quota unit a limit's rule cannot be counted in: `concurrent-requests` on a rate, or
+    /// another unit on a [`Kind::Leases`](slidewin::limit::Kind::Leases) rule.
+    QuotaUnit {
+        /// The rule's name.
+        rule: String,
+        /// The unit asked for.
+        unit: &'static str,
+    },
     /// A value the core library or the backend refused: a metrics window, a cap of zero
     /// keys, a rule Redis cannot count.
     Limit(slidewin::ConfigError),
@@ -101,6 +118,18 @@ impl fmt::Display for HttpConfigError {
                 f,
                 "the rule `{rule}` is `leases`, whose units come back when a response ends: put \
                  it in an InFlightLayer (a RateLimitLayer never gives units back)"
+            ),
+            HttpConfigError::ShortSecret { len, min } => write!(
+                f,
+                "the partition key secret is {len} bytes; at least {min} are needed"
+            ),
+            HttpConfigError::NoRandom => {
+                f.write_str("the system's random source gave no bytes for a secret")
+            }
+            HttpConfigError::QuotaUnit { rule, unit } => write!(
+                f,
+                "the rule `{rule}` cannot be counted in `{unit}`: `concurrent-requests` is the \
+                 unit of leases alone, and leases count nothing else"
             ),
             HttpConfigError::Limit(err) => err.fmt(f),
         }

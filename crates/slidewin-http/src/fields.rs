@@ -8,7 +8,10 @@ use sfv::{Integer, KeyRef, ListSerializer};
 use slidewin::Decision;
 use slidewin::limit::{Decisions, Kind, RuleSet};
 
+use slidewin_store::RequestKey;
+
 use crate::error::HttpConfigError;
+use crate::partition::PartitionKeys;
 
 /// `RateLimit-Policy`: the policies, the same on every response.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -102,6 +105,29 @@ impl RateLimitFields {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(rules: &RuleSet) -> Result<RateLimitFields, HttpConfigError> {
+        RateLimitFields::with_unit(rules, QuotaUnit::Requests)
+    }
+
+    /// The fields of `rules`, whose costs count `unit`: `RateLimit-Policy` names it (`qu`)
+    /// when it is not the draft's default, requests. A [`Kind::Leases`] rule is counted in
+    /// `concurrent-requests` whatever `unit` says, unless it says another unit.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](RateLimitFields::new); [`HttpConfigError::QuotaUnit`] for
+    /// [`QuotaUnit::ConcurrentRequests`] on a rate, or [`QuotaUnit::ContentBytes`] on leases.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{QuotaUnit, RateLimitFields};
+    ///
+    /// let kib = RuleSet::from(Rule::new("upload", Kind::SlidingLog, "1000000/hour".parse()?)?);
+    /// let fields = RateLimitFields::with_unit(&kib, QuotaUnit::ContentBytes)?;
+    /// assert_eq!(fields.policy(), r#""upload";q=1000000;w=3600;qu="content-bytes""#);
+    /// assert!(RateLimitFields::with_unit(&kib, QuotaUnit::ConcurrentRequests).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_unit(rules: &RuleSet, unit: QuotaUnit) -> Result<RateLimitFields, HttpConfigError> {
         let mut policy = String::new();
         let mut list = ListSerializer::with_buffer(&mut policy);
         let mut members = Vec::with_capacity(rules.rules().len());
@@ -119,21 +145,21 @@ impl RateLimitFields {
             let name = sfv::String::from_string(rule.name().to_string()).map_err(|_| {
                 refuse("name", 0) // unreachable for a Rule's name; kept an error, not a panic
             })?;
-            let item = list.bare_item(&name).parameter(key("q"), q);
-            if rule.kind() == Kind::Leases {
-                // In flight, not in a window: the draft's quota unit says so, and a lease is
-                // no window to name.
-                let unit = sfv::String::from_string("concurrent-requests".to_owned());
-                if let Ok(unit) = unit {
-                    let _ = item.parameter(key("qu"), &unit);
-                }
-                members.push(member(&name));
-                continue;
-            }
+            let unit = unit
+                .of(rule.kind())
+                .ok_or_else(|| HttpConfigError::QuotaUnit {
+                    rule: rule.name().to_string(),
+                    unit: unit.as_str(),
+                })?;
+            let mut item = list.bare_item(&name).parameter(key("q"), q);
+            // Leases are in flight, not in a window: no window to name.
             let span = quota.span();
             let whole = (span.subsec_nanos() == 0).then(|| Integer::try_from(span.as_secs()));
-            if let Some(Ok(w)) = whole {
-                let _ = item.parameter(key("w"), w);
+            if let (false, Some(Ok(w))) = (rule.kind() == Kind::Leases, whole) {
+                item = item.parameter(key("w"), w);
+            }
+            if unit != QuotaUnit::Requests {
+                let _ = item.parameter(key("qu"), sfv::StringRef::constant(unit.as_str()));
             }
             members.push(member(&name));
         }
@@ -200,6 +226,47 @@ impl RateLimitFields {
     /// ```
     #[must_use]
     pub fn rate_limit_at(&self, index: usize, decision: &Decision) -> HeaderValue {
+        self.rate_limit_in(index, decision, None)
+    }
+
+    /// `RateLimit`'s value for the rule at `index` and its `decision`, naming the partition
+    /// `key` was counted in with the `pk` parameter ([`PartitionKeys`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidewin::Decision;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{PartitionKeys, RateLimitFields};
+    ///
+    /// let rules = RuleSet::from(Rule::new("api", Kind::SlidingLog, "100/minute".parse()?)?);
+    /// let fields = RateLimitFields::new(&rules)?;
+    /// let keys = PartitionKeys::new(b"the fleet's secret, 16+ bytes")?;
+    /// let decision = Decision::allow(100, 99, Duration::from_secs(60));
+    /// let value = fields.rate_limit_keyed(0, &decision, &keys, "alice".into());
+    /// let value = value.to_str()?;
+    /// assert!(value.starts_with(r#""api";r=99;t=60;pk=:"#), "{value}");
+    /// assert!(!value.contains("alice"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn rate_limit_keyed(
+        &self,
+        index: usize,
+        decision: &Decision,
+        keys: &PartitionKeys,
+        key: RequestKey<'_>,
+    ) -> HeaderValue {
+        self.rate_limit_in(index, decision, Some(&keys.parameter(key)))
+    }
+
+    /// `RateLimit`'s value, with `pk`'s parameter (`;pk=:…:`) when there is one.
+    pub(crate) fn rate_limit_in(
+        &self,
+        index: usize,
+        decision: &Decision,
+        pk: Option<&[u8]>,
+    ) -> HeaderValue {
+        let pk = pk.unwrap_or_default();
         // Decisions of a set other than these fields' (a caller's mistake) past their last rule
         // get an empty name rather than a panic.
         let member = self.members.get(index).map_or(&br#""";r="#[..], |m| &m[..]);
@@ -209,11 +276,13 @@ impl RateLimitFields {
         let reset = reset.format(number(reset_seconds(decision))).as_bytes();
         // Exactly the value's length: a `Vec` with room to spare would cost the header value
         // a second allocation, for the shared buffer `Bytes` makes of it.
-        let mut out = Vec::with_capacity(member.len() + remaining.len() + 3 + reset.len());
+        let mut out =
+            Vec::with_capacity(member.len() + remaining.len() + 3 + reset.len() + pk.len());
         out.extend_from_slice(member);
         out.extend_from_slice(remaining);
         out.extend_from_slice(b";t=");
         out.extend_from_slice(reset);
+        out.extend_from_slice(pk);
         HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 
@@ -278,6 +347,51 @@ impl RateLimitFields {
             X_RATELIMIT_RESET,
             HeaderValue::from(reset_seconds(decision)),
         );
+    }
+}
+
+/// What a limit's costs count, as the draft's `qu` parameter of `RateLimit-Policy` names it.
+///
+/// ```
+/// use slidewin_http::QuotaUnit;
+/// assert_eq!(QuotaUnit::ContentBytes.as_str(), "content-bytes");
+/// assert_eq!(QuotaUnit::default(), QuotaUnit::Requests);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QuotaUnit {
+    /// Requests (`request`, the draft's default, so never named): a cost of 1 a request, or
+    /// whatever weight a [`Limit::cost_fn`](crate::Limit::cost_fn) gives.
+    #[default]
+    Requests,
+    /// Bytes of content (`content-bytes`): a cost that is a body's length.
+    ContentBytes,
+    /// Requests in flight (`concurrent-requests`): the unit of
+    /// [`Kind::Leases`](slidewin::limit::Kind::Leases), named for them whatever is asked.
+    ConcurrentRequests,
+}
+
+impl QuotaUnit {
+    /// Its name in the draft's registry of quota units.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            QuotaUnit::Requests => "request",
+            QuotaUnit::ContentBytes => "content-bytes",
+            QuotaUnit::ConcurrentRequests => "concurrent-requests",
+        }
+    }
+
+    /// The unit a rule of `kind` counts in when its limit asks for this one: leases count
+    /// requests in flight, rates anything but; `None` when they cannot.
+    fn of(self, kind: Kind) -> Option<QuotaUnit> {
+        match (kind == Kind::Leases, self) {
+            (true, QuotaUnit::Requests | QuotaUnit::ConcurrentRequests) => {
+                Some(QuotaUnit::ConcurrentRequests)
+            }
+            (false, QuotaUnit::Requests | QuotaUnit::ContentBytes) => Some(self),
+            _ => None,
+        }
     }
 }
 

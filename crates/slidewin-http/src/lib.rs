@@ -53,6 +53,7 @@ mod fields;
 mod in_flight;
 mod layer;
 mod limit;
+mod partition;
 mod refusal;
 mod shed;
 mod stats;
@@ -66,14 +67,15 @@ pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub use clock::TscClock;
 pub use error::HttpConfigError;
 pub use fields::{
-    RATELIMIT, RATELIMIT_POLICY, RateLimitFields, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
-    X_RATELIMIT_RESET, retry_after,
+    QuotaUnit, RATELIMIT, RATELIMIT_POLICY, RateLimitFields, X_RATELIMIT_LIMIT,
+    X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, retry_after,
 };
 pub use in_flight::{InFlight, InFlightBody, InFlightLayer};
 pub use layer::{
     MissingKey, RateLimit, RateLimitLayer, RateLimitLayerBuilder, ResponseFuture, SLIDEWIN_DEGRADED,
 };
 pub use limit::{Key, Limit};
+pub use partition::PartitionKeys;
 pub use refusal::{QUOTA_EXCEEDED, Refusal, TEMPORARY_REDUCED_CAPACITY, problem};
 pub use shed::{ShedFuture, ShedHandle, ShedLayer, ShedLayerBuilder, ShedService};
 #[cfg(feature = "redis")]

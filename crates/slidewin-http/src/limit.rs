@@ -12,6 +12,8 @@ use slidewin_store::RequestKey;
 
 use crate::client_ip::TrustedProxies;
 use crate::error::HttpConfigError;
+use crate::fields::QuotaUnit;
+use crate::partition::PartitionKeys;
 
 type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
@@ -297,6 +299,10 @@ pub struct Limit {
     shadow: Vec<bool>,
     /// What a request without a key gets here, if not the layer's choice.
     missing_key: Option<crate::MissingKey>,
+    /// What the costs count, for `RateLimit-Policy`'s `qu`.
+    unit: QuotaUnit,
+    /// Whose digest names a request's partition in `RateLimit`'s `pk`, if any.
+    partition: Option<PartitionKeys>,
 }
 
 impl Limit {
@@ -312,6 +318,8 @@ impl Limit {
             cost: Cost::Units(1),
             shadow,
             missing_key: None,
+            unit: QuotaUnit::Requests,
+            partition: None,
         }
     }
 
@@ -399,6 +407,61 @@ impl Limit {
         self
     }
 
+    /// The costs count `unit`, which `RateLimit-Policy` names (`qu`): say
+    /// [`QuotaUnit::ContentBytes`] where [`cost_fn`](Limit::cost_fn) reads a body's length.
+    /// The layer refuses to build with a unit its rules cannot count
+    /// ([`HttpConfigError::QuotaUnit`]).
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Limit, QuotaUnit};
+    ///
+    /// let bytes = RuleSet::from(Rule::new("upload", Kind::SlidingLog, "10000000/hour".parse()?)?);
+    /// let uploads = Limit::new(bytes).quota_unit(QuotaUnit::ContentBytes).cost_fn(|parts| {
+    ///     let length = parts.headers.get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
+    ///     length.unwrap_or(1)
+    /// });
+    /// assert_eq!(uploads.unit(), QuotaUnit::ContentBytes);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn quota_unit(mut self, unit: QuotaUnit) -> Limit {
+        self.unit = unit;
+        self
+    }
+
+    /// What the costs count.
+    #[must_use]
+    pub fn unit(&self) -> QuotaUnit {
+        self.unit
+    }
+
+    /// Names the partition of each response's key in its `RateLimit` field (the draft's `pk`),
+    /// as a digest under `keys`' secret, which the key cannot be read back from.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_http::{Key, Limit, PartitionKeys};
+    ///
+    /// let rules = RuleSet::from(Rule::new("api", Kind::Gcra, "10/s".parse()?)?);
+    /// let limit = Limit::new(rules)
+    ///     .key(Key::header("x-api-key".parse()?))
+    ///     .partition_keys(PartitionKeys::new(b"the fleet's secret, 16+ bytes")?);
+    /// assert!(limit.partitions().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn partition_keys(mut self, keys: PartitionKeys) -> Limit {
+        self.partition = Some(keys);
+        self
+    }
+
+    /// The partition keys, if responses name their partitions.
+    #[must_use]
+    pub fn partitions(&self) -> Option<&PartitionKeys> {
+        self.partition.as_ref()
+    }
+
     /// Puts the policy `name` in shadow mode: it decides and its fields are sent, but it never
     /// denies; the requests it would have denied are counted
     /// ([`PolicyStats::shadow_denied`](crate::PolicyStats::shadow_denied)). For a new
@@ -484,6 +547,8 @@ impl fmt::Debug for Limit {
             .field("conditions", &self.conditions.len())
             .field("key", &self.key)
             .field("shadow", &self.shadow)
+            .field("unit", &self.unit)
+            .field("partition", &self.partition.is_some())
             .finish_non_exhaustive()
     }
 }

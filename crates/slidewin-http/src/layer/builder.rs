@@ -234,7 +234,7 @@ impl<B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayerBuilder<B, C> {
                 .iter()
                 .map(|&s| s || self.shadow)
                 .collect();
-            let fields = RateLimitFields::new(limit.rules())?;
+            let fields = RateLimitFields::with_unit(limit.rules(), limit.unit())?;
             let first_stat = stats.len();
             let requests = Arc::new(WindowMetrics::new(
                 self.stats_span,

@@ -188,9 +188,18 @@ pub(super) struct After {
     /// The binding decision, with its rule's index in the limit.
     binding: Option<(usize, Decision)>,
     degraded: bool,
+    /// `;pk=…`, the key's partition, when the limit names it.
+    pk: Option<Box<[u8]>>,
 }
 
 impl<B: Backend, C: Clock> Shared<B, C> {
+    /// `RateLimit`'s `pk` parameter for `key` under `limit`, when the limit names partitions.
+    #[inline]
+    pub(super) fn partition(&self, limit: usize, key: RequestKey<'_>) -> Option<Box<[u8]>> {
+        let keys = self.limits[limit].limit.partitions()?;
+        Some(keys.parameter(key))
+    }
+
     /// The policies' statistics, when they are kept.
     fn kept_stats(&self) -> Option<&[PolicyStats]> {
         self.stats_on.then_some(&*self.stats)
@@ -220,7 +229,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                     }
                     let refusal = Refusal::MissingKey { policies, fix };
                     let mut response = (self.on_refusal)(&refusal);
-                    self.insert_fields(armed, None, None, response.headers_mut());
+                    self.insert_fields(armed, None, None, None, response.headers_mut());
                     Plan::Refuse(response)
                 }
             };
@@ -282,6 +291,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         now: Moment,
         binding: Option<(usize, Decision)>,
         degraded: bool,
+        pk: Option<Box<[u8]>>,
     ) -> After {
         if self.stats_on {
             self.limits[limit].requests.add(now, MetricEvent::Pass, 1);
@@ -291,6 +301,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
             start: now,
             binding,
             degraded,
+            pk,
         }
     }
 
@@ -316,7 +327,13 @@ impl<B: Backend, C: Clock> Shared<B, C> {
     }
 
     /// The statistics of the checks, and the refusal or what the response will get.
-    pub(super) fn conclude(&self, limit: usize, now: Moment, outcome: &Outcome) -> Verdict {
+    pub(super) fn conclude(
+        &self,
+        limit: usize,
+        now: Moment,
+        outcome: &Outcome,
+        pk: Option<Box<[u8]>>,
+    ) -> Verdict {
         let armed = &self.limits[limit];
         let names = armed.limit.rules().rules();
         let stats = &self.stats[armed.first_stat..armed.first_stat + names.len()];
@@ -330,7 +347,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                     }
                 }
             }
-            return Verdict::Admitted(self.admitted(limit, now, binding, degraded));
+            return Verdict::Admitted(self.admitted(limit, now, binding, degraded, pk));
         }
         let refused = outcome.refusal.as_ref().unwrap_or(&Refused::Quota);
         let mut violated: Vec<&str> = Vec::new();
@@ -368,7 +385,8 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         };
         let mut response = (self.on_refusal)(&refusal);
         let headers = response.headers_mut();
-        self.insert_fields(armed, binding, degraded.then_some("closed"), headers);
+        let degraded = degraded.then_some("closed");
+        self.insert_fields(armed, binding, degraded, pk.as_deref(), headers);
         if let Some(wait) = binding.and_then(|(_, decision)| retry_after(&decision)) {
             headers.insert(RETRY_AFTER, wait);
         }
@@ -391,7 +409,8 @@ impl<B: Backend, C: Clock> Shared<B, C> {
                 .add_rt(done, done.saturating_duration_since(after.start));
         }
         let degraded = after.degraded.then_some("open");
-        self.insert_fields(armed, after.binding, degraded, response.headers_mut());
+        let headers = response.headers_mut();
+        self.insert_fields(armed, after.binding, degraded, after.pk.as_deref(), headers);
     }
 
     /// A limited request's fields: `RateLimit-Policy`; the binding decision's `RateLimit`
@@ -402,6 +421,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         armed: &Armed<B::Store>,
         binding: Option<(usize, Decision)>,
         degraded: Option<&'static str>,
+        pk: Option<&[u8]>,
         headers: &mut HeaderMap,
     ) {
         headers.insert(
@@ -411,7 +431,7 @@ impl<B: Backend, C: Clock> Shared<B, C> {
         if let Some((rule, decision)) = binding {
             headers.insert(
                 crate::fields::RATELIMIT,
-                armed.fields.rate_limit_at(rule, &decision),
+                armed.fields.rate_limit_in(rule, &decision, pk),
             );
             if self.legacy {
                 RateLimitFields::insert_legacy_one(&decision, headers);

@@ -144,14 +144,20 @@ where
                     .shared
                     .decide_at_once(armed, key.key(), now, cost, &mut outcome)
                 {
-                    AtOnce::Admitted(binding) => State::Inner {
-                        future: inner.call(Request::from_parts(parts, body)),
-                        after: Some((
-                            Arc::clone(&self.shared),
-                            self.shared.admitted(limit, now, binding, false),
-                        )),
-                    },
-                    AtOnce::Decided => match self.shared.conclude(limit, now, &outcome) {
+                    AtOnce::Admitted(binding) => {
+                        let pk = self.shared.partition(limit, key.key());
+                        let after = self.shared.admitted(limit, now, binding, false, pk);
+                        State::Inner {
+                            future: inner.call(Request::from_parts(parts, body)),
+                            after: Some((Arc::clone(&self.shared), after)),
+                        }
+                    }
+                    AtOnce::Decided => match self.shared.conclude(
+                        limit,
+                        now,
+                        &outcome,
+                        self.shared.partition(limit, key.key()),
+                    ) {
                         Verdict::Refused(response) => State::Ready {
                             response: Some(response.map(ResBody::from)),
                         },
@@ -167,7 +173,8 @@ where
                             future: Box::pin(async move {
                                 let armed = &shared.limits[limit];
                                 let outcome = shared.decide(armed, key.key(), now, cost).await;
-                                match shared.conclude(limit, now, &outcome) {
+                                let pk = shared.partition(limit, key.key());
+                                match shared.conclude(limit, now, &outcome, pk) {
                                     Verdict::Refused(response) => Ok(response.map(ResBody::from)),
                                     Verdict::Admitted(mut after) => {
                                         // The wrapped service's own time, not the store's.

@@ -7,5 +7,6 @@ mod fields;
 mod in_flight;
 mod layer;
 mod layer_edges;
+mod partition;
 mod shed;
 mod support;
