@@ -183,6 +183,11 @@ pub(crate) struct ServeArgs {
     /// share of it: above 0, at most 1.
     #[arg(long, env = "SLIDEWIN_NEAR_LIMIT_RATIO", default_value = "0.8", value_parser = ratio)]
     near_limit_ratio: u16,
+    /// Name the binding descriptor's partition in RateLimit (the draft's pk) by an HMAC of its
+    /// counter key under the secret in this file (at least 16 bytes; whitespace around it
+    /// ignored; the same file on every replica).
+    #[arg(long, env = "SLIDEWIN_PARTITION_KEY_SECRET_FILE")]
+    partition_key_secret_file: Option<PathBuf>,
     /// Show the limits' hits and the config loads under envoy ratelimit's Prometheus names
     /// too (ratelimit_service_rate_limit_over_limit{domain,key1,key2}, ...), so that its
     /// dashboards and alerts keep working.
@@ -436,10 +441,18 @@ fn answers(args: &ServeArgs) -> Result<AnswerOptions, String> {
             }
         }
     };
+    let partition_keys = match &args.partition_key_secret_file {
+        Some(path) => Some(
+            slidewin_server::partition_keys_from_file(path)
+                .map_err(|e| format!("--partition-key-secret-file {e}"))?,
+        ),
+        None => None,
+    };
     Ok(AnswerOptions {
         shadow_mode: args.shadow_mode,
         headers,
         near_limit_permille: args.near_limit_ratio,
+        partition_keys,
     })
 }
 

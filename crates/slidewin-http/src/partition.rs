@@ -37,6 +37,9 @@ use crate::error::HttpConfigError;
 #[derive(Clone)]
 pub struct PartitionKeys {
     key: hmac::Key,
+    /// The digest of a text no key is (keys have a kind's prefix): equal for equal secrets,
+    /// so that two `PartitionKeys` compare without holding their secret.
+    fingerprint: [u8; PartitionKeys::DIGEST_BYTES],
 }
 
 impl PartitionKeys {
@@ -69,9 +72,11 @@ impl PartitionKeys {
                 min: PartitionKeys::MIN_SECRET_BYTES,
             });
         }
-        Ok(PartitionKeys {
-            key: hmac::Key::new(hmac::HMAC_SHA256, secret),
-        })
+        let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
+        let mut fingerprint = [0u8; PartitionKeys::DIGEST_BYTES];
+        let tag = hmac::sign(&key, b"fingerprint");
+        fingerprint.copy_from_slice(&tag.as_ref()[..PartitionKeys::DIGEST_BYTES]);
+        Ok(PartitionKeys { key, fingerprint })
     }
 
     /// Partition keys under a secret drawn from the system's random source: for one process
@@ -127,6 +132,23 @@ impl PartitionKeys {
         text.as_bytes()[1..].into()
     }
 }
+
+/// Equal when their secrets are (by a digest of each, not the secrets themselves).
+///
+/// ```
+/// use slidewin_http::PartitionKeys;
+/// let a = PartitionKeys::new(b"0123456789abcdef")?;
+/// assert_eq!(a, PartitionKeys::new(b"0123456789abcdef")?);
+/// assert_ne!(a, PartitionKeys::new(b"0123456789abcdeF")?);
+/// # Ok::<(), slidewin_http::HttpConfigError>(())
+/// ```
+impl PartialEq for PartitionKeys {
+    fn eq(&self, other: &PartitionKeys) -> bool {
+        self.fingerprint == other.fingerprint
+    }
+}
+
+impl Eq for PartitionKeys {}
 
 impl fmt::Debug for PartitionKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

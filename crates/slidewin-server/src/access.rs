@@ -225,24 +225,11 @@ impl AdminToken {
     /// A file that cannot be read, holds more than 64 KiB or is not UTF-8, or a token
     /// [`AdminToken::new`] refuses.
     pub fn from_file(path: &Path) -> Result<AdminToken, AdminTokenError> {
-        use std::io::Read as _;
-        let failed = |reason: String| AdminTokenError::File {
+        let text = read_secret(path).map_err(|reason| AdminTokenError::File {
             path: path.to_owned(),
             reason,
-        };
-        let file = std::fs::File::open(path).map_err(|e| failed(e.to_string()))?;
-        warn_if_others_may_read(path, &file);
-        let mut bytes = Vec::new();
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| failed(e.to_string()))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(failed(format!(
-                "holds more than {MAX_FILE_BYTES} bytes: not a token"
-            )));
-        }
-        let text = String::from_utf8(bytes).map_err(|_| failed("is not UTF-8".to_owned()))?;
-        AdminToken::new(text.trim())
+        })?;
+        AdminToken::new(&text)
     }
 
     /// Whether `presented` is the token, compared in constant time: the time taken depends on
@@ -469,3 +456,47 @@ async fn guard(State(token): State<AdminToken>, request: Request, next: Next) ->
 
 #[cfg(test)]
 mod tests;
+
+/// The secret in the file at `path`, without the whitespace around it; why not, as a reason
+/// to follow the path. A file that others than its owner may read is used, with a warning.
+pub(crate) fn read_secret(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    warn_if_others_may_read(path, &file);
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "holds more than {MAX_FILE_BYTES} bytes: not a secret"
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| "is not UTF-8".to_owned())?;
+    Ok(text.trim().to_owned())
+}
+
+/// The partition keys under the secret in the file at `path` (whitespace around it ignored),
+/// for [`AnswerOptions::partition_keys`](crate::AnswerOptions::partition_keys).
+///
+/// # Errors
+///
+/// The file cannot be read, holds more than 64 KiB or is not UTF-8, or its secret is shorter
+/// than [`PartitionKeys::MIN_SECRET_BYTES`](slidewin_http::PartitionKeys::MIN_SECRET_BYTES),
+/// each naming the path.
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("slidewin-doc-pk-{}", std::process::id()));
+/// std::fs::write(&path, "a secret of sixteen bytes or more\n")?;
+/// let keys = slidewin_server::partition_keys_from_file(&path)?;
+/// assert_eq!(keys, slidewin_http::PartitionKeys::new(b"a secret of sixteen bytes or more")?);
+/// std::fs::write(&path, "too short")?;
+/// assert!(slidewin_server::partition_keys_from_file(&path).unwrap_err().contains("at least 16"));
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn partition_keys_from_file(path: &Path) -> Result<slidewin_http::PartitionKeys, String> {
+    let named = |reason: String| format!("{}: {reason}", path.display());
+    let secret = read_secret(path).map_err(named)?;
+    slidewin_http::PartitionKeys::new(secret.as_bytes()).map_err(|e| named(e.to_string()))
+}

@@ -29,7 +29,9 @@ mod snapshot;
 mod top;
 mod watch;
 
-pub use access::{AdminHost, AdminHostError, AdminToken, AdminTokenError};
+pub use access::{
+    AdminHost, AdminHostError, AdminToken, AdminTokenError, partition_keys_from_file,
+};
 pub use config::{Config, ConfigFileError, Unit};
 pub use endpoints::health::Health;
 pub use endpoints::{Endpoints, LoadTally};

@@ -247,6 +247,30 @@ fn issue_31_an_unreadable_redis_ca_stops_the_start_naming_it() {
     assert!(err.contains("/nonexistent/slidewin/ca.pem"), "{err}");
 }
 
+/// Issue 33: `--partition-key-secret-file` is read at the start; a secret shorter than 16
+/// bytes stops it, naming the flag, the file and the bound.
+#[test]
+fn issue_33_a_short_partition_key_secret_stops_the_start() {
+    let file = config_file("pk", "secret", "short secret\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_slidewin"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .arg("--partition-key-secret-file")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--partition-key-secret-file"), "{err}");
+    assert!(err.contains(&*file.to_string_lossy()), "{err}");
+    assert!(err.contains("at least 16"), "{err}");
+}
+
 /// `text` in a file `name` of a fresh directory of its own (`test` names it).
 fn config_file(test: &str, name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("slidewin-cli-{test}-{}", std::process::id()));

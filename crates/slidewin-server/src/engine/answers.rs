@@ -2,6 +2,7 @@
 //! Envoy to add, and where "near the limit" begins.
 
 use http::{HeaderName, HeaderValue};
+use slidewin_http::PartitionKeys;
 
 use super::request::{Code, DescriptorStatus};
 
@@ -27,6 +28,9 @@ pub struct AnswerOptions {
     /// A request within its limit counts as near it (`slidewin_near_limit_total`) when the
     /// limit is used past this many thousandths of it: 800 by default, envoy ratelimit's 0.8.
     pub near_limit_permille: u16,
+    /// Whose keyed digest names the binding descriptor's partition in `RateLimit` (the
+    /// draft's `pk`): never the descriptor's values. `None` (the default): no `pk`.
+    pub partition_keys: Option<PartitionKeys>,
 }
 
 impl Default for AnswerOptions {
@@ -35,6 +39,7 @@ impl Default for AnswerOptions {
             shadow_mode: false,
             headers: ResponseHeaders::Draft,
             near_limit_permille: 800,
+            partition_keys: None,
         }
     }
 }

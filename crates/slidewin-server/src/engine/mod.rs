@@ -25,7 +25,7 @@ use crate::error::Error;
 
 use self::answers::envoy_headers;
 pub use self::answers::{AnswerOptions, ResponseHeaders};
-use self::check::refused_status;
+use self::check::{counter_key, refused_status};
 use self::matching::{Node, build, find};
 pub use self::request::{
     Bounds, Code, CurrentLimit, DescriptorStatus, Entry, LimitOverride, RateLimitRequest,
@@ -39,7 +39,7 @@ use crate::config::{Config, Unit};
 use crate::metrics::{LazyRuleMetrics, LimitShown, Metrics, RuleMetrics};
 use crate::overrides::{Overrides, Refused};
 use crate::top::TopKeys;
-use slidewin_store::Backend;
+use slidewin_store::{Backend, RequestKey};
 
 /// A limit in force: its counts, its fields and its statistics. Kept across a reload while its
 /// domain, path and rules stay the same.
@@ -297,7 +297,7 @@ impl<B: Backend> Engine<B> {
             self.inner.metrics.global_shadow_mode();
         }
         let headers = match &self.answers.headers {
-            ResponseHeaders::Draft => self.headers(&matches, &tally, denied),
+            ResponseHeaders::Draft => self.headers(request, &matches, &tally, denied),
             ResponseHeaders::Envoy {
                 limit,
                 remaining,
@@ -399,6 +399,7 @@ impl<B: Backend> Engine<B> {
     #[inline]
     fn headers(
         &self,
+        request: &RateLimitRequest,
         matches: &Matches<B>,
         tally: &Tally,
         denied: bool,
@@ -410,10 +411,18 @@ impl<B: Backend> Engine<B> {
             headers.push((RATELIMIT_POLICY, policy));
         }
         if let Some((decision, (i, rule_at))) = tally.binding.get()
-            && let Some((rule, _)) = &matches.found[*i]
+            && let Some((rule, shared)) = &matches.found[*i]
             && let ActionRt::Rules { fields, .. } = &rule.action
         {
-            headers.push((RATELIMIT, fields.rate_limit_at(*rule_at, decision)));
+            let value = match &self.answers.partition_keys {
+                None => fields.rate_limit_at(*rule_at, decision),
+                Some(keys) => {
+                    let entries = &request.descriptors[*i].entries;
+                    let key = counter_key(&request.domain, &rule.path, entries, shared);
+                    fields.rate_limit_keyed(*rule_at, decision, keys, RequestKey::Text(&key))
+                }
+            };
+            headers.push((RATELIMIT, value));
             if denied && let Some(retry) = slidewin_http::retry_after(decision) {
                 headers.push((http::header::RETRY_AFTER, retry));
             }

@@ -1,6 +1,5 @@
 //! The engine's unit tests: decisions through the engine, wildcard matching and counter keys.
 
-use super::check::counter_key;
 use super::matching::wildcard_match;
 use super::*;
 
@@ -147,51 +146,6 @@ fn wildcards_match_as_envoy_ratelimit_does() {
     assert!(!wildcard_match(&parts("path_a*b*c"), "path_acb"));
     assert!(!wildcard_match(&parts("path_ab*ba"), "path_aba"));
     assert!(wildcard_match(&parts("path_x"), "path_x"));
-}
-
-/// Issue 29: 16 entries of 1 KB each made a 35 KB counter key (a Redis key that filled a
-/// 16 MB Redis in 474 requests).
-#[test]
-fn hostile_29_counter_keys_have_a_bounded_length() {
-    let huge = "x".repeat(1024);
-    let entries: Vec<Entry> = (0..16).map(|_| Entry::new(&huge, &huge)).collect();
-    let key = counter_key(&huge, &huge, &entries, &[]);
-    assert_eq!(key.len(), 64);
-    assert!(key.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
-    assert_eq!(counter_key("", "", &[], &[]).len(), 64);
-}
-
-/// The keys are what they were before the hex digits came from a table: a key kept in Redis
-/// across an upgrade is the same key. SHA-256 of the length-prefixed parts, in lowercase hex
-/// (computed apart, with Python's hashlib).
-#[test]
-fn counter_keys_are_the_sha256_of_their_parts_in_lowercase_hex() {
-    assert_eq!(
-        counter_key("", "", &[], &[]),
-        "374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb"
-    );
-    assert_eq!(
-        counter_key("edge", "user", &[Entry::new("user", "ann")], &[]),
-        "8f8e811bbdafdbb45f0a5dfd9430e4b4095c857a001c960990761ffe1cb7f626"
-    );
-}
-
-#[test]
-fn counter_keys_cannot_be_forged_by_values() {
-    let a = counter_key("d", "d.k", &[Entry::new("k", "a1:b")], &[]);
-    let b = counter_key(
-        "d",
-        "d.k",
-        &[Entry::new("k", "a"), Entry::new("b", "")],
-        &[],
-    );
-    assert_ne!(a, b);
-    let pattern = [(0, "a*".to_owned())];
-    let shared = counter_key("d", "d.k_a*", &[Entry::new("k", "abc")], &pattern);
-    assert_eq!(
-        shared,
-        counter_key("d", "d.k_a*", &[Entry::new("k", "axy")], &pattern)
-    );
 }
 
 /// An engine on one limit of 2 a minute for key `k`, answering as `answers` says.
@@ -578,4 +532,62 @@ async fn issue_33_negative_hits_release_the_leases_a_request_held() {
         text.contains("slidewin_rate_limit_released_total{domain=\"d\",rule=\"user\"} 1"),
         "{text}"
     );
+}
+
+/// Issue 33: the draft's `pk`. With partition keys, `RateLimit` names the binding
+/// descriptor's partition by a keyed digest of its counter key: one name per user, another
+/// for another user, never a descriptor's value; without them, no `pk`.
+#[tokio::test]
+async fn issue_33_pk_names_the_binding_descriptors_partition() {
+    let keys = slidewin_http::PartitionKeys::new(b"the fleet's secret, 16+ bytes").unwrap();
+    let engine = answering(AnswerOptions {
+        partition_keys: Some(keys.clone()),
+        ..AnswerOptions::default()
+    });
+    let of = |value: &str| {
+        RateLimitRequest::new(
+            "d",
+            vec![RequestDescriptor::new(vec![Entry::new("k", value)])],
+        )
+    };
+    let field = |response: &RateLimitResponse| {
+        let (_, value) = response
+            .headers
+            .iter()
+            .find(|(n, _)| n == RATELIMIT)
+            .unwrap();
+        value.to_str().unwrap().to_owned()
+    };
+    let pk = |field: &str| field.split(";pk=").nth(1).map(str::to_owned);
+    let ann = field(&engine.should_rate_limit(&of("ann")).await.unwrap());
+    let again = field(&engine.should_rate_limit(&of("ann")).await.unwrap());
+    let denied = engine.should_rate_limit(&of("ann")).await.unwrap();
+    let bob = field(&engine.should_rate_limit(&of("bob")).await.unwrap());
+    assert_eq!(denied.overall_code, Code::OverLimit);
+    assert!(pk(&ann).is_some(), "{ann}");
+    assert_eq!(pk(&ann), pk(&again));
+    assert_eq!(pk(&ann), pk(&field(&denied)));
+    assert_ne!(pk(&ann), pk(&bob));
+    assert!(!ann.contains("ann"), "{ann}");
+    // The digest is the partition keys' of the descriptor's counter key.
+    let key = counter_key("d", "d.k", &[Entry::new("k", "ann")], &[]);
+    let want = RateLimitFields::new(&slidewin::limit::RuleSet::from(
+        slidewin::limit::Rule::new(
+            "two",
+            slidewin::limit::Kind::SlidingLog,
+            "2/minute".parse().unwrap(),
+        )
+        .unwrap(),
+    ))
+    .unwrap()
+    .rate_limit_keyed(
+        0,
+        &slidewin::Decision::allow(2, 1, std::time::Duration::from_secs(60)),
+        &keys,
+        RequestKey::Text(&key),
+    );
+    assert_eq!(pk(&ann), pk(want.to_str().unwrap()));
+    let plain = answering(AnswerOptions::default());
+    let plain = field(&plain.should_rate_limit(&of("ann")).await.unwrap());
+    assert_eq!(pk(&plain), None, "{plain}");
 }
