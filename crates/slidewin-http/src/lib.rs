@@ -44,6 +44,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod armed;
 mod breaker;
 mod client_ip;
 mod clock;

@@ -155,6 +155,7 @@ impl Key {
 
 /// A request's key as extracted: an address, borrowed from the request, or a closure's
 /// `String`.
+#[derive(Clone)]
 pub(crate) enum Extracted<'p> {
     Address(IpAddr),
     Borrowed(&'p str),

@@ -8,21 +8,16 @@ mod service;
 use std::fmt;
 use std::sync::Arc;
 
-use http::Response;
-use http::header::{HeaderMap, RETRY_AFTER};
-use http::request::Parts;
 use slidewin::limit::Kind;
-use slidewin_store::{Backend, BackendError, Checked};
+use slidewin_store::Backend;
 
 pub use body::InFlightBody;
 pub use service::InFlight;
 
-use crate::MissingKey;
+use crate::armed::Limits;
 use crate::clock::TscClock;
 use crate::error::HttpConfigError;
-use crate::fields::{RATELIMIT, RATELIMIT_POLICY, RateLimitFields, retry_after};
-use crate::limit::{Extracted, Limit};
-use crate::refusal::{Refusal, problem};
+use crate::limit::Limit;
 
 /// A tower [`Layer`](tower::Layer) that holds each request under a concurrency limit while it
 /// is in flight: at most N per key, each unit taken by the check that admits the request and
@@ -74,18 +69,7 @@ impl<B: Backend, C> fmt::Debug for InFlightLayer<B, C> {
 }
 
 /// What every service of a layer shares.
-pub(crate) struct Shared<B: Backend, C> {
-    pub(crate) backend: B,
-    pub(crate) clock: C,
-    pub(crate) limits: Vec<Armed<B::Store>>,
-}
-
-/// A limit, its store and its fields.
-pub(crate) struct Armed<S> {
-    limit: Limit,
-    pub(crate) store: S,
-    fields: RateLimitFields,
-}
+pub(crate) type Shared<B, C> = Limits<B, C>;
 
 impl<B: Backend> InFlightLayer<B> {
     /// A layer of `limits`, tried in order (the first that selects a request holds it), on
@@ -126,124 +110,17 @@ impl<B: Backend, C> InFlightLayer<B, C> {
         clock: C,
         limits: impl IntoIterator<Item = Limit>,
     ) -> Result<InFlightLayer<B, C>, HttpConfigError> {
-        let mut armed = Vec::new();
-        for limit in limits {
-            let rules = limit.rules();
-            if let Some(other) = rules.rules().iter().find(|r| r.kind() != Kind::Leases) {
-                return Err(HttpConfigError::NotLeases {
-                    rule: other.name().to_owned(),
-                });
-            }
-            let fields = RateLimitFields::new(rules)?;
-            let store = backend.store(rules.clone())?;
-            armed.push(Armed {
-                limit,
-                store,
-                fields,
-            });
-        }
-        Ok(InFlightLayer {
-            shared: Arc::new(Shared {
-                backend,
-                clock,
-                limits: armed,
-            }),
-        })
-    }
-}
-
-/// What a request comes to before any store is asked.
-pub(crate) enum Plan<'p> {
-    Pass,
-    Refuse(Response<String>),
-    Check {
-        limit: usize,
-        key: Extracted<'p>,
-        cost: u64,
-    },
-}
-
-impl<B: Backend, C> Shared<B, C> {
-    /// The first limit that selects `parts`, and its key and cost.
-    pub(crate) fn plan<'p>(&self, parts: &'p Parts) -> Plan<'p> {
-        let Some(limit) = self.limits.iter().position(|a| a.limit.selects(parts)) else {
-            return Plan::Pass;
-        };
-        let armed = &self.limits[limit];
-        match armed.limit.key_of(parts) {
-            Some(key) => Plan::Check {
-                limit,
-                key,
-                cost: armed.limit.cost_of(parts),
-            },
-            None => match armed.limit.missing_key_choice().unwrap_or_default() {
-                MissingKey::Pass => Plan::Pass,
-                MissingKey::Deny => Plan::Refuse(problem(&Refusal::MissingKey {
-                    policies: armed.names(),
-                    fix: armed.limit.missing_key_fix(parts),
-                })),
-            },
-        }
-    }
-
-    /// The refusal for a check that did not admit, with the limit's fields.
-    pub(crate) fn refusal(
-        &self,
-        limit: usize,
-        answer: &Result<Checked, BackendError>,
-    ) -> Response<String> {
-        let armed = &self.limits[limit];
-        let policies = armed.names();
-        let mut response = match answer {
-            Ok(checked) => problem(&Refusal::QuotaExceeded {
-                policies,
-                retry_after: checked.decision().retry_after(),
-            }),
-            Err(BackendError::CostTooHigh { cost, max }) => problem(&Refusal::CostTooHigh {
-                policies,
-                cost: *cost,
-                max: *max,
-            }),
-            Err(BackendError::KeysFull { cap }) => problem(&Refusal::KeysFull { cap: *cap }),
-            Err(other) => {
-                let detail = other.to_string();
-                problem(&Refusal::Unavailable {
-                    detail: &detail,
-                    retry_after: None,
+        let limits = Limits::new(backend, clock, limits, |rule| {
+            if rule.kind() == Kind::Leases {
+                Ok(())
+            } else {
+                Err(HttpConfigError::NotLeases {
+                    rule: rule.name().to_owned(),
                 })
             }
-        };
-        if let Ok(checked) = answer {
-            armed.insert_fields(checked, response.headers_mut());
-            if let Some(wait) = retry_after(&checked.decision()) {
-                response.headers_mut().insert(RETRY_AFTER, wait);
-            }
-        }
-        response
-    }
-
-    /// The fields of an admitted request's response.
-    pub(crate) fn admitted<T>(&self, limit: usize, checked: &Checked, response: &mut Response<T>) {
-        self.limits[limit].insert_fields(checked, response.headers_mut());
-    }
-}
-
-impl<S> Armed<S> {
-    /// `RateLimit-Policy`, and `RateLimit` of the binding decision.
-    fn insert_fields(&self, checked: &Checked, headers: &mut HeaderMap) {
-        headers.insert(RATELIMIT_POLICY, self.fields.policy().clone());
-        let binding = self
-            .fields
-            .rate_limit_at(checked.binding(), &checked.decision());
-        headers.insert(RATELIMIT, binding);
-    }
-
-    fn names(&self) -> Vec<&str> {
-        self.limit
-            .rules()
-            .rules()
-            .iter()
-            .map(|r| r.name())
-            .collect()
+        })?;
+        Ok(InFlightLayer {
+            shared: Arc::new(limits),
+        })
     }
 }

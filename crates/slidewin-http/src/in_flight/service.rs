@@ -12,7 +12,8 @@ use slidewin_store::Backend;
 use tower::{Layer, Service};
 
 use super::body::{Held, InFlightBody};
-use super::{InFlightLayer, Plan, Shared};
+use super::{InFlightLayer, Shared};
+use crate::armed::Plan;
 use crate::clock::TscClock;
 use crate::limit::Extracted;
 
@@ -97,16 +98,19 @@ where
             let checked = match answer {
                 Ok(checked) if checked.allowed() => checked,
                 refused => {
-                    let response = shared.refusal(limit, &refused);
+                    let response = shared.refusal(limit, key.key(), &refused);
                     return Ok(response.map(|text| InFlightBody::plain(ResBody::from(text))));
                 }
             };
             // Held from here: given back if the wrapped service fails, or if this future or
             // the response's body is dropped, or when the body ends.
-            let held = hold(Arc::clone(&shared), limit, key, cost);
-            let mut response = inner.call(Request::from_parts(parts, body)).await?;
-            shared.admitted(limit, &checked, &mut response);
-            Ok(response.map(|body| InFlightBody::holding(body, held)))
+            let mut response = {
+                let held = hold(Arc::clone(&shared), limit, key.clone(), cost);
+                let response = inner.call(Request::from_parts(parts, body)).await;
+                response?.map(|body| InFlightBody::holding(body, held))
+            };
+            shared.admitted(limit, key.key(), &checked, &mut response);
+            Ok(response)
         })
     }
 }
