@@ -3,7 +3,7 @@
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
-use crate::limit::{Decision, LimitError, Quota, until};
+use crate::limit::{Decision, LimitError, Quota, Reservation, until};
 use crate::slide_vec::{SlideVec, gallop};
 use crate::time::Moment;
 
@@ -71,48 +71,6 @@ struct Stamp {
     total: u64,
 }
 
-/// An admission of an estimated cost whose actual cost comes later ([`Limiter::reserve`](crate::Limiter::reserve),
-/// then [`Limiter::settle`](crate::Limiter::settle)): the time of the stamp it was counted in,
-/// and its units.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Reservation {
-    at: Moment,
-    units: u64,
-}
-
-impl Reservation {
-    /// The time it was counted at: the log's, which is the request's unless the clock went
-    /// back (then its newest admission's).
-    ///
-    /// ```
-    /// use slidewin::{Limiter, Moment};
-    /// use slidewin::limit::SlidingLog;
-    /// let mut tokens = Limiter::new(SlidingLog::new("1000/minute".parse()?)?);
-    /// let (_, reserved) = tokens.reserve(Moment::from_secs(5), 200)?;
-    /// assert_eq!(reserved.unwrap().at(), Moment::from_secs(5));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[must_use]
-    pub fn at(&self) -> Moment {
-        self.at
-    }
-
-    /// The units it holds: the estimate, until it is settled.
-    ///
-    /// ```
-    /// use slidewin::{Limiter, Moment};
-    /// use slidewin::limit::SlidingLog;
-    /// let mut tokens = Limiter::new(SlidingLog::new("1000/minute".parse()?)?);
-    /// let (_, reserved) = tokens.reserve(Moment::ZERO, 200)?;
-    /// assert_eq!(reserved.unwrap().units(), 200);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[must_use]
-    pub fn units(&self) -> u64 {
-        self.units
-    }
-}
-
 /// A log as counted for one request: the stamps that have left, and the units of those left.
 #[derive(Clone, Copy, Debug)]
 #[allow(unreachable_pub)] // opaque: named by the sealed trait only
@@ -125,13 +83,6 @@ pub struct Counted {
     before: u64,
     /// The units in the window.
     count: u64,
-}
-
-impl Counted {
-    /// The reservation an admission of `units` on this count makes.
-    pub(crate) fn reservation(&self, units: u64) -> Reservation {
-        Reservation { at: self.at, units }
-    }
 }
 
 impl SlidingLog {
@@ -298,30 +249,25 @@ impl SlidingLog {
     /// stamp of its time, so in the windows it was admitted in. More than the limit left is
     /// debt that later checks wait out; less gives units back. A reservation whose stamp has
     /// left the log changes nothing (its windows have passed). Whether it changed the log.
-    pub(crate) fn settle(
-        state: &mut SlidingLogState,
-        reservation: Reservation,
-        actual: u64,
-    ) -> bool {
+    fn settle_stamp(state: &mut SlidingLogState, reservation: Reservation, actual: u64) -> bool {
         let stamps = state.stamps.as_slice();
-        let index = stamps.partition_point(|s| s.at < reservation.at);
-        let Some(stamp) = stamps.get(index).filter(|s| s.at == reservation.at) else {
+        let index = stamps.partition_point(|s| s.at < reservation.at());
+        let Some(stamp) = stamps.get(index).filter(|s| s.at == reservation.at()) else {
             return false;
         };
         let before = index.checked_sub(1).map_or(state.base, |i| stamps[i].total);
         let held = stamp.total.wrapping_sub(before);
-        // More: the difference added to this stamp and every later total. Less: taken back,
-        // never past what the stamp holds (admissions of one instant share it).
-        let change: fn(u64, u64) -> u64 = if actual >= reservation.units {
-            u64::wrapping_add
+        // More: the difference added to this stamp and every later total, up to what keeps
+        // the log's units within 64 bits (its totals are read as differences). Less: taken
+        // back, never past what the stamp holds (admissions of one instant share it).
+        let units = stamps
+            .last()
+            .map_or(0, |s| s.total.wrapping_sub(state.base));
+        let (change, delta): (fn(u64, u64) -> u64, u64) = if actual >= reservation.units() {
+            let more = actual - reservation.units();
+            (u64::wrapping_add, more.min(u64::MAX - units))
         } else {
-            u64::wrapping_sub
-        };
-        let delta = actual.abs_diff(reservation.units);
-        let delta = if actual >= reservation.units {
-            delta
-        } else {
-            delta.min(held)
+            (u64::wrapping_sub, (reservation.units() - actual).min(held))
         };
         for later in state.stamps.iter_mut_from(index) {
             later.total = change(later.total, delta);
@@ -397,6 +343,17 @@ impl Enforce for SlidingLog {
                 total,
             }),
         }
+    }
+
+    /// The log's time: the request's, or its newest admission's if later.
+    #[inline]
+    fn counted_at(&self, counted: &Counted, _now: Moment) -> Moment {
+        counted.at
+    }
+
+    /// The stamp of the reservation's time, changed in place.
+    fn settle(&self, state: &mut SlidingLogState, reservation: Reservation, actual: u64) -> bool {
+        SlidingLog::settle_stamp(state, reservation, actual)
     }
 
     /// The stamps' buffer.
