@@ -151,7 +151,10 @@ impl<A: Algorithm> Limiter<A> {
     /// changed: `false` once the reservation's windows have passed.
     ///
     /// Per algorithm: a [`SlidingLog`](crate::limit::SlidingLog) (and
-    /// [`Leases`](crate::limit::Leases)) changes the units of the reservation's stamp;
+    /// [`Leases`](crate::limit::Leases)) changes the units of the reservation's stamp, its
+    /// debt bounded so that the log holds at most twice its limit (then at least one limit's
+    /// worth must leave before anything is admitted: more would only be forgotten later, and
+    /// Redis keeps a time per unit), and an instant settled to nothing is no admission any more;
     /// [`Gcra`](crate::limit::Gcra) moves its theoretical arrival time by the difference in
     /// emission intervals; [`FixedWindow`](crate::limit::FixedWindow) and
     /// [`SlidingCounter`](crate::limit::SlidingCounter) change the count of the window it was

@@ -246,10 +246,17 @@ impl SlidingLog {
     }
 
     /// Changes the units of the admission `reservation` made to `actual`, in place: in the
-    /// stamp of its time, so in the windows it was admitted in. More than the limit left is
-    /// debt that later checks wait out; less gives units back. A reservation whose stamp has
-    /// left the log changes nothing (its windows have passed). Whether it changed the log.
-    fn settle_stamp(state: &mut SlidingLogState, reservation: Reservation, actual: u64) -> bool {
+    /// stamp of its time, so in the windows it was admitted in. More is debt that later checks
+    /// wait out, up to twice the limit in the log (see [`Limiter::settle`](crate::Limiter::settle));
+    /// less gives units back, never past what the stamp holds (admissions of one instant share
+    /// it), and a stamp left with none goes. A reservation whose stamp has left the log changes
+    /// nothing (its windows have passed). Whether it found the stamp.
+    fn settle_stamp(
+        &self,
+        state: &mut SlidingLogState,
+        reservation: Reservation,
+        actual: u64,
+    ) -> bool {
         let stamps = state.stamps.as_slice();
         let index = stamps.partition_point(|s| s.at < reservation.at());
         let Some(stamp) = stamps.get(index).filter(|s| s.at == reservation.at()) else {
@@ -257,20 +264,27 @@ impl SlidingLog {
         };
         let before = index.checked_sub(1).map_or(state.base, |i| stamps[i].total);
         let held = stamp.total.wrapping_sub(before);
-        // More: the difference added to this stamp and every later total, up to what keeps
-        // the log's units within 64 bits (its totals are read as differences). Less: taken
-        // back, never past what the stamp holds (admissions of one instant share it).
-        let units = stamps
-            .last()
-            .map_or(0, |s| s.total.wrapping_sub(state.base));
-        let (change, delta): (fn(u64, u64) -> u64, u64) = if actual >= reservation.units() {
-            let more = actual - reservation.units();
-            (u64::wrapping_add, more.min(u64::MAX - units))
+        let estimate = reservation.units();
+        if actual >= estimate {
+            // Every stamp is in the window ending at the newest: the log's units are its count.
+            let units = stamps
+                .last()
+                .map_or(0, |s| s.total.wrapping_sub(state.base));
+            let room = self.quota.limit().saturating_mul(2).saturating_sub(units);
+            let more = (actual - estimate).min(room);
+            for later in state.stamps.iter_mut_from(index) {
+                later.total = later.total.wrapping_add(more);
+            }
         } else {
-            (u64::wrapping_sub, (reservation.units() - actual).min(held))
-        };
-        for later in state.stamps.iter_mut_from(index) {
-            later.total = change(later.total, delta);
+            let less = (estimate - actual).min(held);
+            for later in state.stamps.iter_mut_from(index) {
+                later.total = later.total.wrapping_sub(less);
+            }
+            // An instant with no units is no admission: the newest time is the one before it,
+            // as on Redis, which keeps a time per unit.
+            if less == held {
+                state.stamps.remove(index);
+            }
         }
         true
     }
@@ -353,7 +367,7 @@ impl Enforce for SlidingLog {
 
     /// The stamp of the reservation's time, changed in place.
     fn settle(&self, state: &mut SlidingLogState, reservation: Reservation, actual: u64) -> bool {
-        SlidingLog::settle_stamp(state, reservation, actual)
+        self.settle_stamp(state, reservation, actual)
     }
 
     /// The stamps' buffer.

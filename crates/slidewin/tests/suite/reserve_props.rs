@@ -205,22 +205,25 @@ impl ReferenceBucket {
     }
 }
 
-/// The minute-and-day budget, the obvious way: one entry per admission, counted in each
-/// rule's window `(at - span, at]`; admitted only if every rule has room. Entries of one
-/// instant share their units, as a log's stamp does.
+/// The minute-and-day budget, the obvious way: each rule a log of one entry per admission,
+/// counted in its window `(at - span, at]` (`at`: the request's time, or the rule's newest
+/// entry's if later); admitted only if every rule has room, then entered in both, at each
+/// rule's own time. The reservation's time is the later of theirs.
 struct ReferenceBudget {
-    rules: [(u64, u64); 2],
-    entries: Vec<(u64, u64)>,
+    rules: [RuleLog; 2],
 }
+
+/// A rule's limit, span, and entries (time, units).
+type RuleLog = (u64, u64, Vec<(u64, u64)>);
 
 impl ReferenceBudget {
     fn reserve(&mut self, now: u64, cost: u64) -> (bool, [u64; 2], u64) {
-        let at = self.entries.last().map_or(now, |&(t, _)| t.max(now));
-        let count = |span: u64| -> u64 {
-            let live = self.entries.iter().filter(|&&(t, _)| t + span > at);
+        let at = |entries: &Vec<(u64, u64)>| entries.last().map_or(now, |&(t, _)| t.max(now));
+        let count = |(_, span, entries): &RuleLog| -> u64 {
+            let live = entries.iter().filter(|&&(t, _)| t + span > at(entries));
             live.map(|&(_, u)| u).sum()
         };
-        let counts = self.rules.map(|(_, span)| count(span));
+        let counts = [count(&self.rules[0]), count(&self.rules[1])];
         let fits = |i: usize| counts[i] + cost <= self.rules[i].0;
         // Each rule's own answer: what it leaves if it admits, what it has if it denies.
         let left = |i: usize| match fits(i) {
@@ -228,43 +231,27 @@ impl ReferenceBudget {
             false => self.rules[i].0.saturating_sub(counts[i]),
         };
         let left = [left(0), left(1)];
+        let latest = at(&self.rules[0].2).max(at(&self.rules[1].2));
         if !(fits(0) && fits(1)) {
-            return (false, left, at);
+            return (false, left, latest);
         }
         if cost > 0 {
-            self.entries.push((at, cost));
+            for (_, span, entries) in &mut self.rules {
+                let t = at(entries);
+                entries.retain(|&(e, _)| e + *span > t); // what has left its window, for good
+                entries.push((t, cost));
+            }
         }
-        (true, left, at)
+        (true, left, latest)
     }
 
-    /// Whether either rule still held it: the longest window's log keeps a stamp until its
-    /// window passes it, and a later admission drops what has left.
+    /// Each rule settles its own entries; whether either held it.
     fn settle(&mut self, at: u64, from: u64, to: u64) -> bool {
-        let same: Vec<usize> = (0..self.entries.len())
-            .filter(|&i| self.entries[i].0 == at)
-            .collect();
-        let Some(&first) = same.first() else {
-            return false;
-        };
-        if to >= from {
-            self.entries[first].1 += to - from;
-            return true;
+        let mut any = false;
+        for (limit, _, entries) in &mut self.rules {
+            any |= crate::reserve::settle_entries(entries, *limit, at, from, to);
         }
-        let mut take = from - to;
-        for i in same {
-            let cut = take.min(self.entries[i].1);
-            self.entries[i].1 -= cut;
-            take -= cut;
-        }
-        true
-    }
-
-    /// Entries gone from the longest window at a later admission's time, as the logs drop
-    /// their stamps.
-    fn forget(&mut self, now: u64) {
-        let at = self.entries.last().map_or(now, |&(t, _)| t.max(now));
-        let longest = self.rules[0].1.max(self.rules[1].1);
-        self.entries.retain(|&(t, _)| t + longest > at);
+        any
     }
 }
 
@@ -336,7 +323,9 @@ proptest! {
             Rule::new("day", Kind::SlidingLog, Quota::new(per_day, Duration::from_nanos(3 * SPAN)).unwrap()).unwrap(),
         ]).unwrap();
         let mut tokens = Limiter::new(set);
-        let mut reference = ReferenceBudget { rules: [(per_minute, SPAN), (per_day, 3 * SPAN)], entries: Vec::new() };
+        let mut reference = ReferenceBudget {
+            rules: [(per_minute, SPAN, Vec::new()), (per_day, 3 * SPAN, Vec::new())],
+        };
         let mut reservations: Vec<Reservation> = Vec::new();
         let mut now = 1_000 * SPAN + 7;
         for (step, back, cost, what, actual, pick) in steps {
@@ -355,7 +344,6 @@ proptest! {
             if let Some(r) = reserved {
                 prop_assert_eq!(r, Reservation::new(at(counted), cost));
                 reservations.push(r);
-                reference.forget(now);
             }
         }
     }

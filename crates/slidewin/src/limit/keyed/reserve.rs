@@ -63,6 +63,39 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         )
     }
 
+    /// [`reserve`](Keyed::reserve) by a key of another type that stands for a `K`, as
+    /// [`check_equivalent`](Keyed::check_equivalent) looks one up.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Keyed::check).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::SlidingLog;
+    ///
+    /// let bytes = Keyed::<String, _>::new(SlidingLog::new("1000/s".parse()?)?);
+    /// let (_, reserved) = bytes.reserve_equivalent("ann", Moment::ZERO, 300)?;
+    /// assert!(bytes.settle("ann", reserved.unwrap(), 200));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn reserve_equivalent<'q, Q>(
+        &self,
+        key: &'q Q,
+        now: Moment,
+        estimate: u64,
+    ) -> Result<(A::Output, Option<Reservation>), LimitError>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+        K: From<&'q Q>,
+    {
+        let (hash, index) = self.shard(key);
+        self.check_in(index, hash, key, || K::from(key), || now, estimate, Reserve)
+    }
+
     /// [`Limiter::settle`](crate::Limiter::settle) for `key` (or a key it is
     /// [`Equivalent`] to): changes the admission `reservation` made to `actual` units, in the
     /// windows it was admitted in; whether anything changed. A key no longer held (gone idle:
