@@ -37,7 +37,7 @@ mod state;
 
 use std::future::Future;
 
-use slidewin::limit::RuleSet;
+use slidewin::limit::{Reservation, RuleSet};
 use slidewin::{ConfigError, Moment};
 
 pub use self::checked::Checked;
@@ -119,6 +119,84 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<u64, BackendError>> + Send + 'a {
         let _ = (store, key, now, units);
         std::future::ready(Ok(0))
+    }
+
+    /// [`check`](Backend::check)s an `estimate` of a cost known only after the work (tokens a
+    /// model will use, bytes a response will hold) and, when every rule admits it, answers the
+    /// [`Reservation`] that [`settle`](Backend::settle) changes to the actual cost. The
+    /// reservation is a plain `Copy` value (the time counted at and the units): a layer keeps
+    /// it in the response's extensions or its future, beside the key, and settles when the
+    /// cost is known; one never settled keeps its estimate.
+    ///
+    /// `None` when nothing was recorded to settle: a denial, an estimate of 0, or an answer a
+    /// failure policy made while the store was away ([`Checked::degraded`]). The default
+    /// checks and reserves nothing, for a backend that cannot settle.
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_store::{Backend, Memory};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let memory = Memory::new();
+    /// let tokens = memory.store(RuleSet::new([
+    ///     Rule::new("minute", Kind::SlidingLog, "10000/minute".parse()?)?,
+    ///     Rule::new("day", Kind::SlidingLog, "100000/day".parse()?)?,
+    /// ])?)?;
+    /// let (checked, reserved) = memory.reserve(&tokens, "ann".into(), Moment::ZERO, 1_000).await?;
+    /// assert!(checked.allowed());
+    /// // The upstream answered with its count: 4,000 tokens.
+    /// assert!(memory.settle(&tokens, "ann".into(), reserved.unwrap(), 4_000).await?);
+    /// let later = memory.check(&tokens, "ann".into(), Moment::from_secs(1), 0).await?;
+    /// assert_eq!(later.decision().remaining(), 6_000);
+    /// # Ok(()) }
+    /// ```
+    fn reserve<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        now: Moment,
+        estimate: u64,
+    ) -> impl Future<Output = Result<(Checked, Option<Reservation>), BackendError>> + Send + 'a
+    {
+        let checked = self.check(store, key, now, estimate);
+        async move { Ok((checked.await?, None)) }
+    }
+
+    /// Changes the cost of the admission `reservation` made for `key` under `store` to
+    /// `actual`, in the windows it was admitted in (see
+    /// [`Limiter::settle`](slidewin::Limiter::settle)): more than the room left is debt that
+    /// later requests wait out, less gives units back. Whether anything held it still (`false`
+    /// once its windows have passed, or for a key never reserved). The default changes
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Unavailable`] while the store is away: a settle has no failure
+    /// policy (the reservation keeps its estimate, as one never settled does).
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_store::{Backend, Memory};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let memory = Memory::new();
+    /// let bytes = memory.store(RuleSet::from(Rule::new("bytes", Kind::Gcra, "1000/s".parse()?)?))?;
+    /// let (_, reserved) = memory.reserve(&bytes, "ann".into(), Moment::ZERO, 800).await?;
+    /// assert!(memory.settle(&bytes, "ann".into(), reserved.unwrap(), 100).await?);
+    /// assert!(memory.check(&bytes, "ann".into(), Moment::ZERO, 900).await?.allowed());
+    /// # Ok(()) }
+    /// ```
+    fn settle<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        reservation: Reservation,
+        actual: u64,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send + 'a {
+        let _ = (store, key, reservation, actual);
+        std::future::ready(Ok(false))
     }
 
     /// [`check`](Backend::check), answered at once by a backend that never waits (memory), or

@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use slidewin::limit::{
-    Algorithm, Equivalent, FixedWindow, Gcra, Kind, MemoryBudget, RuleSet, SlidingCounter,
-    SlidingLog,
+    Algorithm, Equivalent, FixedWindow, Gcra, Kind, MemoryBudget, Reservation, RuleSet,
+    SlidingCounter, SlidingLog,
 };
 use slidewin::{Keyed, Moment};
 
@@ -359,6 +359,34 @@ impl Backend for Memory {
         }))
     }
 
+    fn reserve<'a>(
+        &'a self,
+        store: &'a MemoryStore,
+        key: RequestKey<'a>,
+        now: Moment,
+        estimate: u64,
+    ) -> impl Future<Output = Result<(Checked, Option<Reservation>), BackendError>> + Send + 'a
+    {
+        ready(reserve_memory(store, key, now, estimate))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        store: &'a MemoryStore,
+        key: RequestKey<'a>,
+        reservation: Reservation,
+        actual: u64,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send + 'a {
+        let key = &Lookup(key);
+        ready(Ok(match &store.0 {
+            Store::Gcra(keyed) => keyed.settle(key, reservation, actual),
+            Store::Log(keyed) => keyed.settle(key, reservation, actual),
+            Store::Counter(keyed) => keyed.settle(key, reservation, actual),
+            Store::Fixed(keyed) => keyed.settle(key, reservation, actual),
+            Store::Set(keyed) => keyed.settle(key, reservation, actual),
+        }))
+    }
+
     /// Moves the keys: `MemoryStore::carry_from`.
     fn carry(&self, to: &MemoryStore, from: &MemoryStore, now: Moment) -> usize {
         to.carry_from(from, now)
@@ -405,6 +433,26 @@ fn check_memory(
         Store::Counter(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
         Store::Fixed(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
         Store::Set(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::new),
+    };
+    answer.map_err(BackendError::from)
+}
+
+fn reserve_memory(
+    store: &MemoryStore,
+    key: RequestKey<'_>,
+    now: Moment,
+    estimate: u64,
+) -> Result<(Checked, Option<Reservation>), BackendError> {
+    let key = &Lookup(key);
+    let one = |(decision, reserved)| (Checked::one(decision), reserved);
+    let answer = match &store.0 {
+        Store::Gcra(keyed) => keyed.reserve_equivalent(key, now, estimate).map(one),
+        Store::Log(keyed) => keyed.reserve_equivalent(key, now, estimate).map(one),
+        Store::Counter(keyed) => keyed.reserve_equivalent(key, now, estimate).map(one),
+        Store::Fixed(keyed) => keyed.reserve_equivalent(key, now, estimate).map(one),
+        Store::Set(keyed) => keyed
+            .reserve_equivalent(key, now, estimate)
+            .map(|(decisions, reserved)| (Checked::new(decisions), reserved)),
     };
     answer.map_err(BackendError::from)
 }

@@ -135,6 +135,15 @@ impl<T> SlideVec<T> {
         self.buf.insert(self.head + index, ManuallyDrop::new(value));
     }
 
+    /// Removes and returns the live value at `index`, moving the later ones forward.
+    ///
+    /// # Panics
+    ///
+    /// If `index >= len`, as `Vec::remove` does.
+    pub(crate) fn remove(&mut self, index: usize) -> T {
+        ManuallyDrop::into_inner(self.buf.remove(self.head + index))
+    }
+
     /// Removes the first `n` values, then hands each to `f`, front first.
     ///
     /// All `n` leave before `f` sees the first, so if `f` panics the sequence is already

@@ -3,4 +3,5 @@
 
 mod carry;
 mod denials;
+mod settle;
 mod state;

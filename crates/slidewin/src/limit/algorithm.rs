@@ -8,7 +8,7 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::limit::{CachePadded, Decision, LimitError};
+use crate::limit::{CachePadded, Decision, LimitError, Reservation};
 use crate::time::Moment;
 
 /// What a limiter enforces: one of the four algorithms for one quota
@@ -46,7 +46,7 @@ pub trait Algorithm: Enforce {}
 /// The machinery behind [`Algorithm`]: out of reach outside the crate, so the trait is sealed
 /// and the states are opaque.
 pub(crate) mod sealed {
-    use super::{Decision, LimitError, Moment, fmt};
+    use super::{Decision, LimitError, Moment, Reservation, fmt};
 
     // `pub` in a private module: nameable by the crate, by no one else (a sealed trait).
     #[allow(unreachable_pub)]
@@ -136,6 +136,43 @@ pub(crate) mod sealed {
             0
         }
 
+        /// The time an admission that [`prepare`](Enforce::prepare) found at `now` counts
+        /// at: where a [`Reservation`] of it finds its place again. `now`, but for a clock
+        /// gone back: a log counts at its newest admission, a window at its start.
+        #[inline]
+        fn counted_at(&self, pending: &Self::Pending, now: Moment) -> Moment {
+            let _ = pending;
+            now
+        }
+
+        /// A check of an `estimate` whose cost is settled later: the decision, and when it
+        /// admits a cost above 0, the [`Reservation`] that [`settle`](Enforce::settle)
+        /// changes.
+        fn reserve(
+            &self,
+            state: &mut Self::State,
+            now: Moment,
+            estimate: u64,
+        ) -> Result<(Self::Output, Option<Reservation>), LimitError> {
+            let (output, pending) = self.prepare(state, now, estimate)?;
+            // An estimate of 0 admits nothing to settle: a question, as a check of 0 is.
+            if estimate == 0 || !output.as_ref().allowed() {
+                return Ok((output, None));
+            }
+            let at = self.counted_at(&pending, now);
+            Self::commit(state, pending, estimate);
+            Ok((output, Some(Reservation::new(at, estimate))))
+        }
+
+        /// Changes the admission `reservation` made to `actual` units, where it was counted;
+        /// whether anything held it still (a reservation whose window has passed changes
+        /// nothing). The algorithms that keep no such place change nothing.
+        #[inline]
+        fn settle(&self, state: &mut Self::State, reservation: Reservation, actual: u64) -> bool {
+            let _ = (state, reservation, actual);
+            false
+        }
+
         /// Whether `state` is back at the full quota at `now`.
         #[inline]
         fn is_idle(&self, state: &Self::State, now: Moment) -> bool {
@@ -181,6 +218,15 @@ pub(crate) mod sealed {
         fn set(&self, rules: &A, state: A::State);
         /// A release of up to `units` at `now` ([`Enforce::release`]).
         fn release(&self, rules: &A, now: Moment, units: u64) -> u64;
+        /// A reserve at `now()` ([`Enforce::reserve`]).
+        fn reserve(
+            &self,
+            rules: &A,
+            now: impl FnOnce() -> Moment,
+            estimate: u64,
+        ) -> Result<(A::Output, Option<Reservation>), LimitError>;
+        /// A settle ([`Enforce::settle`]).
+        fn settle(&self, rules: &A, reservation: Reservation, actual: u64) -> bool;
     }
 
     /// An algorithm whose whole state fits one word, for [`Word`](super::Word).
@@ -236,6 +282,21 @@ impl<A: Enforce> Cell<A> for Locked<A::State> {
     fn release(&self, rules: &A, now: Moment, units: u64) -> u64 {
         let mut state = self.0.0.lock().unwrap_or_else(PoisonError::into_inner);
         rules.release(&mut state, now, units)
+    }
+
+    fn reserve(
+        &self,
+        rules: &A,
+        now: impl FnOnce() -> Moment,
+        estimate: u64,
+    ) -> Result<(A::Output, Option<Reservation>), LimitError> {
+        let mut state = self.0.0.lock().unwrap_or_else(PoisonError::into_inner);
+        rules.reserve(&mut state, now(), estimate)
+    }
+
+    fn settle(&self, rules: &A, reservation: Reservation, actual: u64) -> bool {
+        let mut state = self.0.0.lock().unwrap_or_else(PoisonError::into_inner);
+        rules.settle(&mut state, reservation, actual)
     }
 }
 
@@ -297,5 +358,51 @@ impl<A: OneWord> Cell<A> for Word {
     fn release(&self, rules: &A, now: Moment, units: u64) -> u64 {
         let mut state = rules.unpack(self.0.0.load(Ordering::Acquire));
         rules.release(&mut state, now, units)
+    }
+
+    fn reserve(
+        &self,
+        rules: &A,
+        now: impl FnOnce() -> Moment,
+        estimate: u64,
+    ) -> Result<(Decision, Option<Reservation>), LimitError> {
+        let now = now();
+        let mut word = self.0.0.load(Ordering::Acquire);
+        loop {
+            let mut state = rules.unpack(word);
+            let (decision, reserved) = rules.reserve(&mut state, now, estimate)?;
+            if reserved.is_none() {
+                return Ok((decision, None)); // nothing recorded: nothing to write
+            }
+            match self.swap(word, rules.pack(&state)) {
+                Ok(()) => return Ok((decision, reserved)),
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    fn settle(&self, rules: &A, reservation: Reservation, actual: u64) -> bool {
+        let mut word = self.0.0.load(Ordering::Acquire);
+        loop {
+            let mut state = rules.unpack(word);
+            if !rules.settle(&mut state, reservation, actual) {
+                return false;
+            }
+            match self.swap(word, rules.pack(&state)) {
+                Ok(()) => return true,
+                Err(current) => word = current,
+            }
+        }
+    }
+}
+
+impl Word {
+    /// Writes `next` if the word is still `word`; else the word found.
+    #[inline]
+    fn swap(&self, word: u64, next: u64) -> Result<(), u64> {
+        self.0
+            .0
+            .compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire)
+            .map(drop)
     }
 }

@@ -3,7 +3,7 @@
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::{Enforce, OneWord};
 use crate::limit::algorithm::{Algorithm, Word};
-use crate::limit::{Decision, LimitError, Quota, until};
+use crate::limit::{Decision, LimitError, Quota, Reservation, until};
 use crate::time::Moment;
 
 /// A counter per fixed window: the windows `[k * span, (k + 1) * span)` from the timeline's
@@ -201,6 +201,33 @@ impl Enforce for FixedWindow {
             window: state.window,
             count: state.count.min(self.quota.limit()),
         })
+    }
+
+    /// The request's time, or the start of the window counted in if later (a clock gone back).
+    #[inline]
+    fn counted_at(&self, next: &FixedWindowState, now: Moment) -> Moment {
+        let starts = next.window.saturating_mul(self.quota.span_nanos());
+        now.max(Moment::from_nanos(starts))
+    }
+
+    /// The count of the reservation's window, if that is the window the state holds: raised
+    /// by the difference up to the limit (a full window denies until it ends; a fixed window
+    /// forgets at its end, debt too), or lowered by it down to 0. A reservation of an earlier
+    /// window changes nothing: that window has ended.
+    fn settle(&self, state: &mut FixedWindowState, reservation: Reservation, actual: u64) -> bool {
+        if reservation.at().as_nanos() / self.quota.span_nanos() != state.window {
+            return false;
+        }
+        let estimate = reservation.units();
+        state.count = if actual >= estimate {
+            state
+                .count
+                .saturating_add(actual - estimate)
+                .min(self.quota.limit())
+        } else {
+            state.count.saturating_sub(estimate - actual)
+        };
+        true
     }
 
     #[inline]

@@ -6,7 +6,7 @@ use crate::divisor::Divisor;
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::{Enforce, OneWord};
 use crate::limit::algorithm::{Algorithm, Word};
-use crate::limit::{Decision, LimitError, Quota};
+use crate::limit::{Decision, LimitError, Quota, Reservation};
 use crate::time::Moment;
 
 /// The token bucket, as the generic cell rate algorithm (GCRA): a bucket of `burst` units that
@@ -266,6 +266,29 @@ impl Enforce for Gcra {
             .filter(|&owed| owed < old_empty)
             .map_or(tat, |owed| convert(tat - owed));
         Some(convert(earliest).max(bend))
+    }
+
+    /// The TAT moved by the difference, in emission intervals: later by what was used beyond
+    /// the estimate (debt: the bucket refills that much later, up to the end of the timeline),
+    /// earlier by what was not used, never before the reservation's time plus what it did use
+    /// (a TAT every later admission left at least there). A bucket keeps no record of when it
+    /// refilled, so a settle down after it refilled past the reservation gives back units
+    /// already refilled: at most the difference, once. Whether the TAT moved.
+    fn settle(&self, tat: &mut u64, reservation: Reservation, actual: u64) -> bool {
+        let interval = u128::from(self.interval);
+        let before = *tat;
+        let estimate = reservation.units();
+        if actual >= estimate {
+            let later = u128::from(before) + u128::from(actual - estimate) * interval;
+            *tat = u64::try_from(later).unwrap_or(u64::MAX);
+        } else {
+            let earlier = u128::from(estimate - actual) * interval;
+            let floor = u128::from(reservation.at().as_nanos()) + u128::from(actual) * interval;
+            let moved = u128::from(before).saturating_sub(earlier).max(floor);
+            // Never later than it was: a floor above the TAT is a reservation it never held.
+            *tat = u64::try_from(moved).map_or(before, |moved| moved.min(before));
+        }
+        *tat != before
     }
 
     /// The TAT: the bucket is full again then.

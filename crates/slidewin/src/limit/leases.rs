@@ -6,7 +6,7 @@ use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
 use crate::limit::sliding_log::{Counted, SlidingLogState};
-use crate::limit::{Decision, LimitError, Quota, SlidingLog};
+use crate::limit::{Decision, LimitError, Quota, Reservation, SlidingLog};
 use crate::time::Moment;
 
 /// A concurrency limit: at most `limit` units in flight, where a unit is acquired by a check
@@ -165,6 +165,18 @@ impl Enforce for Leases {
 
     fn release(&self, state: &mut SlidingLogState, now: Moment, units: u64) -> u64 {
         self.log.release_oldest(state, now, units)
+    }
+
+    #[inline]
+    fn counted_at(&self, counted: &Counted, now: Moment) -> Moment {
+        self.log.counted_at(counted, now)
+    }
+
+    /// As the log's: the units of the reservation's stamp, changed in place (a request that
+    /// turned out to hold more or fewer units than it acquired); a stamp released or past its
+    /// lease changes nothing.
+    fn settle(&self, state: &mut SlidingLogState, reservation: Reservation, actual: u64) -> bool {
+        self.log.settle(state, reservation, actual)
     }
 
     #[inline]

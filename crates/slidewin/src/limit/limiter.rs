@@ -1,9 +1,8 @@
 //! [`Limiter`] (one owner) and [`SharedLimiter`] (threads): the holders of one state.
 
+use crate::limit::LimitError;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::algorithm::sealed::Cell;
-use crate::limit::algorithm::sealed::Enforce;
-use crate::limit::{Decision, LimitError, Reservation, SlidingLog};
 use crate::time::{Clock, Moment};
 
 /// A rate limiter with one owner: `check(&mut self, now, cost)`, the fastest holder.
@@ -28,8 +27,8 @@ use crate::time::{Clock, Moment};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Limiter<A: Algorithm> {
-    rules: A,
-    state: A::State,
+    pub(super) rules: A,
+    pub(super) state: A::State,
 }
 
 impl<A: Algorithm> Limiter<A> {
@@ -217,71 +216,6 @@ impl<A: Algorithm> Limiter<A> {
     }
 }
 
-/// Costs known only after the work: an estimate reserved, then settled.
-impl Limiter<SlidingLog> {
-    /// [`check`](Limiter::check)s an `estimate` of a cost known only later (tokens a model will
-    /// use, bytes a response will hold) and, when admitted, returns its [`Reservation`], for
-    /// [`settle`](Limiter::settle) to change to the actual cost. A reservation never settled
-    /// keeps its estimate; an estimate of 0 reserves nothing (`None`).
-    ///
-    /// # Errors
-    ///
-    /// As [`check`](Limiter::check).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use slidewin::{Limiter, Moment};
-    /// use slidewin::limit::SlidingLog;
-    ///
-    /// // 1000 tokens a minute: reserve 300, the answer used 450.
-    /// let mut tokens = Limiter::new(SlidingLog::new("1000/minute".parse()?)?);
-    /// let (decision, reserved) = tokens.reserve(Moment::from_secs(1), 300)?;
-    /// assert_eq!(decision.remaining(), 700);
-    /// assert!(tokens.settle(reserved.unwrap(), 450));
-    /// assert_eq!(tokens.peek(Moment::from_secs(2), 0)?.remaining(), 550);
-    ///
-    /// // Over-use is debt: 700 more used than reserved leave no room until they leave.
-    /// let (_, second) = tokens.reserve(Moment::from_secs(3), 500)?;
-    /// tokens.settle(second.unwrap(), 1_200);
-    /// let denied = tokens.check(Moment::from_secs(4), 1)?;
-    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(59))); // the 1,200 of 3 s leave at 63 s
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn reserve(
-        &mut self,
-        now: Moment,
-        estimate: u64,
-    ) -> Result<(Decision, Option<Reservation>), LimitError> {
-        let (decision, counted) = self.rules.prepare(&self.state, now, estimate)?;
-        // An estimate of 0 admits nothing to settle: a question, as a check of 0 is.
-        if !decision.allowed() || estimate == 0 {
-            return Ok((decision, None));
-        }
-        let reservation = counted.reservation(estimate);
-        SlidingLog::commit(&mut self.state, counted, estimate);
-        Ok((decision, Some(reservation)))
-    }
-
-    /// Changes `reservation`'s cost to `actual`, in place: in the windows it was admitted in,
-    /// not the one current now. More than the room left is debt that delays later admissions
-    /// until it leaves; less gives units back. Whether the log changed: `false` once the
-    /// reservation has left the log (its windows have passed: nothing to change).
-    ///
-    /// ```
-    /// use slidewin::{Limiter, Moment};
-    /// use slidewin::limit::SlidingLog;
-    ///
-    /// let mut bytes = Limiter::new(SlidingLog::new("10000 per 10s".parse()?)?);
-    /// let (_, reserved) = bytes.reserve(Moment::from_secs(1), 4_000)?;
-    /// assert!(bytes.settle(reserved.unwrap(), 1_500)); // the response was smaller
-    /// assert_eq!(bytes.peek(Moment::from_secs(1), 0)?.remaining(), 8_500);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn settle(&mut self, reservation: Reservation, actual: u64) -> bool {
-        SlidingLog::settle(&mut self.state, reservation, actual)
-    }
-}
-
 /// A rate limiter shared by threads: `check(&self, now, cost)`, `Send + Sync`.
 ///
 /// Lock-free where the algorithm allows: [`Gcra`](crate::limit::Gcra) and
@@ -312,8 +246,8 @@ impl Limiter<SlidingLog> {
 /// ```
 #[derive(Debug)]
 pub struct SharedLimiter<A: Algorithm> {
-    rules: A,
-    cell: A::Cell,
+    pub(super) rules: A,
+    pub(super) cell: A::Cell,
 }
 
 impl<A: Algorithm> SharedLimiter<A> {

@@ -69,6 +69,7 @@ mod keyed;
 mod leases;
 mod limiter;
 mod quota;
+mod reservation;
 mod rule;
 mod sliding_counter;
 mod sliding_log;
@@ -87,9 +88,10 @@ pub use keyed::Keyed;
 pub use leases::Leases;
 pub use limiter::{Limiter, SharedLimiter};
 pub use quota::{ParseQuotaError, Quota};
+pub use reservation::Reservation;
 pub use rule::{Kind, Rule, RuleSet};
 pub use sliding_counter::SlidingCounter;
-pub use sliding_log::{Reservation, SlidingLog};
+pub use sliding_log::SlidingLog;
 
 /// A value on cache lines of its own: state that threads write (an atomic, a lock) must not
 /// share a line with what they only read (the rules), or every write evicts the readers' copy.

@@ -3,7 +3,7 @@
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
-use crate::limit::{Decision, LimitError, Quota, until};
+use crate::limit::{Decision, LimitError, Quota, Reservation, until};
 use crate::time::Moment;
 
 /// The sliding window approximated with two counters, as Cloudflare does: the cost admitted in
@@ -273,6 +273,42 @@ impl Enforce for SlidingCounter {
         let same_span = old.quota.span_nanos() == self.quota.span_nanos();
         let counted = state.previous > 0 || state.current > 0;
         (same_span && counted).then_some(state)
+    }
+
+    /// The request's time, or the start of the window counted in if later (a clock gone back).
+    #[inline]
+    fn counted_at(&self, next: &SlidingCounterState, now: Moment) -> Moment {
+        let starts = next.window.saturating_mul(self.quota.span_nanos());
+        now.max(Moment::from_nanos(starts))
+    }
+
+    /// The counter of the reservation's window, if the state still holds it (the current
+    /// window, or the previous one): raised by the difference up to the limit (a full window;
+    /// its weight in the next one is the debt), or lowered by it down to 0. A reservation of
+    /// an older window changes nothing: it no longer weighs.
+    fn settle(
+        &self,
+        state: &mut SlidingCounterState,
+        reservation: Reservation,
+        actual: u64,
+    ) -> bool {
+        let window = reservation.at().as_nanos() / self.quota.span_nanos();
+        let counter = if window == state.window {
+            &mut state.current
+        } else if window.checked_add(1) == Some(state.window) {
+            &mut state.previous
+        } else {
+            return false;
+        };
+        let estimate = reservation.units();
+        *counter = if actual >= estimate {
+            counter
+                .saturating_add(actual - estimate)
+                .min(self.quota.limit())
+        } else {
+            counter.saturating_sub(estimate - actual)
+        };
+        true
     }
 
     #[inline]

@@ -3,7 +3,7 @@
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
-use crate::limit::{Decision, LimitError, Quota, until};
+use crate::limit::{Decision, LimitError, Quota, Reservation, until};
 use crate::slide_vec::{SlideVec, gallop};
 use crate::time::Moment;
 
@@ -71,48 +71,6 @@ struct Stamp {
     total: u64,
 }
 
-/// An admission of an estimated cost whose actual cost comes later ([`Limiter::reserve`](crate::Limiter::reserve),
-/// then [`Limiter::settle`](crate::Limiter::settle)): the time of the stamp it was counted in,
-/// and its units.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Reservation {
-    at: Moment,
-    units: u64,
-}
-
-impl Reservation {
-    /// The time it was counted at: the log's, which is the request's unless the clock went
-    /// back (then its newest admission's).
-    ///
-    /// ```
-    /// use slidewin::{Limiter, Moment};
-    /// use slidewin::limit::SlidingLog;
-    /// let mut tokens = Limiter::new(SlidingLog::new("1000/minute".parse()?)?);
-    /// let (_, reserved) = tokens.reserve(Moment::from_secs(5), 200)?;
-    /// assert_eq!(reserved.unwrap().at(), Moment::from_secs(5));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[must_use]
-    pub fn at(&self) -> Moment {
-        self.at
-    }
-
-    /// The units it holds: the estimate, until it is settled.
-    ///
-    /// ```
-    /// use slidewin::{Limiter, Moment};
-    /// use slidewin::limit::SlidingLog;
-    /// let mut tokens = Limiter::new(SlidingLog::new("1000/minute".parse()?)?);
-    /// let (_, reserved) = tokens.reserve(Moment::ZERO, 200)?;
-    /// assert_eq!(reserved.unwrap().units(), 200);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[must_use]
-    pub fn units(&self) -> u64 {
-        self.units
-    }
-}
-
 /// A log as counted for one request: the stamps that have left, and the units of those left.
 #[derive(Clone, Copy, Debug)]
 #[allow(unreachable_pub)] // opaque: named by the sealed trait only
@@ -125,13 +83,6 @@ pub struct Counted {
     before: u64,
     /// The units in the window.
     count: u64,
-}
-
-impl Counted {
-    /// The reservation an admission of `units` on this count makes.
-    pub(crate) fn reservation(&self, units: u64) -> Reservation {
-        Reservation { at: self.at, units }
-    }
 }
 
 impl SlidingLog {
@@ -295,36 +246,45 @@ impl SlidingLog {
     }
 
     /// Changes the units of the admission `reservation` made to `actual`, in place: in the
-    /// stamp of its time, so in the windows it was admitted in. More than the limit left is
-    /// debt that later checks wait out; less gives units back. A reservation whose stamp has
-    /// left the log changes nothing (its windows have passed). Whether it changed the log.
-    pub(crate) fn settle(
+    /// stamp of its time, so in the windows it was admitted in. More is debt that later checks
+    /// wait out, up to twice the limit in the log (see [`Limiter::settle`](crate::Limiter::settle));
+    /// less gives units back, never past what the stamp holds (admissions of one instant share
+    /// it), and a stamp left with none goes. A reservation whose stamp has left the log changes
+    /// nothing (its windows have passed). Whether it found the stamp.
+    fn settle_stamp(
+        &self,
         state: &mut SlidingLogState,
         reservation: Reservation,
         actual: u64,
     ) -> bool {
         let stamps = state.stamps.as_slice();
-        let index = stamps.partition_point(|s| s.at < reservation.at);
-        let Some(stamp) = stamps.get(index).filter(|s| s.at == reservation.at) else {
+        let index = stamps.partition_point(|s| s.at < reservation.at());
+        let Some(stamp) = stamps.get(index).filter(|s| s.at == reservation.at()) else {
             return false;
         };
         let before = index.checked_sub(1).map_or(state.base, |i| stamps[i].total);
         let held = stamp.total.wrapping_sub(before);
-        // More: the difference added to this stamp and every later total. Less: taken back,
-        // never past what the stamp holds (admissions of one instant share it).
-        let change: fn(u64, u64) -> u64 = if actual >= reservation.units {
-            u64::wrapping_add
+        let estimate = reservation.units();
+        if actual >= estimate {
+            // Every stamp is in the window ending at the newest: the log's units are its count.
+            let units = stamps
+                .last()
+                .map_or(0, |s| s.total.wrapping_sub(state.base));
+            let room = self.quota.limit().saturating_mul(2).saturating_sub(units);
+            let more = (actual - estimate).min(room);
+            for later in state.stamps.iter_mut_from(index) {
+                later.total = later.total.wrapping_add(more);
+            }
         } else {
-            u64::wrapping_sub
-        };
-        let delta = actual.abs_diff(reservation.units);
-        let delta = if actual >= reservation.units {
-            delta
-        } else {
-            delta.min(held)
-        };
-        for later in state.stamps.iter_mut_from(index) {
-            later.total = change(later.total, delta);
+            let less = (estimate - actual).min(held);
+            for later in state.stamps.iter_mut_from(index) {
+                later.total = later.total.wrapping_sub(less);
+            }
+            // An instant with no units is no admission: the newest time is the one before it,
+            // as on Redis, which keeps a time per unit.
+            if less == held {
+                state.stamps.remove(index);
+            }
         }
         true
     }
@@ -397,6 +357,17 @@ impl Enforce for SlidingLog {
                 total,
             }),
         }
+    }
+
+    /// The log's time: the request's, or its newest admission's if later.
+    #[inline]
+    fn counted_at(&self, counted: &Counted, _now: Moment) -> Moment {
+        counted.at
+    }
+
+    /// The stamp of the reservation's time, changed in place.
+    fn settle(&self, state: &mut SlidingLogState, reservation: Reservation, actual: u64) -> bool {
+        self.settle_stamp(state, reservation, actual)
     }
 
     /// The stamps' buffer.

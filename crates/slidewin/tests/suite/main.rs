@@ -36,6 +36,8 @@ mod reconnect_backoff;
 )]
 mod reference;
 mod reserve;
+mod reserve_edges;
+mod reserve_props;
 mod rule_set;
 mod shed;
 mod shed_props;

@@ -50,10 +50,11 @@ fn settling_down_never_takes_more_than_the_instant_holds() {
     let (_, b) = tokens.reserve(at(7), 20).unwrap(); // the same instant: one stamp of 50
     assert!(tokens.settle(a.unwrap(), 0));
     assert_eq!(tokens.peek(at(7), 0).unwrap().remaining(), 80);
-    assert!(tokens.settle(b.unwrap(), 0));
-    assert_eq!(tokens.peek(at(7), 0).unwrap().remaining(), 100);
-    // A second settle of an estimate already given back cannot go below nothing.
+    // A second settle from the same estimate takes from what the instant holds, never more.
     assert!(tokens.settle(a.unwrap(), 0));
+    assert_eq!(tokens.peek(at(7), 0).unwrap().remaining(), 100);
+    // An instant with no units left is gone: nothing holds either reservation now.
+    assert!(!tokens.settle(b.unwrap(), 40));
     assert_eq!(tokens.peek(at(7), 0).unwrap().remaining(), 100);
 }
 
@@ -112,25 +113,10 @@ impl Reference {
         (false, remaining, reset, Some(Self::until(leaving, now)), at)
     }
 
-    /// The entries of one instant share their units, as the log's stamp does.
+    /// The entries of one instant share their units, as the log's stamp does; the log holds
+    /// at most twice the limit, and an instant left with no units is no admission.
     fn settle(&mut self, at: u64, from: u64, to: u64) -> bool {
-        let same: Vec<usize> = (0..self.entries.len())
-            .filter(|&i| self.entries[i].0 == at)
-            .collect();
-        let Some(&first) = same.first() else {
-            return false;
-        };
-        if to >= from {
-            self.entries[first].1 += to - from;
-            return true;
-        }
-        let mut take = from - to;
-        for i in same {
-            let cut = take.min(self.entries[i].1);
-            self.entries[i].1 -= cut;
-            take -= cut;
-        }
-        true
+        settle_entries(&mut self.entries, self.limit, at, from, to)
     }
 }
 
@@ -173,4 +159,33 @@ proptest! {
             }
         }
     }
+}
+
+/// A settle of the entries (time, units) of a log of `limit`, the obvious way: entries of one
+/// instant share their units; more is added up to twice the limit in all; less is taken from
+/// the instant's entries; entries left with no units go. Whether the instant had any.
+pub(crate) fn settle_entries(
+    entries: &mut Vec<(u64, u64)>,
+    limit: u64,
+    at: u64,
+    from: u64,
+    to: u64,
+) -> bool {
+    let same: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].0 == at).collect();
+    let Some(&first) = same.first() else {
+        return false;
+    };
+    if to >= from {
+        let units: u64 = entries.iter().map(|&(_, u)| u).sum();
+        entries[first].1 += (to - from).min((2 * limit).saturating_sub(units));
+        return true;
+    }
+    let mut take = from - to;
+    for i in same {
+        let cut = take.min(entries[i].1);
+        entries[i].1 -= cut;
+        take -= cut;
+    }
+    entries.retain(|&(t, u)| t != at || u > 0);
+    true
 }

@@ -9,9 +9,9 @@ use hashbrown::Equivalent;
 
 use super::Keyed;
 use super::shard::{Shard, ShardLock, lock};
-use crate::limit::LimitError;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::budget::OnBudget;
+use crate::limit::{LimitError, Reservation};
 use crate::time::{Clock, Moment};
 use std::cmp::Reverse;
 
@@ -43,7 +43,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let (hash, index) = self.shard(key);
-        self.check_in(index, hash, key, || key.to_owned(), || now, cost)
+        self.check_in(index, hash, key, || key.to_owned(), || now, cost, Check)
     }
 
     /// [`check`](Keyed::check) by a key of another type that stands for a `K`, as hashbrown's
@@ -139,7 +139,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         K: From<&'q Q>,
     {
         let (hash, index) = self.shard(key);
-        self.check_in(index, hash, key, || K::from(key), || now, cost)
+        self.check_in(index, hash, key, || K::from(key), || now, cost, Check)
     }
 
     /// [`check`](Keyed::check) at `clock.now()`, read while holding the key's shard: checks of
@@ -173,13 +173,22 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let (hash, index) = self.shard(key);
-        self.check_in(index, hash, key, || key.to_owned(), || clock.now(), cost)
+        self.check_in(
+            index,
+            hash,
+            key,
+            || key.to_owned(),
+            || clock.now(),
+            cost,
+            Check,
+        )
     }
 
     /// The check of `key` in its shard, `index`, at the time `now()` reads while the shard is
-    /// locked; `owned` makes the key to keep when it is new.
+    /// locked, as `op` checks (or reserves); `owned` makes the key to keep when it is new.
     #[inline]
-    fn check_in<Q>(
+    #[allow(clippy::too_many_arguments)] // the key's three forms, the time, the cost, the op
+    pub(super) fn check_in<Q, Op: Admit<A>>(
         &self,
         index: usize,
         hash: u64,
@@ -187,7 +196,8 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         owned: impl FnOnce() -> K,
         now: impl Fn() -> Moment,
         cost: u64,
-    ) -> Result<A::Output, LimitError>
+        op: Op,
+    ) -> Result<Op::Answer, LimitError>
     where
         Q: Equivalent<K> + ?Sized,
     {
@@ -198,7 +208,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         let (mut owned, mut made) = (Some(owned), None);
         loop {
             let Some(cell) = self.cell(index) else {
-                if let Some(answer) = self.check_before_shard(index, &now, cost) {
+                if let Some(answer) = self.check_before_shard(index, &now, cost, op) {
                     return answer;
                 }
                 continue; // in the shard just allocated
@@ -208,12 +218,12 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             self.sweep_if_due(cell, &mut shard, now);
             if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| key.equivalent(k)) {
                 return match &self.budget {
-                    None => self.rules.check(state, now, cost),
-                    Some(budget) => self.check_on_budget(budget, state, now, cost),
+                    None => op.admit(&self.rules, state, now, cost),
+                    Some(budget) => self.check_on_budget(budget, state, now, cost, op),
                 };
             }
             let mut state = self.rules.fresh();
-            let decision = self.rules.check(&mut state, now, cost)?;
+            let decision = op.admit(&self.rules, &mut state, now, cost)?;
             let Some(deadline) = self.deadline_of(&state, now) else {
                 return Ok(decision); // idle: the same as a key never seen
             };
@@ -248,25 +258,26 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// A check of `state`, held on `budget`: the room its state may grow into is taken first
     /// (a denial is still answered when none is left), and what it holds after is settled.
     #[inline(never)]
-    fn check_on_budget(
+    fn check_on_budget<Op: Admit<A>>(
         &self,
         budget: &OnBudget<K>,
         state: &mut A::State,
         now: Moment,
         cost: u64,
-    ) -> Result<A::Output, LimitError> {
+        op: Op,
+    ) -> Result<Op::Answer, LimitError> {
         let before = self.rules.heap_bytes(state);
         let growth = self.rules.growth_bytes(state, now);
         if growth > 0 && !budget.take(growth) {
             let peeked = self.rules.peek(state, now, cost)?;
             if !peeked.as_ref().allowed() {
-                return Ok(peeked);
+                return Ok(Op::denied(peeked));
             }
             return Err(LimitError::MemoryFull {
                 max_bytes: budget.shared.max_bytes(),
             });
         }
-        let answer = self.rules.check(state, now, cost);
+        let answer = op.admit(&self.rules, state, now, cost);
         budget.settle(before + growth, self.rules.heap_bytes(state));
         answer
     }
@@ -278,15 +289,16 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// be refused there, its shard kept: at worst every shard, as a limiter used to start with).
     #[cold]
     #[inline(never)]
-    fn check_before_shard(
+    fn check_before_shard<Op: Admit<A>>(
         &self,
         index: usize,
         now: &impl Fn() -> Moment,
         cost: u64,
-    ) -> Option<Result<A::Output, LimitError>> {
+        op: Op,
+    ) -> Option<Result<Op::Answer, LimitError>> {
         let now = now();
         let mut state = self.rules.fresh();
-        let answer = self.rules.check(&mut state, now, cost);
+        let answer = op.admit(&self.rules, &mut state, now, cost);
         if answer.is_err() || self.deadline_of(&state, now).is_none() {
             return Some(answer);
         }
@@ -444,5 +456,69 @@ fn make<K>(owned: &mut Option<impl FnOnce() -> K>) -> K {
     match owned.take() {
         Some(owned) => owned(),
         None => unreachable!("a new key is made once, and kept until it is put in"),
+    }
+}
+
+/// What a key's check does with its state: a plain check, or a reserve (which also answers
+/// the reservation it made). One path finds, makes and weighs the key for both.
+pub(super) trait Admit<A: Algorithm>: Copy {
+    /// What it answers.
+    type Answer;
+    /// Decides about `cost` at `now`, and records it on `state` when admitted.
+    fn admit(
+        self,
+        rules: &A,
+        state: &mut A::State,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Self::Answer, LimitError>;
+    /// The answer for a denial found by a peek (no memory left to record anything in).
+    fn denied(output: A::Output) -> Self::Answer;
+}
+
+/// [`Keyed::check`]'s way: the algorithm's check.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Check;
+
+impl<A: Algorithm> Admit<A> for Check {
+    type Answer = A::Output;
+
+    #[inline(always)]
+    fn admit(
+        self,
+        rules: &A,
+        state: &mut A::State,
+        now: Moment,
+        cost: u64,
+    ) -> Result<A::Output, LimitError> {
+        rules.check(state, now, cost)
+    }
+
+    #[inline(always)]
+    fn denied(output: A::Output) -> A::Output {
+        output
+    }
+}
+
+/// [`Keyed::reserve`]'s way: the algorithm's reserve.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Reserve;
+
+impl<A: Algorithm> Admit<A> for Reserve {
+    type Answer = (A::Output, Option<Reservation>);
+
+    #[inline]
+    fn admit(
+        self,
+        rules: &A,
+        state: &mut A::State,
+        now: Moment,
+        estimate: u64,
+    ) -> Result<Self::Answer, LimitError> {
+        rules.reserve(state, now, estimate)
+    }
+
+    fn denied(output: A::Output) -> Self::Answer {
+        (output, None)
     }
 }

@@ -6,6 +6,7 @@
 
 mod check;
 mod memory;
+mod reserve;
 mod shard;
 
 use std::borrow::Borrow;

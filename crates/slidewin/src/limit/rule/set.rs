@@ -8,7 +8,7 @@ use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
 use crate::limit::decision::Each;
 use crate::limit::{
-    Decision, Decisions, FixedWindow, Gcra, LimitError, SlidingCounter, SlidingLog,
+    Decision, Decisions, FixedWindow, Gcra, LimitError, Reservation, SlidingCounter, SlidingLog,
 };
 use crate::time::Moment;
 
@@ -235,6 +235,18 @@ fn prepare(
     })
 }
 
+/// The time a rule counts the admission [`prepare`] found at `now` at.
+fn counted_at(engine: &Engine, pending: &Pending, now: Moment) -> Moment {
+    match (engine, pending) {
+        (Engine::Log(e), Pending::Log(p)) => e.counted_at(p, now),
+        (Engine::Leases(e), Pending::Log(p)) => e.counted_at(p, now),
+        (Engine::Counter(e), Pending::Counter(p)) => e.counted_at(p, now),
+        (Engine::Fixed(e), Pending::Fixed(p)) => e.counted_at(p, now),
+        (Engine::Gcra(e), Pending::Gcra(p)) => e.counted_at(p, now),
+        _ => unreachable!("a rule's pending record is of the rule's kind"),
+    }
+}
+
 /// Records what [`prepare`] found, on the state it was found on.
 #[inline(always)]
 fn commit(state: &mut RuleState, pending: Pending, cost: u64) {
@@ -447,6 +459,29 @@ impl Enforce for RuleSet {
         });
         let rules: Box<[RuleState]> = rules.collect();
         carried.then_some(rules)
+    }
+
+    /// The latest of the rules' times: the request's, unless the clock went back. Every rule
+    /// admitted together, so each finds its place from it: a log's newest stamp is that time,
+    /// a window's start is at or before it.
+    fn counted_at(&self, pending: &Vec<Pending>, now: Moment) -> Moment {
+        self.rules
+            .iter()
+            .zip(pending)
+            .map(|(rule, pending)| counted_at(&rule.engine, pending, now))
+            .fold(now, Moment::max)
+    }
+
+    /// Every rule settles by its own rules, from the one reservation (a set reserved all or
+    /// nothing, so every rule counted it). Whether any rule still held it.
+    fn settle(&self, state: &mut Box<[RuleState]>, reservation: Reservation, actual: u64) -> bool {
+        self.rules
+            .iter()
+            .zip(state.iter_mut())
+            .map(|(rule, state)| {
+                each_kind!(&rule.engine, state, |e, s| e.settle(s, reservation, actual))
+            })
+            .fold(false, |any, changed| any | changed)
     }
 
     /// Each [`Leases`](crate::limit::Leases) rule gives back up to `units`, its oldest first;

@@ -1,0 +1,78 @@
+//! Reserve, then settle, through the store: every kind of store `Memory` makes (a rule alone
+//! of each kind, and a set) answers as the core's `Limiter` of the same rules.
+
+use std::time::Duration;
+
+use slidewin::limit::{Kind, Rule, RuleSet};
+use slidewin::{Limiter, Moment, Quota};
+use slidewin_store::{Backend, Memory};
+
+fn at(secs: u64) -> Moment {
+    Moment::from_secs(secs)
+}
+
+/// Reserves 6, settles to `actual`, and checks: the store and the core agree at each step.
+async fn agree(set: RuleSet, actual: u64) {
+    let memory = Memory::new();
+    let store = memory.store(set.clone()).unwrap();
+    let mut core = Limiter::new(set);
+    let (checked, reserved) = memory
+        .reserve(&store, "ann".into(), at(1), 6)
+        .await
+        .unwrap();
+    let (decisions, expected) = core.reserve(at(1), 6).unwrap();
+    assert_eq!(
+        (checked.decisions(), reserved),
+        (decisions.as_slice(), expected)
+    );
+    let reserved = reserved.unwrap();
+    let settled = memory.settle(&store, "ann".into(), reserved, actual).await;
+    assert_eq!(settled.unwrap(), core.settle(reserved, actual));
+    // Another key holds nothing of it.
+    assert!(
+        !memory
+            .settle(&store, "bob".into(), reserved, actual)
+            .await
+            .unwrap()
+    );
+    for now in [at(2), at(11)] {
+        let checked = memory.check(&store, "ann".into(), now, 1).await.unwrap();
+        assert_eq!(checked.decisions(), core.check(now, 1).unwrap().as_slice());
+    }
+}
+
+#[tokio::test]
+async fn every_kind_of_store_settles_as_the_core_does() {
+    let quota = Quota::new(10, Duration::from_secs(10)).unwrap();
+    for kind in Kind::ALL {
+        for actual in [0, 3, 6, 9, 40, u64::MAX] {
+            agree(RuleSet::from(Rule::new("r", kind, quota).unwrap()), actual).await;
+        }
+    }
+    let budget = RuleSet::new([
+        Rule::new("minute", Kind::SlidingLog, "10/minute".parse().unwrap()).unwrap(),
+        Rule::new("day", Kind::Gcra, "100/day burst 20".parse().unwrap()).unwrap(),
+    ])
+    .unwrap();
+    agree(budget, 15).await;
+}
+
+#[tokio::test]
+async fn a_denied_reserve_holds_nothing_to_settle() {
+    let memory = Memory::new();
+    let rule = Rule::new("r", Kind::FixedWindow, "5/s".parse().unwrap()).unwrap();
+    let store = memory.store(RuleSet::from(rule)).unwrap();
+    memory.check(&store, "ann".into(), at(0), 5).await.unwrap();
+    let (checked, reserved) = memory
+        .reserve(&store, "ann".into(), at(0), 1)
+        .await
+        .unwrap();
+    assert!(!checked.allowed());
+    assert_eq!(reserved, None);
+    assert!(
+        memory
+            .reserve(&store, "ann".into(), at(0), 6)
+            .await
+            .is_err()
+    ); // never admitted
+}

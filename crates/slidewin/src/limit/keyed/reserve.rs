@@ -1,0 +1,139 @@
+//! A key's reserve and settle: a cost estimated before the work, settled after it.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+use hashbrown::Equivalent;
+
+use super::Keyed;
+use super::check::Reserve;
+use super::shard::lock;
+use crate::limit::algorithm::Algorithm;
+use crate::limit::{LimitError, Reservation};
+use crate::time::Moment;
+
+impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
+    /// [`Limiter::reserve`](crate::Limiter::reserve) for `key`: [`check`](Keyed::check)s an
+    /// `estimate` and, when admitted, answers the [`Reservation`] that
+    /// [`settle`](Keyed::settle) changes to the actual cost. A new key is made, weighed and
+    /// capped as a check makes it.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Keyed::check).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    ///
+    /// // An API key's tokens: 10,000 a minute and 100,000 a day.
+    /// let tokens = Keyed::<String, _>::new(RuleSet::new([
+    ///     Rule::new("minute", Kind::SlidingLog, "10000/minute".parse()?)?,
+    ///     Rule::new("day", Kind::SlidingLog, "100000/day".parse()?)?,
+    /// ])?);
+    /// let (decisions, reserved) = tokens.reserve("key-1", Moment::from_secs(1), 2_000)?;
+    /// assert_eq!(decisions.remaining(), 8_000);
+    /// // The response used 3,500 tokens.
+    /// assert!(tokens.settle("key-1", reserved.unwrap(), 3_500));
+    /// assert_eq!(tokens.peek("key-1", Moment::from_secs(2), 0)?.remaining(), 6_500);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn reserve<Q>(
+        &self,
+        key: &Q,
+        now: Moment,
+        estimate: u64,
+    ) -> Result<(A::Output, Option<Reservation>), LimitError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (hash, index) = self.shard(key);
+        self.check_in(
+            index,
+            hash,
+            key,
+            || key.to_owned(),
+            || now,
+            estimate,
+            Reserve,
+        )
+    }
+
+    /// [`reserve`](Keyed::reserve) by a key of another type that stands for a `K`, as
+    /// [`check_equivalent`](Keyed::check_equivalent) looks one up.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Keyed::check).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::SlidingLog;
+    ///
+    /// let bytes = Keyed::<String, _>::new(SlidingLog::new("1000/s".parse()?)?);
+    /// let (_, reserved) = bytes.reserve_equivalent("ann", Moment::ZERO, 300)?;
+    /// assert!(bytes.settle("ann", reserved.unwrap(), 200));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn reserve_equivalent<'q, Q>(
+        &self,
+        key: &'q Q,
+        now: Moment,
+        estimate: u64,
+    ) -> Result<(A::Output, Option<Reservation>), LimitError>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+        K: From<&'q Q>,
+    {
+        let (hash, index) = self.shard(key);
+        self.check_in(index, hash, key, || K::from(key), || now, estimate, Reserve)
+    }
+
+    /// [`Limiter::settle`](crate::Limiter::settle) for `key` (or a key it is
+    /// [`Equivalent`] to): changes the admission `reservation` made to `actual` units, in the
+    /// windows it was admitted in; whether anything changed. A key no longer held (gone idle:
+    /// every window it was admitted in has passed) changes nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::SlidingLog;
+    ///
+    /// let bytes = Keyed::<String, _>::new(SlidingLog::new("1000/s".parse()?)?);
+    /// let (_, reserved) = bytes.reserve("alice", Moment::ZERO, 600)?;
+    /// let reserved = reserved.unwrap();
+    /// assert!(!bytes.settle("bob", reserved, 100)); // not bob's
+    /// assert!(bytes.settle("alice", reserved, 100));
+    /// assert_eq!(bytes.peek("alice", Moment::ZERO, 0)?.remaining(), 900);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle<Q>(&self, key: &Q, reservation: Reservation, actual: u64) -> bool
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        let (hash, index) = self.shard(key);
+        let Some(cell) = self.cell(index) else {
+            return false;
+        };
+        let mut shard = lock(cell);
+        let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| key.equivalent(k)) else {
+            return false;
+        };
+        // A settle changes units in place, never a buffer's size; on a budget, what the state
+        // holds is settled all the same, as a release's is, should that change.
+        let before = self.rules.heap_bytes(state);
+        let changed = self.rules.settle(state, reservation, actual);
+        if let Some(budget) = &self.budget {
+            budget.settle(before, self.rules.heap_bytes(state));
+        }
+        changed
+    }
+}

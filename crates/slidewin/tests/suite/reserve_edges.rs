@@ -1,0 +1,191 @@
+//! Issue 33's edges on every algorithm and holder: settles to 0 and to `u64::MAX`, after the
+//! window passed, with the clock gone back, two reservations at one instant, and a keyed map
+//! on a memory budget.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slidewin::limit::{Gcra, Kind, Leases, MemoryBudget, Reservation, Rule, RuleSet};
+use slidewin::{Keyed, Limiter, Moment, Quota, SharedLimiter};
+
+const SPAN: u64 = 10_000_000_000;
+const T: u64 = 1_000 * SPAN;
+
+fn at(nanos: u64) -> Moment {
+    Moment::from_nanos(nanos)
+}
+
+/// One rule of `kind`, 10 per span, as a set: every kind through one type.
+fn one(kind: Kind) -> Limiter<RuleSet> {
+    let quota = Quota::new(10, Duration::from_nanos(SPAN)).unwrap();
+    Limiter::new(RuleSet::from(Rule::new("r", kind, quota).unwrap()))
+}
+
+#[test]
+fn a_settle_to_0_gives_the_whole_estimate_back_on_every_kind() {
+    for kind in Kind::ALL {
+        let mut limiter = one(kind);
+        let (_, reserved) = limiter.reserve(at(T), 10).unwrap();
+        assert!(limiter.settle(reserved.unwrap(), 0), "{kind}");
+        assert!(limiter.check(at(T), 10).unwrap().allowed(), "{kind}");
+    }
+}
+
+#[test]
+fn a_settle_to_u64_max_is_debt_that_never_wraps_on_every_kind() {
+    for kind in Kind::ALL {
+        let mut limiter = one(kind);
+        let (_, first) = limiter.reserve(at(T), 5).unwrap();
+        let (_, second) = limiter.reserve(at(T + 1), 5).unwrap();
+        assert!(limiter.settle(first.unwrap(), u64::MAX), "{kind}");
+        limiter.settle(second.unwrap(), u64::MAX);
+        let denied = limiter.check(at(T + 2), 1).unwrap();
+        assert!(!denied.allowed(), "{kind}");
+        assert_eq!(denied.remaining(), 0, "{kind}");
+        // The windows' debt leaves with them; the bucket's is owed to the end of the timeline.
+        let later = limiter.check(at(T + 3 * SPAN), 1).unwrap();
+        assert_eq!(later.allowed(), kind != Kind::Gcra, "{kind}");
+    }
+}
+
+#[test]
+fn a_settle_after_the_window_passed_changes_nothing_on_the_windows() {
+    for kind in [
+        Kind::SlidingLog,
+        Kind::Leases,
+        Kind::FixedWindow,
+        Kind::SlidingCounter,
+    ] {
+        let mut limiter = one(kind);
+        let (_, reserved) = limiter.reserve(at(T), 4).unwrap();
+        assert!(
+            limiter.check(at(T + 2 * SPAN), 1).unwrap().allowed(),
+            "{kind}"
+        );
+        assert!(!limiter.settle(reserved.unwrap(), 10), "{kind}");
+        assert_eq!(limiter.peek(at(T + 2 * SPAN), 0).unwrap().remaining(), 9);
+    }
+}
+
+#[test]
+fn a_bucket_settled_after_it_refilled_owes_only_what_is_still_ahead() {
+    // 10 per span: one unit every span / 10.
+    let mut bucket =
+        Limiter::new(Gcra::new(Quota::new(10, Duration::from_nanos(SPAN)).unwrap()).unwrap());
+    let (_, reserved) = bucket.reserve(at(T), 2).unwrap();
+    // Two spans later the bucket is full; 3 more units used, owed from T: paid long ago.
+    assert!(bucket.settle(reserved.unwrap(), 5));
+    assert_eq!(bucket.peek(at(T + 2 * SPAN), 0).unwrap().remaining(), 10);
+    // Settling down never moves the TAT before the reservation's time plus what it used.
+    let (_, again) = bucket.reserve(at(T + 3 * SPAN), 10).unwrap();
+    assert!(bucket.settle(again.unwrap(), 0));
+    assert_eq!(bucket.peek(at(T + 3 * SPAN), 0).unwrap().remaining(), 10);
+}
+
+#[test]
+fn a_clock_gone_back_counts_the_reservation_where_every_rule_finds_it() {
+    let quota = |limit| Quota::new(limit, Duration::from_nanos(SPAN)).unwrap();
+    let set = RuleSet::new([
+        Rule::new("log", Kind::SlidingLog, quota(100)).unwrap(),
+        Rule::new("fixed", Kind::FixedWindow, quota(100)).unwrap(),
+        Rule::new("counter", Kind::SlidingCounter, quota(100)).unwrap(),
+    ])
+    .unwrap();
+    let mut tokens = Limiter::new(set);
+    tokens.check(at(T + 5), 1).unwrap();
+    let (_, reserved) = tokens.reserve(at(T + 2), 10).unwrap(); // the clock went back
+    let reserved = reserved.unwrap();
+    assert_eq!(reserved.at(), at(T + 5)); // the log's newest admission
+    assert!(tokens.settle(reserved, 30));
+    let each: Vec<u64> = tokens
+        .peek(at(T + 5), 0)
+        .unwrap()
+        .iter()
+        .map(|d| d.remaining())
+        .collect();
+    assert_eq!(each, [69, 69, 69]);
+}
+
+#[test]
+fn two_reservations_at_one_instant_settle_apart_and_never_below_nothing() {
+    for kind in Kind::ALL {
+        let mut limiter = one(kind);
+        let (_, a) = limiter.reserve(at(T), 3).unwrap();
+        let (_, b) = limiter.reserve(at(T), 4).unwrap();
+        assert_eq!(a.unwrap().at(), b.unwrap().at());
+        limiter.settle(a.unwrap(), 0);
+        assert_eq!(limiter.peek(at(T), 0).unwrap().remaining(), 6, "{kind}");
+        limiter.settle(b.unwrap(), 1);
+        assert_eq!(limiter.peek(at(T), 0).unwrap().remaining(), 9, "{kind}");
+        // Settled again from its estimate: what is left at the instant is the floor.
+        limiter.settle(a.unwrap(), 0);
+        assert!(limiter.peek(at(T), 0).unwrap().remaining() <= 10, "{kind}");
+    }
+}
+
+#[test]
+fn an_estimate_of_0_or_a_denial_reserves_nothing() {
+    let mut limiter = one(Kind::SlidingCounter);
+    assert_eq!(limiter.reserve(at(T), 0).unwrap().1, None);
+    limiter.check(at(T), 10).unwrap();
+    let (denied, none) = limiter.reserve(at(T), 1).unwrap();
+    assert!(!denied.allowed());
+    assert_eq!(none, None);
+    assert!(limiter.reserve(at(T), 11).is_err()); // more than the limit: refused as a check is
+}
+
+#[test]
+fn a_reservation_from_nowhere_changes_an_empty_log_nothing() {
+    let mut limiter = one(Kind::SlidingLog);
+    assert!(!limiter.settle(Reservation::new(at(T), 5), 500));
+    assert!(limiter.check(at(T), 10).unwrap().allowed());
+}
+
+#[test]
+fn shared_one_word_limiters_settle_with_their_compare_and_swap() {
+    let fixed =
+        SharedLimiter::new(slidewin::limit::FixedWindow::new("10/s".parse().unwrap()).unwrap());
+    let (_, r) = fixed.reserve(Moment::ZERO, 6).unwrap();
+    assert!(fixed.settle(r.unwrap(), 50)); // capped at a full window
+    assert_eq!(fixed.peek(Moment::ZERO, 0).unwrap().remaining(), 0);
+    assert!(fixed.check(Moment::from_secs(1), 10).unwrap().allowed());
+    assert!(!fixed.settle(r.unwrap(), 0)); // its window ended
+}
+
+#[test]
+fn leases_settle_as_their_log_and_release_what_is_held() {
+    let mut in_flight = Limiter::new(Leases::new(10, Duration::from_secs(30)).unwrap());
+    let (_, r) = in_flight.reserve(Moment::ZERO, 2).unwrap();
+    assert!(in_flight.settle(r.unwrap(), 5));
+    assert_eq!(in_flight.release(Moment::from_secs(1), 10), 5);
+    assert!(!in_flight.settle(r.unwrap(), 1)); // released: nothing holds it
+}
+
+#[test]
+fn a_keyed_map_settles_by_key_and_keeps_its_budget_true() {
+    let budget = Arc::new(MemoryBudget::new(1 << 20));
+    let set = RuleSet::new([
+        Rule::new("minute", Kind::SlidingLog, "1000/minute".parse().unwrap()).unwrap(),
+        Rule::new("day", Kind::SlidingLog, "10000/day".parse().unwrap()).unwrap(),
+    ])
+    .unwrap();
+    let tokens = Keyed::<String, _>::new(set)
+        .with_max_keys(100)
+        .unwrap()
+        .with_memory_budget(Arc::clone(&budget), |k| k.capacity());
+    let (_, r) = tokens.reserve("ann", Moment::from_secs(1), 200).unwrap();
+    let used = budget.used_bytes();
+    assert!(used > 0);
+    assert!(!tokens.settle("bob", r.unwrap(), 900));
+    assert!(tokens.settle("ann", r.unwrap(), 900));
+    assert_eq!(budget.used_bytes(), used);
+    let left = tokens.peek("ann", Moment::from_secs(2), 0).unwrap();
+    assert_eq!(
+        left.iter().map(|d| d.remaining()).collect::<Vec<_>>(),
+        [100, 9100]
+    );
+    // A key gone idle and swept holds nothing to settle.
+    tokens.sweep(Moment::from_secs(2 * 86_400));
+    assert!(!tokens.settle("ann", r.unwrap(), 0));
+    assert_eq!(budget.used_bytes(), 0);
+}
