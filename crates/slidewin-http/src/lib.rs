@@ -56,6 +56,7 @@ mod layer;
 mod limit;
 mod partition;
 mod refusal;
+mod reserve;
 mod shed;
 mod stats;
 
@@ -78,6 +79,7 @@ pub use layer::{
 pub use limit::{Key, Limit};
 pub use partition::PartitionKeys;
 pub use refusal::{QUOTA_EXCEEDED, Refusal, TEMPORARY_REDUCED_CAPACITY, problem};
+pub use reserve::{Reserve, ReserveLayer, SettleFrom, Settlement};
 pub use shed::{ShedFuture, ShedHandle, ShedLayer, ShedLayerBuilder, ShedService};
 #[cfg(feature = "redis")]
 pub use slidewin_store::Redis;

@@ -8,5 +8,6 @@ mod in_flight;
 mod layer;
 mod layer_edges;
 mod partition;
+mod reserve;
 mod shed;
 mod support;
