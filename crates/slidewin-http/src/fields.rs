@@ -130,6 +130,12 @@ impl RateLimitFields {
                 members.push(member(&name));
                 continue;
             }
+            if rule.kind() == Kind::Calendar {
+                // A calendar window (a month of 28 to 31 days, a day of 23 to 25 hours) has no
+                // one length to name: no `w`; `RateLimit`'s `t` gives the real reset.
+                members.push(member(&name));
+                continue;
+            }
             let span = quota.span();
             let whole = (span.subsec_nanos() == 0).then(|| Integer::try_from(span.as_secs()));
             if let Some(Ok(w)) = whole {

@@ -254,6 +254,27 @@ impl Rule {
         Rule::named(name, Engine::Calendar(Calendar::new(quota)))
     }
 
+    /// The same rule under another name: its algorithm and quota (a calendar one too).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BadRuleName`], as for [`Rule::new`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::Rule;
+    ///
+    /// let monthly = Rule::calendar("monthly", "10 per calendar month".parse()?)?;
+    /// let renamed = monthly.renamed("api.monthly")?;
+    /// assert_eq!(renamed.to_string(), "api.monthly: 10 per calendar month (calendar)");
+    /// assert!(monthly.renamed("no spaces").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn renamed(&self, name: &str) -> Result<Rule, ConfigError> {
+        Rule::named(name, self.engine.clone())
+    }
+
     /// The rule `name` running `engine`, once the name is checked.
     fn named(name: &str, engine: Engine) -> Result<Rule, ConfigError> {
         let bad = |reason| ConfigError::BadRuleName {
