@@ -10,9 +10,12 @@ use slidewin::{Clock, Moment};
 /// request (the decision's, and the end of the wrapped service's answer, for its latency).
 ///
 /// A read costs about 13 ns on the machine of BENCHMARKS.md, against 33 ns for `Instant::now`
-/// (a `clock_gettime` through the vDSO). Its moments count from when it was made, and compare
-/// only with those of the same clock or its clones: read the layer's statistics at
-/// [`layer.clock().now()`](crate::RateLimitLayer::clock).
+/// (a `clock_gettime` through the vDSO). Its moments are Unix time: the system clock's when it
+/// was made, plus the counter's time since, so a calendar quota's windows
+/// ([`Calendar`](slidewin::limit::Calendar)) fall on the calendar's dates, and a system clock
+/// stepped back later moves nothing. Two clocks made apart may differ by the system clock's
+/// steps between them: compare a clock's moments with its own or its clones', and read the
+/// layer's statistics at [`layer.clock().now()`](crate::RateLimitLayer::clock).
 ///
 /// ```
 /// use slidewin::Clock;
@@ -21,21 +24,30 @@ use slidewin::{Clock, Moment};
 /// let clock = TscClock::new();
 /// let (a, b) = (clock.now(), clock.clone().now());
 /// assert!(b >= a);
+/// assert!(a > slidewin::Moment::from_secs(1_600_000_000)); // Unix time: after September 2020
 /// ```
 #[derive(Clone)]
 pub struct TscClock {
     clock: quanta::Clock,
     origin: quanta::Instant,
+    /// The Unix time at `origin`.
+    unix: Moment,
 }
 
 impl TscClock {
-    /// A clock whose origin ([`Moment::ZERO`]) is now. The first one made in a process
-    /// calibrates the counter against the operating system's clock (a few milliseconds).
+    /// A clock that reads the system's Unix time now, and moves by the counter from then on.
+    /// The first one made in a process calibrates the counter against the operating system's
+    /// clock (a few milliseconds).
     #[must_use]
     pub fn new() -> TscClock {
         let clock = quanta::Clock::new();
         let origin = clock.now();
-        TscClock { clock, origin }
+        let unix = slidewin::time::SystemClock.now();
+        TscClock {
+            clock,
+            origin,
+            unix,
+        }
     }
 }
 
@@ -50,7 +62,8 @@ impl Clock for TscClock {
     fn now(&self) -> Moment {
         let since = self.clock.now().saturating_duration_since(self.origin);
         // 584 years of nanoseconds fit in a u64; past them, the end of the timeline.
-        Moment::from_nanos(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+        let since = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        Moment::from_nanos(self.unix.as_nanos().saturating_add(since))
     }
 }
 

@@ -152,10 +152,13 @@ impl RateLimitFields {
                     unit: unit.as_str(),
                 })?;
             let mut item = list.bare_item(&name).parameter(key("q"), q);
-            // Leases are in flight, not in a window: no window to name.
+            // Leases are in flight, not in a window: no window to name. A calendar window (a
+            // month of 28 to 31 days, a day of 23 to 25 hours) has no one length to name either;
+            // `RateLimit`'s `t` gives the real reset.
+            let windowless = matches!(rule.kind(), Kind::Leases | Kind::Calendar);
             let span = quota.span();
             let whole = (span.subsec_nanos() == 0).then(|| Integer::try_from(span.as_secs()));
-            if let (false, Some(Ok(w))) = (rule.kind() == Kind::Leases, whole) {
+            if let (false, Some(Ok(w))) = (windowless, whole) {
                 item = item.parameter(key("w"), w);
             }
             if unit != QuotaUnit::Requests {

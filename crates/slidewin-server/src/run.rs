@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use slidewin::time::MonotonicClock;
+use slidewin::time::UnixMonotonicClock;
 use slidewin_redis::{FailurePolicy, RedisTls};
 use slidewin_store::Memory;
 
@@ -214,7 +214,9 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
     let engine = Engine::new(
         backend,
         config,
-        Arc::new(MonotonicClock),
+        // Unix time, as calendar quotas date their windows on it; steady, as the windows slide
+        // on it.
+        Arc::new(UnixMonotonicClock),
         options.bounds,
         if options.envoy_metric_names {
             Metrics::with_envoy_names()

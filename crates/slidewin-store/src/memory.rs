@@ -311,8 +311,8 @@ impl Backend for Memory {
     type Store = MemoryStore;
 
     fn store(&self, rules: RuleSet) -> Result<MemoryStore, ConfigError> {
-        // One rate in a `Keyed` of its own algorithm; leases, and several rules, in a set's
-        // (whose release reaches its leases).
+        // One rate in a `Keyed` of its own algorithm; leases, calendar quotas (whose quota is
+        // not a span), and several rules, in a set's (whose release reaches its leases).
         let one = match rules.rules() {
             [rule] => {
                 let quota = rule.quota();
@@ -323,7 +323,7 @@ impl Backend for Memory {
                         Some(Store::Counter(self.keyed(SlidingCounter::new(quota)?)?))
                     }
                     Kind::FixedWindow => Some(Store::Fixed(self.keyed(FixedWindow::new(quota)?)?)),
-                    Kind::Leases => None,
+                    Kind::Leases | Kind::Calendar => None,
                 }
             }
             _ => None,

@@ -130,6 +130,12 @@ pub enum ConfigError {
     },
     /// A debounce's `leading` and `trailing` were both false: no call would ever run.
     NoEdge,
+    /// A calendar quota was asked for what it cannot be (a week start on a month), or a
+    /// calendar rule was built without one.
+    CalendarQuota {
+        /// What is wrong.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -181,7 +187,7 @@ impl fmt::Display for ConfigError {
             ConfigError::UnknownAlgorithm { name } => write!(
                 f,
                 "`{}` is not an algorithm; expected sliding_log, sliding_counter, fixed_window, \
-                 gcra or leases",
+                 gcra, leases or calendar",
                 name.escape_debug()
             ),
             ConfigError::NoRules => f.write_str("a rule set needs at least one rule, got none"),
@@ -214,6 +220,7 @@ impl fmt::Display for ConfigError {
             ConfigError::NoEdge => f.write_str(
                 "leading and trailing are both false: no call would ever run; set one of them",
             ),
+            ConfigError::CalendarQuota { reason } => write!(f, "calendar quota: {reason}"),
         }
     }
 }

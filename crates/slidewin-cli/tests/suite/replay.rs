@@ -132,3 +132,39 @@ fn issue_33_replay_names_the_line_it_cannot_read() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("the most a line may hold"));
 }
+
+/// A calendar day in Tokyo: the recorded times are Unix time, so the day turns at midnight
+/// there (15:00 UTC), and the request at that instant is the new day's first.
+#[test]
+fn issue_33_replay_dates_calendar_quotas_in_their_zone() {
+    let dir = std::env::temp_dir().join(format!("slidewin-replay-calendar-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("daily.yaml");
+    std::fs::write(
+        &config,
+        "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {name: daily, quota: 1 per calendar day, zone: Asia/Tokyo}\n",
+    )
+    .unwrap();
+    let line = |time: &str| {
+        format!(
+            "{{\"time\":\"{time}\",\"domain\":\"edge\",\"descriptors\":[{{\"entries\":[{{\"key\":\"user\",\"value\":\"ann\"}}]}}]}}\n"
+        )
+    };
+    let input = [
+        "2026-12-06T14:59:59Z",
+        "2026-12-06T15:00:00Z",
+        "2026-12-06T15:00:01Z",
+    ]
+    .map(line)
+    .concat();
+    let out = replay(&["--json"], &config, &input);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["decided"]["limits"][0]["admitted"], 2);
+    assert_eq!(report["decided"]["limits"][0]["denied"], 1);
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::HeaderMap;
 use proptest::prelude::*;
 use sfv::Integer;
-use slidewin::limit::{Kind, Rule, RuleSet};
+use slidewin::limit::{CalendarQuota, CalendarUnit, Kind, Rule, RuleSet};
 use slidewin::{Decision, Limiter, Moment, Quota};
 use slidewin_http::{RateLimitFields, retry_after};
 use support::members;
@@ -129,6 +129,10 @@ fn rule_sets() -> impl Strategy<Value = RuleSet> {
     let one = (kinds(), 1u64..=1_000_000, 1u64..=86_400_000);
     prop::collection::vec(one, 1..=4).prop_map(|rules| {
         RuleSet::new(rules.into_iter().enumerate().map(|(i, (kind, limit, ms))| {
+            if kind == Kind::Calendar {
+                let day = CalendarQuota::new(limit, CalendarUnit::Day).unwrap();
+                return Rule::calendar(&format!("r{i}"), day).unwrap();
+            }
             let quota = Quota::new(limit, Duration::from_millis(ms)).unwrap();
             Rule::new(&format!("r{i}"), kind, quota).unwrap()
         }))

@@ -237,6 +237,7 @@ fn number(kind: Kind) -> u64 {
         Kind::FixedWindow => 3,
         Kind::Gcra => 4,
         Kind::Leases => 5,
+        Kind::Calendar => 6,
     }
 }
 
@@ -254,6 +255,7 @@ fn short(kind: Kind) -> &'static str {
         Kind::FixedWindow => "fixed",
         Kind::Gcra => "gcra",
         Kind::Leases => "leases",
+        Kind::Calendar => "calendar",
     }
 }
 
@@ -265,6 +267,7 @@ fn on_redis(kind: Kind) -> &'static str {
         Kind::FixedWindow => "FixedWindow on Redis",
         Kind::Gcra => "Gcra on Redis",
         Kind::Leases => "Leases on Redis",
+        Kind::Calendar => "Calendar on Redis",
     }
 }
 
@@ -275,6 +278,9 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
         quota,
         reason,
     };
+    if kind == Kind::Calendar {
+        return Err(refuse("calendar windows are not checked on Redis yet"));
+    }
     let logged = matches!(kind, Kind::SlidingLog | Kind::Leases);
     if logged && quota.limit() > Rules::MAX_SLIDING_LOG_LIMIT {
         return Err(refuse(
@@ -303,7 +309,9 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
     // The largest number the script computes, against Lua's exact integers (with room for a
     // timestamp of up to 2^52 microseconds, past the year 2100).
     let largest = match kind {
-        Kind::SlidingLog | Kind::Leases | Kind::FixedWindow => u128::from(span) * 2,
+        Kind::SlidingLog | Kind::Leases | Kind::FixedWindow | Kind::Calendar => {
+            u128::from(span) * 2
+        }
         Kind::SlidingCounter => 4 * limit * u128::from(span),
         Kind::Gcra => tolerance + u128::from(interval) * (burst + 1),
     };
@@ -315,7 +323,7 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
     // Idle keys vanish: a state untouched for this long equals a fresh one.
     let ttl_ms = span.div_ceil(1_000) + 1;
     let params = match kind {
-        Kind::SlidingLog | Kind::Leases | Kind::FixedWindow => {
+        Kind::SlidingLog | Kind::Leases | Kind::FixedWindow | Kind::Calendar => {
             [number(kind), span, quota.limit(), ttl_ms, 0]
         }
         Kind::SlidingCounter => [number(kind), span, quota.limit(), 2 * ttl_ms, 0],

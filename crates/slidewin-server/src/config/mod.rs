@@ -15,6 +15,7 @@
 //! Ours on top: `algorithm` on a limit, `quota: "5 per 10 seconds"` for any span, and a list of
 //! `limits` on one descriptor, all of which must admit a request.
 
+mod calendar;
 mod error;
 mod naming;
 #[cfg(test)]

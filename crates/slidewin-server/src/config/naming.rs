@@ -30,7 +30,8 @@ pub(super) fn name_limits(
                 && let [one] = rules.rules()
                 && one.name() != name
             {
-                let renamed = Rule::new(&name, one.kind(), one.quota())
+                let renamed = one
+                    .renamed(&name)
                     .and_then(|rule| RuleSet::new([rule]))
                     .map_err(|e| format!("`{}`: {e}", shown(path)))?;
                 *rules = renamed;

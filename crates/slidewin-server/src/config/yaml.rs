@@ -6,8 +6,9 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
-use slidewin::limit::{Kind, Quota, Rule, RuleSet};
+use slidewin::limit::{CalendarQuota, Kind, Quota, Rule, RuleSet};
 
+use super::calendar::{AnchorYaml, ZoneYaml, placed};
 use super::error::shown;
 use super::naming::{name_limits, rule_name};
 use super::{Action, Descriptor, DescriptorLimit, Domain, Unit, algorithm_for};
@@ -161,6 +162,12 @@ struct RateLimitYaml {
     /// With a `N concurrent` quota: the longest a request holds its unit.
     #[serde(default)]
     lease: Option<LeaseYaml>,
+    /// With a calendar quota: the time zone of its calendar (UTC by default).
+    #[serde(default)]
+    zone: Option<ZoneYaml>,
+    /// With a calendar quota: a date (or a date and time) its windows start on.
+    #[serde(default)]
+    anchor: Option<AnchorYaml>,
 }
 
 #[derive(Clone, Deserialize)]
@@ -177,18 +184,20 @@ impl<'de> Deserialize<'de> for AlgorithmYaml {
         let text = String::deserialize(deserializer)?;
         text.parse::<Kind>().map(AlgorithmYaml).map_err(|_| {
             de::Error::custom(format_args!(
-                "unknown algorithm `{}`: expected sliding_log, sliding_counter, fixed_window, gcra or leases",
+                "unknown algorithm `{}`: expected sliding_log, sliding_counter, fixed_window, gcra, leases or calendar",
                 shown(&text)
             ))
         })
     }
 }
 
-/// A quota (`100/minute`), or `N concurrent`: at most N in flight, each for its `lease`.
+/// A quota (`100/minute`), `N concurrent` (at most N in flight, each for its `lease`), or a
+/// calendar quota (`10000 per calendar month`, in its `zone`, from its `anchor`).
 #[derive(Clone)]
 enum QuotaYaml {
     Rate(Quota),
     Concurrent(u64),
+    Calendar(CalendarQuota),
 }
 
 impl<'de> Deserialize<'de> for QuotaYaml {
@@ -198,6 +207,21 @@ impl<'de> Deserialize<'de> for QuotaYaml {
             return count.map(QuotaYaml::Concurrent).map_err(|why| {
                 de::Error::custom(format_args!("invalid quota `{}`: {why}", shown(&text)))
             });
+        }
+        let calendar = text
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .any(|word| word.eq_ignore_ascii_case("calendar"));
+        if calendar {
+            return text
+                .parse::<CalendarQuota>()
+                .map(QuotaYaml::Calendar)
+                .map_err(|e| {
+                    de::Error::custom(format_args!(
+                        "invalid quota `{}`: {}",
+                        shown(&text),
+                        e.reason()
+                    ))
+                });
         }
         text.parse::<Quota>().map(QuotaYaml::Rate).map_err(|e| {
             de::Error::custom(format_args!(
@@ -337,9 +361,8 @@ impl DescriptorYaml {
 
 impl RateLimitYaml {
     /// One limit; `index` is its place in a `limits` list.
-    fn build(self, path: &str, index: Option<usize>) -> Result<DescriptorLimit, String> {
-        let replaces = self
-            .replaces
+    fn build(mut self, path: &str, index: Option<usize>) -> Result<DescriptorLimit, String> {
+        let replaces = std::mem::take(&mut self.replaces)
             .into_iter()
             .map(|r| r.name)
             .collect::<Vec<_>>();
@@ -365,6 +388,14 @@ impl RateLimitYaml {
                 action: Action::Unlimited,
             });
         }
+        if let Some(QuotaYaml::Calendar(quota)) = self.quota.clone() {
+            return self.calendar(quota, replaces, (path, index));
+        }
+        if self.zone.is_some() || self.anchor.is_some() {
+            return Err("`zone` and `anchor` go with a calendar quota \
+                        (`10000 per calendar month`)"
+                .to_owned());
+        }
         let (quota, lease) = (self.quota, self.lease);
         let (quota, unit) = match (quota, self.unit, self.requests_per_unit) {
             (Some(QuotaYaml::Concurrent(n)), None, None) => {
@@ -379,9 +410,10 @@ impl RateLimitYaml {
                 }
                 let quota = Quota::new(n, lease).map_err(|e| e.to_string())?;
                 let leases = Some(AlgorithmYaml(Kind::Leases));
-                return rules_limit(self.name, replaces, (path, index), (leases, quota), None);
+                let rule = counted(leases, quota);
+                return rules_limit(self.name, replaces, (path, index), rule, None);
             }
-            (Some(QuotaYaml::Concurrent(_)), _, _) => {
+            (Some(QuotaYaml::Concurrent(_) | QuotaYaml::Calendar(_)), _, _) => {
                 return Err(
                     "give either `quota` or `unit` with `requests_per_unit`, not both".to_owned(),
                 );
@@ -420,18 +452,64 @@ impl RateLimitYaml {
                 (quota, Some(unit))
             }
         };
-        let counted = (self.algorithm, quota);
-        rules_limit(self.name, replaces, (path, index), counted, unit)
+        let rule = counted(self.algorithm, quota);
+        rules_limit(self.name, replaces, (path, index), rule, unit)
+    }
+
+    /// One limit of a calendar quota: its `zone` and `anchor` applied, and no field of the
+    /// other forms.
+    fn calendar(
+        self,
+        quota: CalendarQuota,
+        replaces: Vec<String>,
+        at: (&str, Option<usize>),
+    ) -> Result<DescriptorLimit, String> {
+        if self.lease.is_some() {
+            return Err("a `lease` goes with a `N concurrent` quota".to_owned());
+        }
+        if self.unit.is_some() || self.requests_per_unit.is_some() {
+            return Err(
+                "give either `quota` or `unit` with `requests_per_unit`, not both".to_owned(),
+            );
+        }
+        if self
+            .algorithm
+            .as_ref()
+            .is_some_and(|a| a.0 != Kind::Calendar)
+        {
+            return Err("a calendar quota is counted by `calendar` alone".to_owned());
+        }
+        let (quota, unit) = placed(quota, self.zone, self.anchor)?;
+        let rule = |name: &str| Rule::calendar(name, quota).map_err(|e| e.to_string());
+        rules_limit(self.name, replaces, at, rule, Some(unit))
     }
 }
 
-/// A limit of one rule: `quota` by the algorithm named (or the default for it), named as
-/// written or after its place (`path`, and its index in a list).
+/// A rule of `quota` by the algorithm named (or the default for it), once it has its name.
+fn counted(
+    algorithm: Option<AlgorithmYaml>,
+    quota: Quota,
+) -> impl FnOnce(&str) -> Result<Rule, String> {
+    move |name| {
+        let kind = algorithm_for(algorithm.map(|a| a.0), quota)?;
+        if kind == Kind::Calendar {
+            return Err(
+                "`calendar` counts a calendar quota (`10000 per calendar month`), \
+                        not a span"
+                    .to_owned(),
+            );
+        }
+        Rule::new(name, kind, quota).map_err(|e| e.to_string())
+    }
+}
+
+/// A limit of one rule, built by `rule` under its name: the one written, or one after its place
+/// (`path`, and its index in a list).
 fn rules_limit(
     written: Option<String>,
     replaces: Vec<String>,
     (path, index): (&str, Option<usize>),
-    (algorithm, quota): (Option<AlgorithmYaml>, Quota),
+    rule: impl FnOnce(&str) -> Result<Rule, String>,
     unit: Option<Unit>,
 ) -> Result<DescriptorLimit, String> {
     let default_name = match index {
@@ -439,9 +517,7 @@ fn rules_limit(
         None => path.to_owned(),
     };
     let name = rule_name(written.as_deref().unwrap_or(&default_name));
-    let kind = algorithm_for(algorithm.map(|a| a.0), quota)?;
-    let rule = Rule::new(&name, kind, quota).map_err(|e| e.to_string())?;
-    let rules = RuleSet::new([rule]).map_err(|e| e.to_string())?;
+    let rules = RuleSet::new([rule(&name)?]).map_err(|e| e.to_string())?;
     Ok(DescriptorLimit {
         name: String::new(),
         written,

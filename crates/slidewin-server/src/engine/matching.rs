@@ -299,11 +299,7 @@ impl<B: Backend> Level<'_, B> {
     }
 }
 
-/// The same rules: names, kinds and quotas, in order.
+/// The same rules: names, kinds and quotas (a calendar quota's zone and anchor too), in order.
 fn same_rules(a: &slidewin::limit::RuleSet, b: &slidewin::limit::RuleSet) -> bool {
-    a.rules().len() == b.rules().len()
-        && a.rules()
-            .iter()
-            .zip(b.rules())
-            .all(|(x, y)| x.name() == y.name() && x.kind() == y.kind() && x.quota() == y.quota())
+    a.rules() == b.rules()
 }

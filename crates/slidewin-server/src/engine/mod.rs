@@ -4,6 +4,8 @@
 //! are in the submodules.
 
 mod answers;
+#[cfg(test)]
+mod calendar_tests;
 mod check;
 mod detailed;
 mod matching;

@@ -189,8 +189,7 @@ impl<B: Backend> Engine<B> {
                 ..RuleStats::default()
             };
             if let ActionRt::Rules { spec, store, .. } = &rule.action {
-                let quota: Vec<String> =
-                    spec.rules().iter().map(|r| r.quota().to_string()).collect();
+                let quota: Vec<String> = spec.rules().iter().map(|r| r.quota_text()).collect();
                 let algorithm: Vec<&str> = spec.rules().iter().map(|r| r.kind().name()).collect();
                 stats.quota = quota.join(" and ");
                 stats.algorithm = algorithm.join(", ");
@@ -200,7 +199,7 @@ impl<B: Backend> Engine<B> {
                     .zip(over_limit)
                     .map(|(one, over)| LimitStats {
                         name: limit_name(rule, spec, one).to_owned(),
-                        quota: one.quota().to_string(),
+                        quota: one.quota_text(),
                         algorithm: one.kind().name().to_owned(),
                         last_minute_over_limit: over.iter().fold(0u64, |s, &c| s.saturating_add(c)),
                         over_limit: over.to_vec(),

@@ -11,6 +11,7 @@
 //! | [`SlidingCounter`] | approximate: up to `2 × limit` after a burst at a window's end | 24 bytes | no |
 //! | [`FixedWindow`] | `2 × limit` across a window boundary | 16 bytes (one word packed) | yes |
 //! | [`Gcra`] | `burst + limit - 1` (a token bucket) | 8 bytes | yes |
+//! | [`Calendar`] | `2 × limit` across a calendar boundary (a day, week, month or year in a zone) | 24 bytes | no |
 //!
 //! A holder keeps the state where it is needed, and every one answers `check(now, cost)` and
 //! `peek(now, cost)` (and their `_now` twins, which read a [`Clock`](crate::Clock)) with the same
@@ -62,6 +63,7 @@
 mod algorithm;
 mod binding;
 mod budget;
+mod calendar;
 mod decision;
 mod fixed_window;
 mod gcra;
@@ -79,6 +81,7 @@ use crate::time::Moment;
 pub use algorithm::Algorithm;
 pub use binding::Binding;
 pub use budget::MemoryBudget;
+pub use calendar::{Calendar, CalendarQuota, CalendarUnit, CalendarWindow};
 pub use decision::{Decision, Decisions, LimitError};
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;

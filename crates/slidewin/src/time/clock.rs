@@ -101,6 +101,38 @@ impl Clock for SystemClock {
     }
 }
 
+/// Unix time that never goes back: the system clock read once, at the first read of any
+/// `UnixMonotonicClock` in the process, plus the [`Instant`] time elapsed since.
+///
+/// Use it where moments must be Unix time (a [`Calendar`](crate::limit::Calendar) quota's
+/// windows are dated on that timeline) and a clock stepped back (NTP, an operator) must not
+/// move them: the checks see a steady clock, on the calendar's dates. It follows a system clock
+/// that changes after its first read only as far as the monotonic clock does, so over a long
+/// run it may drift from the wall clock by the machine clock's error (parts per million: about a
+/// second in a few weeks), which moves a calendar boundary by as much.
+///
+/// # Example
+///
+/// ```
+/// use slidewin::time::UnixMonotonicClock;
+/// use slidewin::{Clock, Moment};
+///
+/// let a = UnixMonotonicClock.now();
+/// assert!(a > Moment::from_secs(1_600_000_000)); // Unix time: after September 2020
+/// assert!(UnixMonotonicClock.now() >= a); // and it never goes back
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnixMonotonicClock;
+
+impl Clock for UnixMonotonicClock {
+    fn now(&self) -> Moment {
+        static ORIGIN: OnceLock<(Instant, Moment)> = OnceLock::new();
+        let (start, unix) = *ORIGIN.get_or_init(|| (Instant::now(), SystemClock.now()));
+        let elapsed = duration_nanos(start.elapsed()).unwrap_or(u64::MAX);
+        Moment(unix.0.saturating_add(elapsed))
+    }
+}
+
 /// A clock that moves only when told to: for tests and replays.
 ///
 /// Clones share one time, so a test can keep a handle while the structure under test holds

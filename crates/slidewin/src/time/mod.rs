@@ -10,6 +10,7 @@
 //! | [`Clock`] | anything that reads the time; the `_now` methods take a `&impl Clock` |
 //! | [`MonotonicClock`] | windows and limits inside one process: it never goes back |
 //! | [`SystemClock`] | Unix time, where moments must mean the same in other processes |
+//! | [`UnixMonotonicClock`] | Unix time that never goes back: calendar quotas in a service |
 //! | [`ManualClock`] | tests and replays: it moves only when told to |
 //! | [`TimeRangeError`] | a `Duration`, `SystemTime` or `jiff::Timestamp` off the timeline |
 //!
@@ -64,7 +65,7 @@ use std::fmt;
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, UnixMonotonicClock};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 const NANOS_PER_MILLI: u64 = 1_000_000;

@@ -6,6 +6,8 @@ mod api_quota;
 mod breaker;
 mod breaker_props;
 mod breaker_sentinel;
+mod calendar;
+mod calendar_props;
 mod carry;
 mod carry_props;
 mod debounce_props;

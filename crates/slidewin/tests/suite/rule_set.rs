@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use slidewin::limit::{
-    Decisions, FixedWindow, Gcra, Kind, Leases, LimitError, Rule, RuleSet, SlidingCounter,
-    SlidingLog,
+    Calendar, CalendarQuota, CalendarUnit, Decisions, FixedWindow, Gcra, Kind, Leases, LimitError,
+    Rule, RuleSet, SlidingCounter, SlidingLog,
 };
 use slidewin::{ConfigError, Decision, Keyed, Limiter, Moment, Quota, SharedLimiter};
 
@@ -227,7 +227,7 @@ fn names_kinds_and_sizes_are_checked_when_built() {
     assert_eq!(
         err.to_string(),
         "`token_bucket` is not an algorithm; expected sliding_log, sliding_counter, \
-         fixed_window, gcra or leases"
+         fixed_window, gcra, leases or calendar"
     );
     for kind in Kind::ALL {
         assert_eq!(kind.to_string().parse::<Kind>(), Ok(kind));
@@ -294,6 +294,7 @@ struct Reference {
     fixed: Vec<Limiter<FixedWindow>>,
     gcras: Vec<Limiter<Gcra>>,
     leases: Vec<Limiter<Leases>>,
+    calendars: Vec<Limiter<Calendar>>,
     order: Vec<(Kind, usize)>,
 }
 
@@ -305,6 +306,7 @@ impl Reference {
             fixed: Vec::new(),
             gcras: Vec::new(),
             leases: Vec::new(),
+            calendars: Vec::new(),
             order: Vec::new(),
         };
         for rule in rules {
@@ -331,6 +333,11 @@ impl Reference {
                     r.leases.push(Limiter::new(Leases::from_quota(q).unwrap()));
                     r.leases.len()
                 }
+                Kind::Calendar => {
+                    let q = rule.calendar_quota().unwrap().clone();
+                    r.calendars.push(Limiter::new(Calendar::new(q)));
+                    r.calendars.len()
+                }
             };
             r.order.push((rule.kind(), at - 1));
         }
@@ -353,6 +360,8 @@ impl Reference {
                     (Kind::Gcra, true) => self.gcras[i].check(now, cost),
                     (Kind::Leases, false) => self.leases[i].peek(now, cost),
                     (Kind::Leases, true) => self.leases[i].check(now, cost),
+                    (Kind::Calendar, false) => self.calendars[i].peek(now, cost),
+                    (Kind::Calendar, true) => self.calendars[i].check(now, cost),
                 };
                 answer.unwrap()
             })
@@ -376,7 +385,7 @@ impl Reference {
 }
 
 fn rules() -> impl Strategy<Value = Vec<Rule>> {
-    let one = (0..5usize, 1..6u64, 1..2_000u64, 0..3u64).prop_map(|(kind, limit, span, extra)| {
+    let one = (0..6usize, 1..6u64, 1..2_000u64, 0..3u64).prop_map(|(kind, limit, span, extra)| {
         let kind = Kind::ALL[kind];
         let mut q = Quota::new(limit, Duration::from_millis(span)).unwrap();
         if kind == Kind::Gcra {
@@ -388,7 +397,15 @@ fn rules() -> impl Strategy<Value = Vec<Rule>> {
         rules
             .into_iter()
             .enumerate()
-            .map(|(i, (kind, q))| Rule::new(&format!("r{i}"), kind, q).unwrap())
+            .map(|(i, (kind, q))| {
+                let name = format!("r{i}");
+                if kind == Kind::Calendar {
+                    // Days of the calendar: the traces cross a few of them.
+                    let day = CalendarQuota::new(q.limit(), CalendarUnit::Day).unwrap();
+                    return Rule::calendar(&name, day).unwrap();
+                }
+                Rule::new(&name, kind, q).unwrap()
+            })
             .collect()
     })
 }
@@ -404,7 +421,8 @@ proptest! {
         let max = set.max_cost();
         let mut ours = Limiter::new(set);
         let mut reference = Reference::new(&rules);
-        let mut now = Moment::ZERO;
+        // 20 s before a day's end, so that a calendar day's boundary is crossed.
+        let mut now = Moment::from_secs(86_380);
         for (gap, cost, release) in steps {
             now += Duration::from_millis(gap);
             if release {

@@ -50,6 +50,7 @@ pub fn kind_in_key(kind: slidewin::limit::Kind) -> &'static str {
         Kind::FixedWindow => "fixed",
         Kind::Gcra => "gcra",
         Kind::Leases => "leases",
+        Kind::Calendar => "calendar",
     }
 }
 

@@ -7,6 +7,8 @@ use std::str::FromStr;
 use super::unit::{Named, Unit, named};
 use super::{ParseQuotaError, Quota};
 
+mod calendar;
+
 impl FromStr for Quota {
     type Err = ParseQuotaError;
 
@@ -286,6 +288,12 @@ impl<'a> Reader<'a> {
         match named(word) {
             Named::Unit(unit) => Ok(unit),
             Named::Calendar(what) => Err(self.calendar(start, part, what)),
+            Named::Nothing if word.eq_ignore_ascii_case("calendar") => Err(self.fail(
+                word_at,
+                "`calendar` starts a calendar quota (`10000 per calendar month`), whose \
+                 windows have no fixed span: read it as a `CalendarQuota`"
+                    .into(),
+            )),
             Named::Nothing => {
                 // `10/sburst20`: a unit with `burst` glued on.
                 let glued = word.len().checked_sub(5).filter(|&n| {

@@ -8,12 +8,15 @@ use std::sync::Arc;
 
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
-use crate::limit::{FixedWindow, Gcra, Leases, Quota, SlidingCounter, SlidingLog};
+use crate::limit::{
+    Calendar, CalendarQuota, FixedWindow, Gcra, Leases, Quota, SlidingCounter, SlidingLog,
+};
 use crate::time::Moment;
 
 /// Which algorithm a [`Rule`] runs, chosen at run time (from a configuration file, say): one of
-/// the four rates, or [`Leases`], a concurrency limit. Written and read as `sliding_log`,
-/// `sliding_counter`, `fixed_window`, `gcra` and `leases`.
+/// the four rates, [`Leases`], a concurrency limit, or [`Calendar`], a quota per calendar
+/// window. Written and read as `sliding_log`, `sliding_counter`, `fixed_window`, `gcra`,
+/// `leases` and `calendar`.
 ///
 /// # Example
 ///
@@ -39,27 +42,33 @@ pub enum Kind {
     /// In flight at most, each unit until released or its lease ends, [`Leases`]; its quota's
     /// span is the lease.
     Leases,
+    /// A counter per calendar day, week, month or year in a zone, [`Calendar`]; built with
+    /// [`Rule::calendar`].
+    Calendar,
 }
 
 impl Kind {
     /// Every kind, in the order of the docs.
     ///
     /// ```
-    /// assert_eq!(slidewin::limit::Kind::ALL.len(), 5);
+    /// assert_eq!(slidewin::limit::Kind::ALL.len(), 6);
     /// ```
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::SlidingLog,
         Kind::SlidingCounter,
         Kind::FixedWindow,
         Kind::Gcra,
         Kind::Leases,
+        Kind::Calendar,
     ];
 
-    /// The four rates: every kind but [`Leases`](Kind::Leases), whose units come back.
+    /// The four rates over a fixed span: not [`Leases`](Kind::Leases), whose units come
+    /// back, nor [`Calendar`](Kind::Calendar), whose windows are the calendar's.
     ///
     /// ```
     /// use slidewin::limit::Kind;
     /// assert!(!Kind::RATES.contains(&Kind::Leases));
+    /// assert!(!Kind::RATES.contains(&Kind::Calendar));
     /// ```
     pub const RATES: [Kind; 4] = [
         Kind::SlidingLog,
@@ -69,7 +78,7 @@ impl Kind {
     ];
 
     /// Its name in configuration files: `sliding_log`, `sliding_counter`, `fixed_window`,
-    /// `gcra` or `leases`.
+    /// `gcra`, `leases` or `calendar`.
     ///
     /// ```
     /// assert_eq!(slidewin::limit::Kind::FixedWindow.name(), "fixed_window");
@@ -82,6 +91,7 @@ impl Kind {
             Kind::FixedWindow => "fixed_window",
             Kind::Gcra => "gcra",
             Kind::Leases => "leases",
+            Kind::Calendar => "calendar",
         }
     }
 }
@@ -118,6 +128,7 @@ enum Engine {
     Fixed(FixedWindow),
     Gcra(Gcra),
     Leases(Leases),
+    Calendar(Calendar),
 }
 
 /// The state of one rule of a [`RuleSet`] (leases keep a sliding log's).
@@ -128,6 +139,7 @@ pub enum RuleState {
     Counter(<SlidingCounter as Enforce>::State),
     Fixed(<FixedWindow as Enforce>::State),
     Gcra(<Gcra as Enforce>::State),
+    Calendar(<Calendar as Enforce>::State),
 }
 
 /// Runs `$body` with `$engine` bound to the rule's algorithm and `$state` to its state of the
@@ -140,6 +152,7 @@ macro_rules! each_kind {
             (Engine::Fixed($e), RuleState::Fixed($s)) => $body,
             (Engine::Gcra($e), RuleState::Gcra($s)) => $body,
             (Engine::Leases($e), RuleState::Log($s)) => $body,
+            (Engine::Calendar($e), RuleState::Calendar($s)) => $body,
             _ => unreachable!("a rule's state is of the rule's kind"),
         }
     };
@@ -209,6 +222,61 @@ impl Rule {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(name: &str, kind: Kind, quota: Quota) -> Result<Rule, ConfigError> {
+        let engine = match kind {
+            Kind::SlidingLog => Engine::Log(SlidingLog::new(quota)?),
+            Kind::SlidingCounter => Engine::Counter(SlidingCounter::new(quota)?),
+            Kind::FixedWindow => Engine::Fixed(FixedWindow::new(quota)?),
+            Kind::Gcra => Engine::Gcra(Gcra::new(quota)?),
+            Kind::Leases => Engine::Leases(Leases::from_quota(quota)?),
+            Kind::Calendar => return Err(Calendar::needs_calendar_quota()),
+        };
+        Rule::named(name, engine)
+    }
+
+    /// The rule `name`: a [`Calendar`] counter for `quota`, of [`Kind::Calendar`].
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BadRuleName`], as for [`Rule::new`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    ///
+    /// let monthly = Rule::calendar("monthly", "10000 per calendar month".parse()?)?;
+    /// assert_eq!(monthly.kind(), Kind::Calendar);
+    /// assert_eq!(monthly.to_string(), "monthly: 10000 per calendar month (calendar)");
+    /// assert_eq!(monthly.calendar_quota().map(|q| q.limit()), Some(10000));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn calendar(name: &str, quota: CalendarQuota) -> Result<Rule, ConfigError> {
+        Rule::named(name, Engine::Calendar(Calendar::new(quota)))
+    }
+
+    /// The same rule under another name: its algorithm and quota (a calendar one too).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::BadRuleName`], as for [`Rule::new`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::Rule;
+    ///
+    /// let monthly = Rule::calendar("monthly", "10 per calendar month".parse()?)?;
+    /// let renamed = monthly.renamed("api.monthly")?;
+    /// assert_eq!(renamed.to_string(), "api.monthly: 10 per calendar month (calendar)");
+    /// assert!(monthly.renamed("no spaces").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn renamed(&self, name: &str) -> Result<Rule, ConfigError> {
+        Rule::named(name, self.engine.clone())
+    }
+
+    /// The rule `name` running `engine`, once the name is checked.
+    fn named(name: &str, engine: Engine) -> Result<Rule, ConfigError> {
         let bad = |reason| ConfigError::BadRuleName {
             name: cut(name, Rule::MAX_NAME_LEN),
             reason,
@@ -227,13 +295,6 @@ impl Rule {
                 "only ASCII letters, digits, `_`, `-` and `.` are allowed",
             ));
         }
-        let engine = match kind {
-            Kind::SlidingLog => Engine::Log(SlidingLog::new(quota)?),
-            Kind::SlidingCounter => Engine::Counter(SlidingCounter::new(quota)?),
-            Kind::FixedWindow => Engine::Fixed(FixedWindow::new(quota)?),
-            Kind::Gcra => Engine::Gcra(Gcra::new(quota)?),
-            Kind::Leases => Engine::Leases(Leases::from_quota(quota)?),
-        };
         Ok(Rule {
             name: name.into(),
             engine,
@@ -267,10 +328,13 @@ impl Rule {
             Engine::Fixed(_) => Kind::FixedWindow,
             Engine::Gcra(_) => Kind::Gcra,
             Engine::Leases(_) => Kind::Leases,
+            Engine::Calendar(_) => Kind::Calendar,
         }
     }
 
-    /// Its quota.
+    /// Its quota. For a [`Kind::Calendar`] rule, whose windows vary, the limit per the longest
+    /// window of its unit in a zone of ordinary rules (a day of 25 hours, a month of 31 days
+    /// and an hour): [`calendar_quota`](Rule::calendar_quota) has the windows.
     ///
     /// ```
     /// use slidewin::limit::{Kind, Rule};
@@ -286,6 +350,47 @@ impl Rule {
             Engine::Fixed(e) => e.quota(),
             Engine::Gcra(e) => e.quota(),
             Engine::Leases(e) => e.quota(),
+            Engine::Calendar(e) => {
+                let q = e.quota();
+                let span = std::time::Duration::from_nanos(q.unit().longest_nanos());
+                Quota::new(q.limit(), span)
+                    .unwrap_or_else(|_| unreachable!("a calendar quota's limit is not zero"))
+            }
+        }
+    }
+
+    /// Its calendar quota, for a [`Kind::Calendar`] rule.
+    ///
+    /// ```
+    /// use slidewin::limit::{CalendarUnit, Kind, Rule};
+    /// let daily = Rule::calendar("daily", "100 per calendar day".parse()?)?;
+    /// assert_eq!(daily.calendar_quota().map(|q| q.unit()), Some(CalendarUnit::Day));
+    /// assert!(Rule::new("a", Kind::Gcra, "5/s".parse()?)?.calendar_quota().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn calendar_quota(&self) -> Option<&CalendarQuota> {
+        match &self.engine {
+            Engine::Calendar(e) => Some(e.quota()),
+            _ => None,
+        }
+    }
+
+    /// Its quota as text: the calendar quota's for a [`Kind::Calendar`] rule
+    /// (`10000 per calendar month in Europe/Paris`), the [`Quota`]'s otherwise.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// assert_eq!(Rule::new("a", Kind::Gcra, "5/s".parse()?)?.quota_text(), "5 per 1s");
+    /// let weekly = Rule::calendar("w", "5 per calendar week from sunday".parse()?)?;
+    /// assert_eq!(weekly.quota_text(), "5 per calendar week from sunday");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn quota_text(&self) -> String {
+        match self.calendar_quota() {
+            Some(q) => q.to_string(),
+            None => self.quota().to_string(),
         }
     }
 
@@ -325,6 +430,9 @@ impl Rule {
             (Engine::Leases(e), Engine::Leases(o), RuleState::Log(s)) => {
                 e.carry(o, s, now).map(RuleState::Log)
             }
+            (Engine::Calendar(e), Engine::Calendar(o), RuleState::Calendar(s)) => {
+                e.carry(o, s, now).map(RuleState::Calendar)
+            }
             _ => None, // another kind: its state means something else
         }
     }
@@ -336,13 +444,17 @@ impl Rule {
             Engine::Fixed(e) => RuleState::Fixed(e.fresh()),
             Engine::Gcra(e) => RuleState::Gcra(e.fresh()),
             Engine::Leases(e) => RuleState::Log(e.fresh()),
+            Engine::Calendar(e) => RuleState::Calendar(e.fresh()),
         }
     }
 }
 
 impl PartialEq for Rule {
     fn eq(&self, other: &Rule) -> bool {
-        self.name == other.name && self.kind() == other.kind() && self.quota() == other.quota()
+        self.name == other.name
+            && self.kind() == other.kind()
+            && self.quota() == other.quota()
+            && self.calendar_quota() == other.calendar_quota()
     }
 }
 
@@ -353,15 +465,16 @@ impl fmt::Debug for Rule {
         f.debug_struct("Rule")
             .field("name", &self.name)
             .field("kind", &self.kind())
-            .field("quota", &self.quota())
+            .field("quota", &self.quota_text())
             .finish()
     }
 }
 
-/// `name: quota (kind)`, as in `burst: 10 per 1s burst 20 (gcra)`.
+/// `name: quota (kind)`, as in `burst: 10 per 1s burst 20 (gcra)` or `monthly: 10000 per
+/// calendar month (calendar)`.
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} ({})", self.name, self.quota(), self.kind())
+        write!(f, "{}: {} ({})", self.name, self.quota_text(), self.kind())
     }
 }
 

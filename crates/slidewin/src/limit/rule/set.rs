@@ -8,7 +8,8 @@ use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
 use crate::limit::decision::Each;
 use crate::limit::{
-    Decision, Decisions, FixedWindow, Gcra, LimitError, Reservation, SlidingCounter, SlidingLog,
+    Calendar, Decision, Decisions, FixedWindow, Gcra, LimitError, Reservation, SlidingCounter,
+    SlidingLog,
 };
 use crate::time::Moment;
 
@@ -200,6 +201,7 @@ pub enum Pending {
     Counter(<SlidingCounter as Enforce>::Pending),
     Fixed(<FixedWindow as Enforce>::Pending),
     Gcra(<Gcra as Enforce>::Pending),
+    Calendar(<Calendar as Enforce>::Pending),
 }
 
 /// A rule's decision on `state`, and what it records if its set admits.
@@ -231,6 +233,10 @@ fn prepare(
             let (decision, counted) = e.prepare(s, now, cost)?;
             (decision, Pending::Log(counted))
         }
+        (Engine::Calendar(e), RuleState::Calendar(s)) => {
+            let (decision, next) = e.prepare(s, now, cost)?;
+            (decision, Pending::Calendar(next))
+        }
         _ => unreachable!("a rule's state is of the rule's kind"),
     })
 }
@@ -255,6 +261,7 @@ fn commit(state: &mut RuleState, pending: Pending, cost: u64) {
         (RuleState::Counter(s), Pending::Counter(p)) => SlidingCounter::commit(s, p, cost),
         (RuleState::Fixed(s), Pending::Fixed(p)) => FixedWindow::commit(s, p, cost),
         (RuleState::Gcra(s), Pending::Gcra(p)) => Gcra::commit(s, p, cost),
+        (RuleState::Calendar(s), Pending::Calendar(p)) => Calendar::commit(s, p, cost),
         _ => unreachable!("a rule's pending record is of the rule's kind"),
     }
 }
