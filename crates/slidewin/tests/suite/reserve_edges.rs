@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use slidewin::limit::{Gcra, Kind, Leases, MemoryBudget, Reservation, Rule, RuleSet};
+use slidewin::limit::{
+    CalendarQuota, CalendarUnit, Gcra, Kind, Leases, MemoryBudget, Reservation, Rule, RuleSet,
+};
 use slidewin::{Keyed, Limiter, Moment, Quota, SharedLimiter};
 
 const SPAN: u64 = 10_000_000_000;
@@ -17,6 +19,11 @@ fn at(nanos: u64) -> Moment {
 
 /// One rule of `kind`, 10 per span, as a set: every kind through one type.
 fn one(kind: Kind) -> Limiter<RuleSet> {
+    if kind == Kind::Calendar {
+        // 10 a calendar day: the span's edges below fall inside one day.
+        let quota = CalendarQuota::new(10, CalendarUnit::Day).unwrap();
+        return Limiter::new(RuleSet::from(Rule::calendar("r", quota).unwrap()));
+    }
     let quota = Quota::new(10, Duration::from_nanos(SPAN)).unwrap();
     Limiter::new(RuleSet::from(Rule::new("r", kind, quota).unwrap()))
 }
@@ -42,9 +49,16 @@ fn a_settle_to_u64_max_is_debt_that_never_wraps_on_every_kind() {
         let denied = limiter.check(at(T + 2), 1).unwrap();
         assert!(!denied.allowed(), "{kind}");
         assert_eq!(denied.remaining(), 0, "{kind}");
-        // The windows' debt leaves with them; the bucket's is owed to the end of the timeline.
-        let later = limiter.check(at(T + 3 * SPAN), 1).unwrap();
-        assert_eq!(later.allowed(), kind != Kind::Gcra, "{kind}");
+        // The windows' debt leaves with them (the calendar's at the next day); the bucket's is
+        // owed to the end of the timeline.
+        let still = limiter.check(at(T + 3 * SPAN), 1).unwrap();
+        assert_eq!(
+            still.allowed(),
+            !matches!(kind, Kind::Gcra | Kind::Calendar),
+            "{kind}"
+        );
+        let next_day = limiter.check(at(86_400 * 1_000_000_000), 1).unwrap();
+        assert_eq!(next_day.allowed(), kind != Kind::Gcra, "{kind}");
     }
 }
 
@@ -188,4 +202,31 @@ fn a_keyed_map_settles_by_key_and_keeps_its_budget_true() {
     tokens.sweep(Moment::from_secs(2 * 86_400));
     assert!(!tokens.settle("ann", r.unwrap(), 0));
     assert_eq!(budget.used_bytes(), 0);
+}
+
+/// A calendar window settles as a fixed window does: in the month it was admitted in, and not
+/// once the month has ended.
+#[test]
+fn a_calendar_month_settles_in_its_month_only() {
+    let quota = CalendarQuota::new(1_000, CalendarUnit::Month).unwrap();
+    let mut limiter = Limiter::new(RuleSet::from(Rule::calendar("month", quota).unwrap()));
+    let secs = |text: &str| Moment::try_from(text.parse::<jiff::Timestamp>().unwrap()).unwrap();
+    let (_, reserved) = limiter.reserve(secs("2026-11-30T23:00:00Z"), 300).unwrap();
+    let reserved = reserved.unwrap();
+    assert!(limiter.settle(reserved, 900));
+    let left = limiter.peek(secs("2026-11-30T23:30:00Z"), 0).unwrap();
+    assert_eq!(left.decision().remaining(), 100);
+    assert!(limiter.settle(reserved.settled(900), 200));
+    let left = limiter.peek(secs("2026-11-30T23:30:00Z"), 0).unwrap();
+    assert_eq!(left.decision().remaining(), 800);
+    // December: November's reservation holds nothing now.
+    assert!(
+        limiter
+            .check(secs("2026-12-01T00:00:00Z"), 1)
+            .unwrap()
+            .allowed()
+    );
+    assert!(!limiter.settle(reserved.settled(200), 1_000));
+    let left = limiter.peek(secs("2026-12-01T00:00:01Z"), 0).unwrap();
+    assert_eq!(left.decision().remaining(), 999);
 }

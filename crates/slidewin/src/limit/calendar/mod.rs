@@ -9,7 +9,7 @@ mod window;
 use crate::error::ConfigError;
 use crate::limit::algorithm::sealed::Enforce;
 use crate::limit::algorithm::{Algorithm, Locked};
-use crate::limit::{Decision, LimitError, until};
+use crate::limit::{Decision, LimitError, Reservation, until};
 use crate::time::Moment;
 
 pub(crate) use quota::weekday_name;
@@ -193,6 +193,33 @@ impl Enforce for Calendar {
     /// The same windows (unit, zone, anchor and month-end rule): the same window, its count
     /// cut to the new limit, as a fixed window's. Other windows: fresh, as no split of the
     /// count between them is known to be right.
+    /// The request's time, or the start of the window counted in if later (a clock gone back
+    /// counts in the window the state holds).
+    #[inline]
+    fn counted_at(&self, next: &CalendarState, now: Moment) -> Moment {
+        now.max(Moment::from_nanos(next.start))
+    }
+
+    /// The count of the reservation's window, if that is the window the state holds: raised
+    /// by the difference up to the limit (a full window denies until it ends, and forgets at
+    /// its end, debt too, as a fixed window does), or lowered by it down to 0. A reservation
+    /// of an earlier window changes nothing: that window has ended.
+    fn settle(&self, state: &mut CalendarState, reservation: Reservation, actual: u64) -> bool {
+        let t = reservation.at().as_nanos();
+        let held = state.start <= t && (t < state.end || state.end == u64::MAX);
+        if !held || state.end == 0 {
+            return false;
+        }
+        let estimate = reservation.units();
+        state.count = if actual >= estimate {
+            let more = actual - estimate;
+            state.count.saturating_add(more).min(self.quota.limit())
+        } else {
+            state.count.saturating_sub(estimate - actual)
+        };
+        true
+    }
+
     fn carry(&self, old: &Calendar, state: CalendarState, _now: Moment) -> Option<CalendarState> {
         (self.quota.same_windows(&old.quota) && state.count > 0).then(|| CalendarState {
             count: state.count.min(self.quota.limit()),

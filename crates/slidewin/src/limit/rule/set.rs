@@ -249,6 +249,7 @@ fn counted_at(engine: &Engine, pending: &Pending, now: Moment) -> Moment {
         (Engine::Counter(e), Pending::Counter(p)) => e.counted_at(p, now),
         (Engine::Fixed(e), Pending::Fixed(p)) => e.counted_at(p, now),
         (Engine::Gcra(e), Pending::Gcra(p)) => e.counted_at(p, now),
+        (Engine::Calendar(e), Pending::Calendar(p)) => e.counted_at(p, now),
         _ => unreachable!("a rule's pending record is of the rule's kind"),
     }
 }
