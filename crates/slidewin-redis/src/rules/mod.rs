@@ -191,6 +191,11 @@ impl Rules {
         key
     }
 
+    /// Rule `index`'s algorithm number and parameters, as the scripts take them.
+    pub(crate) fn params(&self, index: usize) -> [u64; 5] {
+        self.inner.each[index].params
+    }
+
     /// Every Redis key of the user key `tag`.
     pub(crate) fn keys(&self, tag: &str) -> Vec<String> {
         (0..self.len()).map(|i| self.key(tag, i)).collect()

@@ -1,0 +1,83 @@
+//! Issue 33 on Redis: reserve, then settle, answers as in memory. A property test drives the
+//! in-memory rule sets (the reference) and the scripts through random traces of reserves,
+//! settles of any earlier reservation (up, down, to 0, far past the limit) and checks, and
+//! compares every decision, every reservation and every settle's answer.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use slidewin::limit::{Reservation, RuleSet};
+use slidewin::{Limiter, Moment};
+use slidewin_redis::Rules;
+
+use crate::same_answers::{rule_sets, same_all};
+use crate::support;
+
+/// One step of a trace: microseconds to move (negative: back), a cost, a key, and what to do
+/// (0: settle the reservation `pick` chooses to `actual`; 1: check; else reserve).
+type Step = (i64, u64, u8, u8, u64, prop::sample::Index);
+
+fn trace(span: i64) -> impl Strategy<Value = Vec<Step>> {
+    let delta = prop_oneof![
+        6 => 0..span / 3 + 1,
+        1 => Just(0),
+        1 => -span..0,
+        1 => span..span * 3,
+    ];
+    let actual = prop_oneof![3 => 0..12u64, 1 => Just(u64::MAX)];
+    let step = (
+        delta,
+        0..=12u64,
+        0..2u8,
+        0..4u8,
+        actual,
+        any::<prop::sample::Index>(),
+    );
+    prop::collection::vec(step, 1..50)
+}
+
+#[test]
+fn reserves_and_settles_answer_on_redis_as_in_memory() {
+    let (runtime, _server, redis) = support::blocking_limiter();
+    let case = std::sync::atomic::AtomicU64::new(0);
+    // How many settles found their reservation: the traces must reach the interesting part.
+    let held_any = std::sync::atomic::AtomicU64::new(0);
+    let cases = (rule_sets(), trace(1_000_000));
+    proptest!(ProptestConfig::with_cases(64), |((set, steps) in cases)| {
+        let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let redis = redis.clone().with_prefix(&format!("settle{case}"));
+        let rules = Rules::new(set.clone()).unwrap();
+        let mut memory: HashMap<&str, Limiter<RuleSet>> = HashMap::new();
+        let mut reserved: Vec<(&str, Reservation)> = Vec::new();
+        let mut now: i64 = 1 << 40;
+        for (delta, cost, key, what, actual, pick) in steps {
+            now += delta;
+            let at = Moment::from_nanos(u64::try_from(now).unwrap() * 1_000);
+            let key = if key == 0 { "a" } else { "b" };
+            let limiter = memory.entry(key).or_insert_with(|| Limiter::new(set.clone()));
+            if what == 0 && !reserved.is_empty() {
+                let (key, r) = reserved[pick.index(reserved.len())];
+                let limiter = memory.get_mut(key).unwrap();
+                let held = runtime.block_on(redis.settle(&rules, key, r, actual)).unwrap();
+                prop_assert_eq!(held, limiter.settle(r, actual), "settle {:?} to {} at {}", r, actual, now);
+                held_any.fetch_add(u64::from(held), std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            let cost = cost.min(set.max_cost());
+            if what == 1 {
+                let r = runtime.block_on(redis.check(&rules, key, at, cost)).unwrap();
+                let m = limiter.check(at, cost).unwrap();
+                prop_assert!(same_all(&set, &m, r.decisions()), "check at {now}: memory {m:?}, redis {:?}", r.decisions());
+                continue;
+            }
+            let (r, on_redis) = runtime.block_on(redis.reserve(&rules, key, at, cost)).unwrap();
+            let (m, in_memory) = limiter.reserve(at, cost).unwrap();
+            prop_assert!(same_all(&set, &m, r.decisions()), "reserve at {now}: memory {m:?}, redis {:?}", r.decisions());
+            prop_assert_eq!(on_redis, in_memory, "reservation at {}", now);
+            if let Some(r) = in_memory {
+                reserved.push((key, r));
+            }
+        }
+    });
+    assert!(held_any.into_inner() > 0, "no settle found its reservation");
+}
