@@ -8,10 +8,7 @@ use slidewin::limit::{Kind, Reservation};
 use super::check::micros;
 use super::{RedisDecision, RedisLimiter};
 use crate::error::RedisError;
-use crate::rules::{Rules, tag_of};
-
-/// The script a settle runs: every rule of one key, in one call.
-const SETTLE: &str = include_str!("../lua/settle.lua");
+use crate::rules::{Rules, SETTLE, tag_of};
 
 /// What Lua counts exactly: the script's numbers stay below it.
 const EXACT: u64 = (1 << 53) - 1;
@@ -131,8 +128,8 @@ impl RedisLimiter {
         let less = units.saturating_sub(actual).min(EXACT);
         let tag = tag_of(&self.prefix, key);
         let count = rules.rule_set().rules().len();
-        let mut command = redis::cmd("EVAL");
-        command.arg(SETTLE).arg(count);
+        let mut command = redis::cmd("EVALSHA");
+        command.arg(SETTLE.get_hash()).arg(count);
         for index in 0..count {
             command.arg(rules.key(&tag, index));
         }
@@ -142,7 +139,7 @@ impl RedisLimiter {
             command.arg(&params[..]);
         }
         let first = rules.key(&tag, 0);
-        match self.query(&command, &first).await? {
+        match self.query_script(&command, &first).await? {
             Value::Int(held) => Ok(held == 1),
             other => Err(RedisError::Reply {
                 at: self.connection.place(&first).to_string(),

@@ -81,3 +81,31 @@ fn reserves_and_settles_answer_on_redis_as_in_memory() {
     });
     assert!(held_any.into_inner() > 0, "no settle found its reservation");
 }
+
+/// A settle runs its script by its hash: after a `SCRIPT FLUSH` (a restarted node) it loads
+/// the scripts again and goes once more.
+#[tokio::test]
+async fn a_settle_after_the_scripts_were_flushed_loads_them_again() {
+    let server = support::RedisServer::start();
+    let redis = slidewin_redis::RedisLimiter::connect(&server.url())
+        .await
+        .unwrap();
+    let rule = slidewin::limit::Rule::new(
+        "tokens",
+        slidewin::limit::Kind::SlidingLog,
+        "100/minute".parse().unwrap(),
+    )
+    .unwrap();
+    let rules = Rules::try_from(rule).unwrap();
+    let at = Moment::from_secs(1_000);
+    let (_, reserved) = redis.reserve(&rules, "k", at, 10).await.unwrap();
+    assert_eq!(server.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
+    assert!(
+        redis
+            .settle(&rules, "k", reserved.unwrap(), 30)
+            .await
+            .unwrap()
+    );
+    let left = redis.peek(&rules, "k", at, 0).await.unwrap();
+    assert_eq!(left.decision().remaining(), 70);
+}
