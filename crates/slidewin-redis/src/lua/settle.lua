@@ -31,7 +31,9 @@ end
 -- The packed log (check.lua's): one time per unit, sorted. Up: times at `at` inserted after
 -- the ones of that time, so that the window (hw - span, hw] holds at most twice the limit.
 -- Down: up to `less` times equal to `at` removed. A reservation whose times are gone, or out
--- of the window ending at the newest time (hw), changes nothing.
+-- of the window ending at the newest time (hw), changes nothing. The log is written back with
+-- the times of that window alone: a settle that empties the newest instant moves hw back, and
+-- no time that had left must count again (memory dropped those at their admission).
 local function settle_log(key, span, limit)
   local log = call('GET', key)
   if not log then return false end
@@ -45,17 +47,18 @@ local function settle_log(key, span, limit)
   local hi = first(log, o, n, function(t) return t > at end)
   if hi == lo then return false end
   local units = hi - lo
+  local live = first(log, o, n, function(t) return t > hw - span end)
   if more > 0 then
-    local count = n + 1 - first(log, o, n, function(t) return t > hw - span end)
-    units = units + min(more, max(2 * limit - count, 0))
+    units = units + min(more, max(2 * limit - (n + 1 - live), 0))
   else
     units = units - min(less, units)
   end
-  local before, after = sub(log, 1, o + (lo - 1) * W), sub(log, o + (hi - 1) * W + 1)
-  if units == 0 and #before == o and after == '' then
+  local before = sub(log, o + (live - 1) * W + 1, o + (lo - 1) * W)
+  local after = sub(log, o + (hi - 1) * W + 1)
+  if units == 0 and before == '' and after == '' then
     call('DEL', key) -- no time left: the same as no key
   else
-    call('SET', key, before .. rep(spack('>I7', at), units) .. after, 'KEEPTTL')
+    call('SET', key, sub(log, 1, o) .. before .. rep(spack('>I7', at), units) .. after, 'KEEPTTL')
   end
   return true
 end

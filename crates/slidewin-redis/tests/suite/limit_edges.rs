@@ -575,4 +575,17 @@ on_every_backend! {
             assert!(!b.settle(&rules, "k", a, 9).await);
         }
     }
+
+    /// Issue 33: a settle that empties the log's newest instant moves its newest time back;
+    /// a clock gone back below it must not count again what had left the window (Redis keeps
+    /// such times in its string until it compacts it; memory dropped them).
+    async fn emptying_the_newest_instant_never_counts_what_had_left(b) {
+        let tokens = rule("tokens", Kind::SlidingLog, "10 per 10s");
+        let (_, old) = b.reserve(&tokens, "k", ms(100_000), 4).await;
+        let (_, newest) = b.reserve(&tokens, "k", ms(110_500), 1).await;
+        assert!(old.is_some());
+        assert!(b.settle(&tokens, "k", newest.unwrap(), 0).await);
+        let back = b.check(&tokens, "k", ms(109_900), 0).await.unwrap();
+        assert_eq!(summary(&back), (true, 10, Duration::ZERO, None));
+    }
 }
