@@ -109,3 +109,38 @@ async fn a_settle_after_the_scripts_were_flushed_loads_them_again() {
     let left = redis.peek(&rules, "k", at, 0).await.unwrap();
     assert_eq!(left.decision().remaining(), 70);
 }
+
+/// At Redis's time on a cluster: the time is read first (from a node), the reservation names
+/// it, and the settle of a key's two rules goes to the key's node in one call.
+#[tokio::test]
+async fn a_reservation_at_redis_time_settles_on_a_cluster() {
+    let cluster = support::RedisCluster::shared();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let redis = slidewin_redis::RedisLimiter::connect_cluster(&urls)
+        .await
+        .unwrap()
+        .with_prefix("settle_on_a_cluster");
+    let rule = |name, kind, quota: &str| {
+        slidewin::limit::Rule::new(name, kind, quota.parse().unwrap()).unwrap()
+    };
+    let tokens = Rules::new(
+        RuleSet::new([
+            rule("minute", slidewin::limit::Kind::SlidingLog, "1000/minute"),
+            rule("day", slidewin::limit::Kind::SlidingCounter, "5000/day"),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    for key in ["a", "b", "c", "d", "e", "f"] {
+        let (_, reserved) = redis.reserve_now(&tokens, key, 200).await.unwrap();
+        let reserved = reserved.unwrap();
+        assert!(
+            reserved.at() > Moment::from_secs(1_700_000_000),
+            "{reserved:?}"
+        );
+        assert!(redis.settle(&tokens, key, reserved, 50).await.unwrap());
+        let left = redis.peek_now(&tokens, key, 0).await.unwrap();
+        assert_eq!(left.decisions()[0].remaining(), 950);
+    }
+}
