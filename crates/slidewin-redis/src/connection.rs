@@ -12,7 +12,7 @@ use slidewin::limit::{Decision, Decisions};
 
 use crate::cluster::Nodes;
 use crate::error::RedisError;
-use crate::rules::{Call, SCRIPT};
+use crate::rules::{Call, SCRIPT, SETTLE};
 use crate::sentinel::SentinelPrimary;
 
 /// One connection, to a single Redis or to a cluster; both multiplex requests and reconnect by
@@ -116,9 +116,10 @@ fn is_noscript(err: &redis::RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
-/// Loads the script (on the node a cluster routes it to).
+/// Loads the scripts (on the node a cluster routes them to).
 async fn load_scripts(connection: &mut Connection) -> redis::RedisResult<()> {
-    SCRIPT.load_async(connection).await.map(drop)
+    SCRIPT.load_async(connection).await?;
+    SETTLE.load_async(connection).await.map(drop)
 }
 
 /// Sends one command of `key`; when it runs a script, after a `NOSCRIPT` (a restarted or new

@@ -2,7 +2,8 @@
 //! (`slidewin-http`) and the rate-limit service (`slidewin-server`) both decide through.
 //!
 //! - [`Backend`]: makes a **store** for a rule set, **checks** a key of it (every rule admits
-//!   and all are charged, or none is), and **carries** a retired store's counts into the one
+//!   and all are charged, or none is), **reserves** an estimated cost and **settles** it at the
+//!   actual one once the work is done, and **carries** a retired store's counts into the one
 //!   replacing it after a reload. It also says what it is ([`BackendKind`]), whether it
 //!   answers ([`BackendState`]) and what it holds.
 //! - [`Memory`]: counts in this process, with a cap on live keys and an optional budget of

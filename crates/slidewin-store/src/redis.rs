@@ -6,7 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use slidewin::limit::RuleSet;
+use slidewin::limit::{Reservation, RuleSet};
 use slidewin::{ConfigError, Moment};
 use slidewin_redis::{CircuitState, FailurePolicy};
 
@@ -179,6 +179,53 @@ impl Backend for Redis {
         })
     }
 
+    /// Reserves through [`RedisLimiter::reserve`](slidewin_redis::RedisLimiter::reserve), at the
+    /// layer's time, or at Redis's read first
+    /// ([`reserve_now`](slidewin_redis::RedisLimiter::reserve_now)). While Redis is away the
+    /// failure policy answers, degraded, and nothing is reserved: an admission it makes was
+    /// never counted, so there is nothing to settle (the denials kept are not consulted: a
+    /// reserve is never answered without Redis while it is up).
+    async fn reserve<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        now: Moment,
+        estimate: u64,
+    ) -> Result<(Checked, Option<Reservation>), BackendError> {
+        let text = text_of(key);
+        let answer = if self.layer_clock {
+            self.limiter.reserve(store, &text, now, estimate).await
+        } else {
+            self.limiter.reserve_now(store, &text, estimate).await
+        };
+        match answer {
+            Ok((decision, reserved)) => Ok(match decision.degraded() {
+                Some(why) => (
+                    Checked::degraded_by(decision.decisions().clone(), why.to_string()),
+                    None,
+                ),
+                None => (Checked::new(decision.decisions().clone()), reserved),
+            }),
+            Err(err) => Err(backend_error(err)),
+        }
+    }
+
+    /// Settles through [`RedisLimiter::settle`](slidewin_redis::RedisLimiter::settle): one
+    /// script call. While Redis is away it fails with [`BackendError::Unavailable`] whatever
+    /// the failure policy: the reservation keeps its estimate, as one never settled does
+    /// (what the policy would decide is for admissions, not for counts already made).
+    async fn settle<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        reservation: Reservation,
+        actual: u64,
+    ) -> Result<bool, BackendError> {
+        let text = text_of(key);
+        let answer = self.limiter.settle(store, &text, reservation, actual).await;
+        answer.map_err(backend_error)
+    }
+
     /// A denial kept from Redis that still holds (see [`Redis::with_denial_cache`]).
     fn check_at_once(
         &self,
@@ -230,6 +277,16 @@ impl Backend for Redis {
     /// Its stores hold nothing: the counts are in Redis.
     fn holds_keys(&self, _store: &Self::Store, _now: Moment) -> bool {
         false
+    }
+}
+
+/// A limiter's error as a backend's: a limit's own, or Redis unavailable.
+fn backend_error(err: slidewin_redis::RedisError) -> BackendError {
+    match err {
+        slidewin_redis::RedisError::Limit(err) => err.into(),
+        err => BackendError::Unavailable {
+            detail: err.to_string(),
+        },
     }
 }
 

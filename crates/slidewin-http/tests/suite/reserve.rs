@@ -3,6 +3,7 @@
 //! Cluster, on a `ManualClock`.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,6 +18,10 @@ use slidewin_http::{
     Backend, HttpConfigError, Key, Limit, Memory, ReserveLayer, SettleFrom, Settlement,
 };
 use tower::ServiceExt;
+
+use slidewin_redis::RedisLimiter;
+use slidewin_store::Redis;
+use slidewin_test_support::redis::{RedisCluster, RedisServer};
 
 use crate::support::members;
 
@@ -148,6 +153,29 @@ macro_rules! on_every_backend {
             $(#[tokio::test]
             async fn $name() {
                 super::$name(slidewin_http::Memory::new()).await;
+            })*
+        }
+        mod redis {
+            use super::*;
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let server = RedisServer::start();
+                let limiter = RedisLimiter::connect(&server.url()).await.unwrap();
+                super::$name(Redis::new(limiter).with_layer_clock()).await;
+            })*
+        }
+        mod cluster {
+            use super::*;
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let cluster: Arc<RedisCluster> = RedisCluster::shared();
+                let urls = cluster.urls();
+                let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+                let limiter = RedisLimiter::connect_cluster(&urls)
+                    .await
+                    .unwrap()
+                    .with_prefix(concat!("reserve-", stringify!($name)));
+                super::$name(Redis::new(limiter).with_layer_clock()).await;
             })*
         }
     };

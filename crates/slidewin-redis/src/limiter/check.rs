@@ -422,8 +422,18 @@ impl RedisLimiter {
 
     /// Sends one command of `key` that runs no script.
     pub(super) async fn query(&self, command: &Cmd, key: &str) -> Result<Value, RedisError> {
+        self.send_one(command, false, key).await
+    }
+
+    /// Sends one command of `key` that runs a script (`EVALSHA`): after a `NOSCRIPT` (a node
+    /// restarted, or new), the scripts are loaded and it goes once more.
+    pub(super) async fn query_script(&self, command: &Cmd, key: &str) -> Result<Value, RedisError> {
+        self.send_one(command, true, key).await
+    }
+
+    async fn send_one(&self, command: &Cmd, script: bool, key: &str) -> Result<Value, RedisError> {
         self.gate(key)?;
-        let answer = query(self.connection.clone(), command, false, self.timeout, key).await;
+        let answer = query(self.connection.clone(), command, script, self.timeout, key).await;
         if let Err(err) = &answer {
             self.failed(err, || key.to_string());
         }

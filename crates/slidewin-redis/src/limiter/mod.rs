@@ -6,6 +6,7 @@
 mod check;
 mod decision;
 mod release;
+mod settle;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,9 +11,14 @@ use slidewin::limit::{Kind, LimitError, Rule, RuleSet};
 /// Lua's numbers are doubles: integers are exact below this.
 const EXACT: u128 = 1 << 53;
 
-/// The one script: every algorithm, every batch (see `lua/check.lua`).
+/// The checks' script: every algorithm, every batch (see `lua/check.lua`).
 pub(crate) static SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/check.lua")));
+
+/// The settles' script: a reservation changed under every rule of a key (see
+/// `lua/settle.lua`).
+pub(crate) static SETTLE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/settle.lua")));
 
 /// A [`RuleSet`] ready to run on Redis: the arithmetic the script will do for each rule has
 /// been checked to be exact.
@@ -189,6 +194,11 @@ impl Rules {
         key.push_str(tag);
         key.push_str(suffix);
         key
+    }
+
+    /// Rule `index`'s algorithm number and parameters, as the scripts take them.
+    pub(crate) fn params(&self, index: usize) -> [u64; 5] {
+        self.inner.each[index].params
     }
 
     /// Every Redis key of the user key `tag`.

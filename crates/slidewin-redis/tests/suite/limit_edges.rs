@@ -11,7 +11,7 @@ use crate::support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use slidewin::limit::{Decisions, Kind, LimitError, Rule, RuleSet};
+use slidewin::limit::{Decisions, Kind, LimitError, Reservation, Rule, RuleSet};
 use slidewin::{Keyed, Moment};
 use slidewin_redis::{RedisError, RedisLimiter, Rules};
 use support::{RedisCluster, RedisServer};
@@ -34,6 +34,20 @@ trait Backend {
     ) -> Result<Decisions, LimitError>;
     async fn reset(&mut self, rules: &Rules, key: &str);
     async fn release(&mut self, rules: &Rules, key: &str, now: Moment, units: u64) -> u64;
+    async fn reserve(
+        &mut self,
+        rules: &Rules,
+        key: &str,
+        now: Moment,
+        estimate: u64,
+    ) -> (Decisions, Option<Reservation>);
+    async fn settle(
+        &mut self,
+        rules: &Rules,
+        key: &str,
+        reserved: Reservation,
+        actual: u64,
+    ) -> bool;
 }
 
 /// A [`Keyed`] limiter per rule set, as a service holds them.
@@ -78,6 +92,26 @@ impl Backend for Memory {
 
     async fn release(&mut self, rules: &Rules, key: &str, now: Moment, units: u64) -> u64 {
         self.limiter(rules).release(key, now, units)
+    }
+
+    async fn reserve(
+        &mut self,
+        rules: &Rules,
+        key: &str,
+        now: Moment,
+        estimate: u64,
+    ) -> (Decisions, Option<Reservation>) {
+        self.limiter(rules).reserve(key, now, estimate).unwrap()
+    }
+
+    async fn settle(
+        &mut self,
+        rules: &Rules,
+        key: &str,
+        reserved: Reservation,
+        actual: u64,
+    ) -> bool {
+        self.limiter(rules).settle(key, reserved, actual)
     }
 }
 
@@ -128,6 +162,30 @@ impl<S> Backend for OnRedis<S> {
             .release(rules, key, now, units)
             .await
             .expect("a release")
+    }
+
+    async fn reserve(
+        &mut self,
+        rules: &Rules,
+        key: &str,
+        now: Moment,
+        estimate: u64,
+    ) -> (Decisions, Option<Reservation>) {
+        let (decision, reserved) = self.redis.reserve(rules, key, now, estimate).await.unwrap();
+        (decision.decisions().clone(), reserved)
+    }
+
+    async fn settle(
+        &mut self,
+        rules: &Rules,
+        key: &str,
+        reserved: Reservation,
+        actual: u64,
+    ) -> bool {
+        self.redis
+            .settle(rules, key, reserved, actual)
+            .await
+            .expect("a settle")
     }
 }
 
@@ -477,5 +535,57 @@ on_every_backend! {
         assert_eq!(b.release(&both, "k", secs(111), 1).await, 0);
         let rate_left = b.check(&both, "k", secs(111), 1).await.unwrap();
         assert_eq!((rate_left[0].remaining(), rate_left[1].remaining()), (1, 0));
+    }
+
+    /// Issue 33: a token budget a minute AND a day, reserved on an estimate and settled on
+    /// the actual count: over-use is debt on both rules, in the windows it was admitted in;
+    /// a settle down gives back; a reservation whose windows have passed changes nothing.
+    async fn a_minute_and_day_budget_settles_in_the_windows_it_reserved_in(b) {
+        let tokens = set(&[("minute", Kind::SlidingLog, "1000/minute"), ("day", Kind::SlidingLog, "5000/day")]);
+        let (first, reserved) = b.reserve(&tokens, "k", secs(86_400), 300).await;
+        assert_eq!((first[0].remaining(), first[1].remaining()), (700, 4_700));
+        let reserved = reserved.unwrap();
+        assert_eq!(reserved, Reservation::new(secs(86_400), 300));
+        assert!(b.settle(&tokens, "k", reserved, 1_500).await); // debt: 500 past the minute
+        let denied = b.check(&tokens, "k", secs(86_430), 1).await.unwrap();
+        assert_eq!((denied.allowed(), denied[0].retry_after()), (false, Some(Duration::from_secs(30))));
+        let later = b.check(&tokens, "k", secs(86_460), 0).await.unwrap();
+        assert_eq!((later[0].remaining(), later[1].remaining()), (1_000, 3_500));
+        // The minute has passed, the day holds it: settling down gives the day back (from
+        // what it was settled at, not from the estimate).
+        assert!(b.settle(&tokens, "k", reserved.settled(1_500), 100).await);
+        let back = b.check(&tokens, "k", secs(86_460), 0).await.unwrap();
+        assert_eq!(back[1].remaining(), 4_900);
+    }
+
+    /// Issue 33 on each algorithm alone: a settle up, down and to 0, two reservations at one
+    /// instant, a clock gone back, and a reservation of a window that has passed.
+    async fn every_algorithm_settles_in_place(b) {
+        for rules in each_kind("10/minute") {
+            let (_, a) = b.reserve(&rules, "k", secs(600), 4).await;
+            let (_, c) = b.reserve(&rules, "k", ms(599_000), 3).await; // the clock went back
+            let (a, c) = (a.unwrap(), c.unwrap());
+            assert!(b.settle(&rules, "k", a, 6).await);
+            assert_eq!(b.check(&rules, "k", secs(600), 0).await.unwrap().remaining(), 1);
+            assert!(b.settle(&rules, "k", c, 0).await);
+            assert!(b.settle(&rules, "k", a.settled(6), 0).await);
+            assert_eq!(b.check(&rules, "k", secs(600), 0).await.unwrap().remaining(), 10);
+            // Three windows later: nothing holds it (and the bucket's debt is past its bound).
+            assert!(b.check(&rules, "k", secs(800), 1).await.unwrap().allowed());
+            assert!(!b.settle(&rules, "k", a, 9).await);
+        }
+    }
+
+    /// Issue 33: a settle that empties the log's newest instant moves its newest time back;
+    /// a clock gone back below it must not count again what had left the window (Redis keeps
+    /// such times in its string until it compacts it; memory dropped them).
+    async fn emptying_the_newest_instant_never_counts_what_had_left(b) {
+        let tokens = rule("tokens", Kind::SlidingLog, "10 per 10s");
+        let (_, old) = b.reserve(&tokens, "k", ms(100_000), 4).await;
+        let (_, newest) = b.reserve(&tokens, "k", ms(110_500), 1).await;
+        assert!(old.is_some());
+        assert!(b.settle(&tokens, "k", newest.unwrap(), 0).await);
+        let back = b.check(&tokens, "k", ms(109_900), 0).await.unwrap();
+        assert_eq!(summary(&back), (true, 10, Duration::ZERO, None));
     }
 }

@@ -9,6 +9,7 @@ mod lua;
 mod outage;
 mod same_answers;
 mod sentinel;
+mod settle;
 mod shared_login_throttle;
 mod single;
 mod support;

@@ -72,7 +72,7 @@ fn same(kind: Kind, memory: Decision, redis: Decision) -> bool {
 }
 
 /// Every rule's decision the same, and the same rule binding.
-fn same_all(set: &RuleSet, memory: &Decisions, redis: &Decisions) -> bool {
+pub(crate) fn same_all(set: &RuleSet, memory: &Decisions, redis: &Decisions) -> bool {
     memory.binding() == redis.binding()
         && set
             .rules()
@@ -82,7 +82,7 @@ fn same_all(set: &RuleSet, memory: &Decisions, redis: &Decisions) -> bool {
 }
 
 /// One to three rules of any kinds, each on a quota from [`quotas`].
-fn rule_sets() -> impl Strategy<Value = RuleSet> {
+pub(crate) fn rule_sets() -> impl Strategy<Value = RuleSet> {
     let rule = (0..5usize, quotas());
     prop::collection::vec(rule, 1..=3).prop_map(|rules| {
         let rules = rules

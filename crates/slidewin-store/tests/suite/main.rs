@@ -4,4 +4,5 @@
 mod carry;
 mod denials;
 mod settle;
+mod settle_redis;
 mod state;

@@ -145,6 +145,31 @@ impl<A: Algorithm> Limiter<A> {
         self.rules.reserve(&mut self.state, now, estimate)
     }
 
+    /// [`reserve`](Limiter::reserve) at `clock.now()`.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Limiter::check).
+    ///
+    /// ```
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::SlidingCounter;
+    /// use slidewin::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new(Moment::from_secs(30));
+    /// let mut bytes = Limiter::new(SlidingCounter::new("1000/minute".parse()?)?);
+    /// let (_, reserved) = bytes.reserve_now(&clock, 200)?;
+    /// assert_eq!(reserved.unwrap().at(), Moment::from_secs(30));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_now(
+        &mut self,
+        clock: &impl Clock,
+        estimate: u64,
+    ) -> Result<(A::Output, Option<Reservation>), LimitError> {
+        self.reserve(clock.now(), estimate)
+    }
+
     /// Changes `reservation`'s cost to `actual`, in place: in the windows it was admitted in,
     /// not the one current now. More than the room left is debt that delays later admissions
     /// (each algorithm's way: see [`Reservation`]); less gives units back. Whether anything

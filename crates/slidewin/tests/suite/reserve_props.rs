@@ -169,6 +169,7 @@ impl ReferenceCounter {
 /// within the bucket; a settle moves the debt by the difference, never below what the
 /// reservation itself used from its time on.
 struct ReferenceBucket {
+    limit: u64,
     burst: u64,
     interval: u128,
     tat: u128,
@@ -193,7 +194,10 @@ impl ReferenceBucket {
     fn settle(&mut self, at: u64, from: u64, to: u64) -> bool {
         let before = self.tat;
         if to >= from {
-            self.tat = (self.tat + u128::from(to - from) * self.interval).min(u128::from(u64::MAX));
+            // At most a span (here `limit` intervals) and a full bucket after the reservation.
+            let ceiling = u128::from(at) + u128::from(self.limit + self.burst) * self.interval;
+            let later = (self.tat + u128::from(to - from) * self.interval).min(ceiling);
+            self.tat = later.max(self.tat);
         } else {
             let floor = u128::from(at) + u128::from(to) * self.interval;
             let earlier = self
@@ -296,7 +300,7 @@ proptest! {
         let text = format!("{limit} per {SPAN}ns burst {burst}");
         let shared = SharedLimiter::new(Gcra::new(text.parse().unwrap()).unwrap());
         let interval = u128::from(SPAN.div_ceil(limit));
-        let reference = std::cell::RefCell::new(ReferenceBucket { burst, interval, tat: 0 });
+        let reference = std::cell::RefCell::new(ReferenceBucket { limit, burst, interval, tat: 0 });
         agree(
             steps, burst,
             |now, cost| {

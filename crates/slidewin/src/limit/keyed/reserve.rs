@@ -10,7 +10,7 @@ use super::check::Reserve;
 use super::shard::lock;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::{LimitError, Reservation};
-use crate::time::Moment;
+use crate::time::{Clock, Moment};
 
 impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     /// [`Limiter::reserve`](crate::Limiter::reserve) for `key`: [`check`](Keyed::check)s an
@@ -61,6 +61,42 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             estimate,
             Reserve,
         )
+    }
+
+    /// [`reserve`](Keyed::reserve) at `clock.now()`, read while holding the key's shard, as
+    /// [`check_now`](Keyed::check_now) reads it.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Keyed::check).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::FixedWindow;
+    /// use slidewin::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new(Moment::from_secs(61));
+    /// let tokens = Keyed::<u32, _>::new(FixedWindow::new("1000/minute".parse()?)?);
+    /// let (_, reserved) = tokens.reserve_now(&7, &clock, 500)?;
+    /// assert_eq!(reserved.unwrap().at(), Moment::from_secs(61));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn reserve_now<Q>(
+        &self,
+        key: &Q,
+        clock: &impl Clock,
+        estimate: u64,
+    ) -> Result<(A::Output, Option<Reservation>), LimitError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (hash, index) = self.shard(key);
+        let now = || clock.now();
+        self.check_in(index, hash, key, || key.to_owned(), now, estimate, Reserve)
     }
 
     /// [`reserve`](Keyed::reserve) by a key of another type that stands for a `K`, as
