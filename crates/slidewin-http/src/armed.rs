@@ -14,6 +14,49 @@ use crate::fields::{RATELIMIT, RATELIMIT_POLICY, RateLimitFields, retry_after};
 use crate::limit::{Extracted, Limit};
 use crate::refusal::{Refusal, problem};
 
+/// The service a layer `$layer` wraps around yours, `$service`: the inner service and the
+/// layer's `Shared` state (the name in the calling module), with its `Layer`, `Clone` and
+/// `Debug`. The two layers that decide once and act on the response have the same shape.
+macro_rules! wrapping_service {
+    ($(#[$doc:meta])* $service:ident, $layer:ident) => {
+        impl<S, B: Backend, C> tower::Layer<S> for $layer<B, C> {
+            type Service = $service<S, B, C>;
+
+            fn layer(&self, inner: S) -> $service<S, B, C> {
+                $service {
+                    inner,
+                    shared: Arc::clone(&self.shared),
+                }
+            }
+        }
+
+        $(#[$doc])*
+        pub struct $service<S, B: Backend, C = crate::clock::TscClock> {
+            inner: S,
+            shared: Arc<Shared<B, C>>,
+        }
+
+        impl<S: Clone, B: Backend, C> Clone for $service<S, B, C> {
+            fn clone(&self) -> Self {
+                $service {
+                    inner: self.inner.clone(),
+                    shared: Arc::clone(&self.shared),
+                }
+            }
+        }
+
+        impl<S: std::fmt::Debug, B: Backend, C> std::fmt::Debug for $service<S, B, C> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($service))
+                    .field("inner", &self.inner)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+pub(crate) use wrapping_service;
+
 /// The limits of a layer, on its backend and clock.
 pub(crate) struct Limits<B: Backend, C> {
     pub(crate) backend: B,

@@ -1,6 +1,5 @@
 //! [`InFlight`], the service an [`InFlightLayer`] wraps around yours.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,47 +8,18 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use slidewin::Clock;
 use slidewin_store::Backend;
-use tower::{Layer, Service};
+use tower::Service;
 
 use super::body::{Held, InFlightBody};
 use super::{InFlightLayer, Shared};
-use crate::armed::Plan;
-use crate::clock::TscClock;
+use crate::armed::{Plan, wrapping_service};
 use crate::limit::Extracted;
 
-impl<S, B: Backend, C> Layer<S> for InFlightLayer<B, C> {
-    type Service = InFlight<S, B, C>;
-
-    fn layer(&self, inner: S) -> InFlight<S, B, C> {
-        InFlight {
-            inner,
-            shared: Arc::clone(&self.shared),
-        }
-    }
-}
-
-/// The service [`InFlightLayer`] wraps around yours.
-pub struct InFlight<S, B: Backend, C = TscClock> {
-    inner: S,
-    shared: Arc<Shared<B, C>>,
-}
-
-impl<S: Clone, B: Backend, C> Clone for InFlight<S, B, C> {
-    fn clone(&self) -> Self {
-        InFlight {
-            inner: self.inner.clone(),
-            shared: Arc::clone(&self.shared),
-        }
-    }
-}
-
-impl<S: fmt::Debug, B: Backend, C> fmt::Debug for InFlight<S, B, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InFlight")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
-}
+wrapping_service!(
+    /// The service [`InFlightLayer`] wraps around yours.
+    InFlight,
+    InFlightLayer
+);
 
 type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 

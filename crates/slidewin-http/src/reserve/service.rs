@@ -1,6 +1,5 @@
 //! [`Reserve`], the service a [`ReserveLayer`] wraps around yours.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,47 +9,18 @@ use http::{Request, Response};
 use slidewin::Clock;
 use slidewin::limit::Reservation;
 use slidewin_store::Backend;
-use tower::{Layer, Service};
+use tower::Service;
 
 use super::settlement::Settlement;
 use super::{ReserveLayer, Shared};
-use crate::armed::Plan;
-use crate::clock::TscClock;
+use crate::armed::{Plan, wrapping_service};
 use crate::limit::Extracted;
 
-impl<S, B: Backend, C> Layer<S> for ReserveLayer<B, C> {
-    type Service = Reserve<S, B, C>;
-
-    fn layer(&self, inner: S) -> Reserve<S, B, C> {
-        Reserve {
-            inner,
-            shared: Arc::clone(&self.shared),
-        }
-    }
-}
-
-/// The service [`ReserveLayer`] wraps around yours.
-pub struct Reserve<S, B: Backend, C = TscClock> {
-    inner: S,
-    shared: Arc<Shared<B, C>>,
-}
-
-impl<S: Clone, B: Backend, C> Clone for Reserve<S, B, C> {
-    fn clone(&self) -> Self {
-        Reserve {
-            inner: self.inner.clone(),
-            shared: Arc::clone(&self.shared),
-        }
-    }
-}
-
-impl<S: fmt::Debug, B: Backend, C> fmt::Debug for Reserve<S, B, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reserve")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
-}
+wrapping_service!(
+    /// The service [`ReserveLayer`] wraps around yours.
+    Reserve,
+    ReserveLayer
+);
 
 type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 

@@ -78,6 +78,36 @@ fn agree(
     Ok(())
 }
 
+/// A reference of one algorithm: its answers to a reserve and to a settle.
+trait Reference {
+    fn reserve(&mut self, now: u64, cost: u64) -> Answer;
+    fn settle(&mut self, at: u64, from: u64, to: u64) -> bool;
+}
+
+/// [`agree`] of a shared limiter and a reference, costs at most `most`.
+fn agree_shared<A>(
+    shared: &SharedLimiter<A>,
+    reference: impl Reference,
+    steps: Vec<Step>,
+    most: u64,
+) -> Result<(), TestCaseError>
+where
+    A: slidewin::limit::Algorithm<Output = slidewin::Decision>,
+{
+    let reference = std::cell::RefCell::new(reference);
+    agree(
+        steps,
+        most,
+        |now, cost| {
+            let (d, r) = shared.reserve(at(now), cost.min(most)).unwrap();
+            (d.allowed(), d.remaining(), r)
+        },
+        |r, actual| shared.settle(r, actual),
+        |now, cost| reference.borrow_mut().reserve(now, cost.min(most)),
+        |t, from, to| reference.borrow_mut().settle(t, from, to),
+    )
+}
+
 /// A number the reference computed in 128 bits that a limit or a time bounds.
 fn narrow(n: u128) -> u64 {
     u64::try_from(n).unwrap()
@@ -91,7 +121,7 @@ struct ReferenceFixed {
     latest: u64,
 }
 
-impl ReferenceFixed {
+impl Reference for ReferenceFixed {
     fn reserve(&mut self, now: u64, cost: u64) -> Answer {
         let window = (now / SPAN).max(self.latest);
         let count = self.counts.get(&window).copied().unwrap_or(0);
@@ -127,7 +157,7 @@ struct ReferenceCounter {
     latest: u64,
 }
 
-impl ReferenceCounter {
+impl Reference for ReferenceCounter {
     fn reserve(&mut self, now: u64, cost: u64) -> Answer {
         let (window, elapsed) = if now / SPAN >= self.latest {
             (now / SPAN, now % SPAN)
@@ -175,7 +205,7 @@ struct ReferenceBucket {
     tat: u128,
 }
 
-impl ReferenceBucket {
+impl Reference for ReferenceBucket {
     fn reserve(&mut self, now: u64, cost: u64) -> Answer {
         let now = u128::from(now);
         let bucket = self.interval * u128::from(self.burst);
@@ -265,33 +295,13 @@ proptest! {
     #[test]
     fn a_fixed_window_settles_in_the_window_it_admitted_in(limit in 1..=20u64, steps in steps(8)) {
         let shared = SharedLimiter::new(FixedWindow::new(quota(limit)).unwrap());
-        let reference = std::cell::RefCell::new(ReferenceFixed { limit, counts: BTreeMap::new(), latest: 0 });
-        agree(
-            steps, limit,
-            |now, cost| {
-                let (d, r) = shared.reserve(at(now), cost.min(limit)).unwrap();
-                (d.allowed(), d.remaining(), r)
-            },
-            |r, actual| shared.settle(r, actual),
-            |now, cost| reference.borrow_mut().reserve(now, cost.min(limit)),
-            |t, from, to| reference.borrow_mut().settle(t, from, to),
-        )?;
+        agree_shared(&shared, ReferenceFixed { limit, counts: BTreeMap::new(), latest: 0 }, steps, limit)?;
     }
 
     #[test]
     fn a_sliding_counter_settles_its_current_or_previous_window(limit in 1..=20u64, steps in steps(8)) {
         let shared = SharedLimiter::new(SlidingCounter::new(quota(limit)).unwrap());
-        let reference = std::cell::RefCell::new(ReferenceCounter { limit, counts: BTreeMap::new(), latest: 0 });
-        agree(
-            steps, limit,
-            |now, cost| {
-                let (d, r) = shared.reserve(at(now), cost.min(limit)).unwrap();
-                (d.allowed(), d.remaining(), r)
-            },
-            |r, actual| shared.settle(r, actual),
-            |now, cost| reference.borrow_mut().reserve(now, cost.min(limit)),
-            |t, from, to| reference.borrow_mut().settle(t, from, to),
-        )?;
+        agree_shared(&shared, ReferenceCounter { limit, counts: BTreeMap::new(), latest: 0 }, steps, limit)?;
     }
 
     #[test]
@@ -300,17 +310,7 @@ proptest! {
         let text = format!("{limit} per {SPAN}ns burst {burst}");
         let shared = SharedLimiter::new(Gcra::new(text.parse().unwrap()).unwrap());
         let interval = u128::from(SPAN.div_ceil(limit));
-        let reference = std::cell::RefCell::new(ReferenceBucket { limit, burst, interval, tat: 0 });
-        agree(
-            steps, burst,
-            |now, cost| {
-                let (d, r) = shared.reserve(at(now), cost.min(burst)).unwrap();
-                (d.allowed(), d.remaining(), r)
-            },
-            |r, actual| shared.settle(r, actual),
-            |now, cost| reference.borrow_mut().reserve(now, cost.min(burst)),
-            |t, from, to| reference.borrow_mut().settle(t, from, to),
-        )?;
+        agree_shared(&shared, ReferenceBucket { limit, burst, interval, tat: 0 }, steps, burst)?;
     }
 
     /// Tokens a minute AND a day (here 10 s and 30 s): a reserve admits on both or on none,
