@@ -208,17 +208,7 @@ fn issue_31_tls_client_ca_through_the_binary() {
 
     let empty = ca.with_file_name("empty-ca.pem");
     std::fs::write(&empty, "no certificate here\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_slidewin"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-        ])
-        .args(tls(&empty))
-        .output()
-        .unwrap();
+    let out = serve_command().args(tls(&empty)).output().unwrap();
     assert_ne!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&empty.display().to_string()), "{err}");
@@ -230,14 +220,7 @@ fn issue_31_tls_client_ca_through_the_binary() {
 /// file (the TLS handshake itself is tested in slidewin-server's `tls` tests).
 #[test]
 fn issue_31_an_unreadable_redis_ca_stops_the_start_naming_it() {
-    let out = Command::new(env!("CARGO_BIN_EXE_slidewin"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-        ])
+    let out = serve_command()
         .args(["--redis", "rediss://localhost:6380/"])
         .args(["--redis-ca", "/nonexistent/slidewin/ca.pem"])
         .output()
@@ -252,14 +235,7 @@ fn issue_31_an_unreadable_redis_ca_stops_the_start_naming_it() {
 #[test]
 fn issue_33_a_short_partition_key_secret_stops_the_start() {
     let file = config_file("pk", "secret", "short secret\n");
-    let out = Command::new(env!("CARGO_BIN_EXE_slidewin"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-        ])
+    let out = serve_command()
         .arg("--partition-key-secret-file")
         .arg(&file)
         .output()
