@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use slidewin::limit::{Kind, Rule, RuleSet};
+use slidewin::limit::{CalendarQuota, CalendarUnit, Kind, Rule, RuleSet};
 use slidewin::{Limiter, Moment, Quota};
 use slidewin_store::{Backend, Memory};
 
@@ -45,8 +45,15 @@ async fn agree(set: RuleSet, actual: u64) {
 async fn every_kind_of_store_settles_as_the_core_does() {
     let quota = Quota::new(10, Duration::from_secs(10)).unwrap();
     for kind in Kind::ALL {
+        let rule = match kind {
+            Kind::Calendar => {
+                Rule::calendar("r", CalendarQuota::new(10, CalendarUnit::Day).unwrap())
+            }
+            _ => Rule::new("r", kind, quota),
+        };
+        let set = RuleSet::from(rule.unwrap());
         for actual in [0, 3, 6, 9, 40, u64::MAX] {
-            agree(RuleSet::from(Rule::new("r", kind, quota).unwrap()), actual).await;
+            agree(set.clone(), actual).await;
         }
     }
     let budget = RuleSet::new([
