@@ -214,7 +214,15 @@ impl Enforce for FixedWindow {
     /// by the difference up to the limit (a full window denies until it ends; a fixed window
     /// forgets at its end, debt too), or lowered by it down to 0. A reservation of an earlier
     /// window changes nothing: that window has ended.
+    /// An [`unreserved`](Reservation::unreserved) reservation counts `actual` in the window of
+    /// its time (the state's, if later), up to the limit.
     fn settle(&self, state: &mut FixedWindowState, reservation: Reservation, actual: u64) -> bool {
+        if reservation.units() == 0 {
+            let current = self.current(*state, reservation.at());
+            let count = current.count.saturating_add(actual).min(self.quota.limit());
+            *state = FixedWindowState { count, ..current };
+            return actual > 0;
+        }
         if reservation.at().as_nanos() / self.quota.span_nanos() != state.window {
             return false;
         }

@@ -271,18 +271,29 @@ impl Enforce for Gcra {
     /// The TAT moved by the difference, in emission intervals: later by what was used beyond
     /// the estimate (debt: the bucket refills that much later), but never past a span and a
     /// full bucket after the reservation's time (`T × (limit + burst)`: a span's debt, the
-    /// sliding log's bound, and Redis's numbers stay exact); earlier by what was not used, never before the reservation's time plus what it did use
-    /// (a TAT every later admission left at least there). A bucket keeps no record of when it
+    /// sliding log's bound, and Redis's numbers stay exact); earlier by what was not used,
+    /// never before the reservation's time plus what it did use (a TAT every later admission
+    /// left at least there). An [`unreserved`](Reservation::unreserved) reservation is an
+    /// admission of `actual` at its time, past the bucket's size if need be. A bucket keeps no record of when it
     /// refilled, so a settle down after it refilled past the reservation gives back units
     /// already refilled: at most the difference, once. Whether the TAT moved.
     fn settle(&self, tat: &mut u64, reservation: Reservation, actual: u64) -> bool {
         let interval = u128::from(self.interval);
         let before = *tat;
         let estimate = reservation.units();
+        if estimate == 0 && actual == 0 {
+            return false; // nothing reserved, nothing to charge
+        }
         if actual >= estimate {
             let owed = u128::from(self.quota.limit()) + u128::from(self.quota.burst());
             let ceiling = u128::from(reservation.at().as_nanos()) + owed * interval;
-            let later = u128::from(before) + u128::from(actual - estimate) * interval;
+            // An unreserved charge is an admission at its time: a bucket refilled before it
+            // is full then.
+            let from = match estimate {
+                0 => before.max(reservation.at().as_nanos()),
+                _ => before,
+            };
+            let later = u128::from(from) + u128::from(actual - estimate) * interval;
             let later = later.min(ceiling).max(u128::from(before));
             *tat = u64::try_from(later).unwrap_or(u64::MAX);
         } else {

@@ -51,6 +51,24 @@ impl Reservation {
         Reservation { at, units }
     }
 
+    /// Nothing reserved at `at`: a cost known only after the work, with no estimate admitted
+    /// before it (a report such as envoy's `apply_on_stream_done` sends). Settled to `actual`,
+    /// it counts `actual` at `at` whatever the limit, as an admission there would, beyond the
+    /// limit as debt, bounded as every settle's; settled to 0 it changes nothing.
+    ///
+    /// ```
+    /// use slidewin::{Limiter, Moment};
+    /// use slidewin::limit::{FixedWindow, Reservation};
+    /// let mut tokens = Limiter::new(FixedWindow::new("1000/minute".parse()?)?);
+    /// assert!(tokens.settle(Reservation::unreserved(Moment::from_secs(5)), 400));
+    /// assert_eq!(tokens.peek(Moment::from_secs(6), 0)?.remaining(), 600);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub const fn unreserved(at: Moment) -> Reservation {
+        Reservation { at, units: 0 }
+    }
+
     /// The time it was counted at: the request's, unless the clock went back (then the
     /// newest admission's, or the start of the window counted in, whichever is later).
     ///
@@ -184,6 +202,8 @@ impl<A: Algorithm> Limiter<A> {
     /// emission intervals; [`FixedWindow`](crate::limit::FixedWindow) and
     /// [`SlidingCounter`](crate::limit::SlidingCounter) change the count of the window it was
     /// admitted in while they hold it, never above the limit (the window is then full).
+    /// An [`unreserved`](Reservation::unreserved) reservation is a charge: `actual` counted
+    /// at its time, whatever the limit, by the same bounds.
     ///
     /// ```
     /// use slidewin::{Limiter, Moment};

@@ -285,13 +285,24 @@ impl Enforce for SlidingCounter {
     /// The counter of the reservation's window, if the state still holds it (the current
     /// window, or the previous one): raised by the difference up to the limit (a full window;
     /// its weight in the next one is the debt), or lowered by it down to 0. A reservation of
-    /// an older window changes nothing: it no longer weighs.
+    /// an older window changes nothing: it no longer weighs. An
+    /// [`unreserved`](Reservation::unreserved) one counts `actual` in the window of its time
+    /// (the state's, if later), up to the limit.
     fn settle(
         &self,
         state: &mut SlidingCounterState,
         reservation: Reservation,
         actual: u64,
     ) -> bool {
+        if reservation.units() == 0 {
+            let mut rolled = self.roll(*state, reservation.at()).state;
+            rolled.current = rolled
+                .current
+                .saturating_add(actual)
+                .min(self.quota.limit());
+            *state = rolled;
+            return actual > 0;
+        }
         let window = reservation.at().as_nanos() / self.quota.span_nanos();
         let counter = if window == state.window {
             &mut state.current

@@ -365,9 +365,25 @@ impl Enforce for SlidingLog {
         counted.at
     }
 
-    /// The stamp of the reservation's time, changed in place.
+    /// The stamp of the reservation's time, changed in place; an
+    /// [`unreserved`](Reservation::unreserved) one counts `actual` at its time, as an
+    /// admission would (at the newest stamp's time if later), up to twice the limit in the
+    /// window.
     fn settle(&self, state: &mut SlidingLogState, reservation: Reservation, actual: u64) -> bool {
-        self.settle_stamp(state, reservation, actual)
+        if reservation.units() > 0 {
+            return self.settle_stamp(state, reservation, actual);
+        }
+        let counted = self.count(state, reservation.at());
+        let room = self
+            .quota
+            .limit()
+            .saturating_mul(2)
+            .saturating_sub(counted.count);
+        let more = actual.min(room);
+        if more > 0 {
+            Self::commit(state, counted, more);
+        }
+        actual > 0
     }
 
     /// The stamps' buffer.

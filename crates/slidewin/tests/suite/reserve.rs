@@ -113,6 +113,18 @@ impl Reference {
         (false, remaining, reset, Some(Self::until(leaving, now)), at)
     }
 
+    /// An unreserved settle: `units` entered at the log's time, as an admission would be,
+    /// whatever the limit, up to twice the limit in the window.
+    fn charge(&mut self, now: u64, units: u64) -> bool {
+        let (at, first, count) = self.counted(now);
+        let more = units.min((2 * self.limit).saturating_sub(count));
+        if more > 0 {
+            self.entries.drain(..first);
+            self.entries.push((at, more));
+        }
+        units > 0
+    }
+
     /// The entries of one instant share their units, as the log's stamp does; the log holds
     /// at most twice the limit, and an instant left with no units is no admission.
     fn settle(&mut self, at: u64, from: u64, to: u64) -> bool {
@@ -128,7 +140,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
     /// Reservations (the clock now and then going back), settles up and down of any of them,
-    /// old or new, and plain checks: every answer is the reference's.
+    /// old or new, charges of unreserved costs, and plain checks: every answer is the
+    /// reference's.
     #[test]
     fn reserve_and_settle_answer_as_one_entry_per_admission(
         limit in 1..=20u64,
@@ -148,6 +161,12 @@ proptest! {
                 let reservation = reservations[pick.index(reservations.len())];
                 let expected = reference.settle(reservation.at().as_nanos(), reservation.units(), actual);
                 prop_assert_eq!(tokens.settle(reservation, actual), expected);
+                continue;
+            }
+            if what == 1 && pick.index(3) == 0 {
+                // A cost reported after the work: charged whatever the limit.
+                let expected = reference.charge(now, actual);
+                prop_assert_eq!(tokens.settle(Reservation::unreserved(at(now)), actual), expected);
                 continue;
             }
             let expected = reference.check(now, cost);

@@ -226,3 +226,72 @@ fn a_calendar_month_settles_in_its_month_only() {
     let left = limiter.peek(secs("2026-12-01T00:00:01Z"), 0).unwrap();
     assert_eq!(left.decision().remaining(), 999);
 }
+
+/// Issue 33, costs reported after the response: an unreserved settle charges past the limit
+/// on every kind, as debt each kind bounds its way, and a charge of 0 changes nothing.
+#[test]
+fn issue_33_an_unreserved_settle_charges_past_the_limit_on_every_kind() {
+    for kind in Kind::ALL {
+        let mut limiter = one(kind);
+        assert!(!limiter.settle(Reservation::unreserved(at(T)), 0), "{kind}");
+        assert!(limiter.peek(at(T), 10).unwrap().allowed(), "{kind}");
+        assert!(limiter.settle(Reservation::unreserved(at(T)), 25), "{kind}");
+        let owed = limiter.check(at(T + 1), 0).unwrap();
+        assert_eq!(owed.remaining(), 0, "{kind}");
+        // Only the logs deny a question of 0 in debt; the others answer it yes, nothing left.
+        let logs = matches!(kind, Kind::SlidingLog | Kind::Leases);
+        assert_eq!(owed.allowed(), !logs, "{kind}");
+        assert!(!limiter.check(at(T + 1), 1).unwrap().allowed(), "{kind}");
+        let later = limiter.check(at(T + 3 * SPAN), 1).unwrap();
+        assert_eq!(later.allowed(), kind != Kind::Calendar, "{kind}");
+        assert!(
+            limiter
+                .check(at(86_400 * 1_000_000_000), 1)
+                .unwrap()
+                .allowed()
+        );
+    }
+}
+
+/// A sliding log's charge counts at its newest stamp when the clock went back, and the log
+/// holds at most twice its limit however much is charged.
+#[test]
+fn a_charge_with_the_clock_gone_back_counts_at_the_newest_admission() {
+    let mut log = one(Kind::SlidingLog);
+    log.check(at(T), 4).unwrap();
+    assert!(log.settle(Reservation::unreserved(at(T - SPAN / 2)), 3));
+    // All 7 leave together, a span after T: none was counted before it.
+    assert!(!log.check(at(T + SPAN - 1), 4).unwrap().allowed());
+    assert!(log.check(at(T + SPAN), 10).unwrap().allowed());
+    assert!(log.settle(Reservation::unreserved(at(T + SPAN)), u64::MAX));
+    let owed = log.check(at(T + SPAN + 1), 0).unwrap();
+    assert_eq!(owed.retry_after(), Some(Duration::from_nanos(SPAN - 1)));
+}
+
+/// A token bucket idle long enough to be full charges from the report's time, not from the
+/// old TAT; its debt stops a span and a full bucket after it.
+#[test]
+fn a_bucket_charges_from_the_reports_time() {
+    let quota = Quota::new(10, Duration::from_nanos(SPAN)).unwrap();
+    let mut bucket = Limiter::new(Gcra::new(quota).unwrap());
+    bucket.check(at(T), 10).unwrap();
+    assert!(bucket.settle(Reservation::unreserved(at(T + 5 * SPAN)), 4));
+    assert_eq!(bucket.peek(at(T + 5 * SPAN), 0).unwrap().remaining(), 6);
+    assert!(bucket.settle(Reservation::unreserved(at(T + 5 * SPAN)), u64::MAX));
+    // Full again at T + 7 spans: one unit fits 9 intervals before it.
+    assert!(!bucket.check(at(T + 6 * SPAN), 1).unwrap().allowed());
+    assert!(bucket.check(at(T + 7 * SPAN), 1).unwrap().allowed());
+}
+
+/// A charge makes its key, as a check does, within the cap; at the cap it counts nothing.
+#[test]
+fn a_keyed_charge_makes_its_key_within_the_cap() {
+    let tokens = Keyed::<String, _>::new(Gcra::new("100/minute".parse().unwrap()).unwrap())
+        .with_max_keys(1)
+        .unwrap();
+    let left = tokens.charge_equivalent("ann", Moment::ZERO, 30).unwrap();
+    assert_eq!(left.remaining(), 70);
+    assert!(tokens.charge_equivalent("bob", Moment::ZERO, 30).is_err());
+    assert_eq!(tokens.len(), 1);
+    assert_eq!(tokens.peek("ann", Moment::ZERO, 0).unwrap().remaining(), 70);
+}

@@ -203,8 +203,16 @@ impl Enforce for Calendar {
     /// The count of the reservation's window, if that is the window the state holds: raised
     /// by the difference up to the limit (a full window denies until it ends, and forgets at
     /// its end, debt too, as a fixed window does), or lowered by it down to 0. A reservation
-    /// of an earlier window changes nothing: that window has ended.
+    /// of an earlier window changes nothing: that window has ended. An
+    /// [`unreserved`](Reservation::unreserved) one counts `actual` in the window of its time
+    /// (the state's, if later), up to the limit.
     fn settle(&self, state: &mut CalendarState, reservation: Reservation, actual: u64) -> bool {
+        if reservation.units() == 0 {
+            let current = self.current(*state, reservation.at());
+            let count = current.count.saturating_add(actual).min(self.quota.limit());
+            *state = CalendarState { count, ..current };
+            return actual > 0;
+        }
         let t = reservation.at().as_nanos();
         let held = state.start <= t && (t < state.end || state.end == u64::MAX);
         if !held || state.end == 0 {

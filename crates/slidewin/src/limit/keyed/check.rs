@@ -522,3 +522,28 @@ impl<A: Algorithm> Admit<A> for Reserve {
         (output, None)
     }
 }
+
+/// [`Keyed::charge`]'s way: the units counted whatever the limit (an unreserved settle), then
+/// the key answered as a question of 0 would be.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Charge;
+
+impl<A: Algorithm> Admit<A> for Charge {
+    type Answer = A::Output;
+
+    #[inline]
+    fn admit(
+        self,
+        rules: &A,
+        state: &mut A::State,
+        now: Moment,
+        units: u64,
+    ) -> Result<A::Output, LimitError> {
+        rules.settle(state, Reservation::unreserved(now), units);
+        rules.peek(state, now, 0)
+    }
+
+    fn denied(output: A::Output) -> A::Output {
+        output
+    }
+}

@@ -6,7 +6,7 @@ use std::hash::Hash;
 use hashbrown::Equivalent;
 
 use super::Keyed;
-use super::check::Reserve;
+use super::check::{Charge, Reserve};
 use super::shard::lock;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::{LimitError, Reservation};
@@ -171,5 +171,45 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
             budget.settle(before, self.rules.heap_bytes(state));
         }
         changed
+    }
+
+    /// Counts `units` of `key` at `now` whatever the limit: a cost reported after the work
+    /// with nothing reserved before it (envoy's `apply_on_stream_done` reports, a bill), a
+    /// [`settle`](Keyed::settle) of [`Reservation::unreserved`]. Beyond the limit it is debt,
+    /// bounded as a settle's; a new key is made, weighed and capped as a check makes it. It
+    /// answers the key after the charge, as a question of 0 would ([`peek`](Keyed::peek)):
+    /// denied while in debt.
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError::KeysFull`] and [`LimitError::MemoryFull`] as [`check`](Keyed::check)
+    /// (then nothing is counted).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::SlidingLog;
+    ///
+    /// // A model's tokens, counted once the answer says how many it used.
+    /// let tokens = Keyed::<String, _>::new(SlidingLog::new("1000/minute".parse()?)?);
+    /// assert_eq!(tokens.charge_equivalent("ann", Moment::from_secs(1), 700)?.remaining(), 300);
+    /// let owed = tokens.charge_equivalent("ann", Moment::from_secs(2), 500)?;
+    /// assert!(!owed.allowed()); // 200 over: denied until the 700 leave, at 61 s
+    /// assert!(tokens.peek("ann", Moment::from_secs(61), 1)?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge_equivalent<'q, Q>(
+        &self,
+        key: &'q Q,
+        now: Moment,
+        units: u64,
+    ) -> Result<A::Output, LimitError>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+        K: From<&'q Q>,
+    {
+        let (hash, index) = self.shard(key);
+        self.check_in(index, hash, key, || K::from(key), || now, units, Charge)
     }
 }
