@@ -171,10 +171,15 @@ pub trait Backend: Send + Sync + 'static {
     /// once its windows have passed, or for a key never reserved). The default changes
     /// nothing.
     ///
+    /// An [`unreserved`](Reservation::unreserved) reservation is a charge: `actual` counted
+    /// at its time whatever the limit, the key made if need be, as a check makes it (`true`
+    /// when `actual` is more than 0).
+    ///
     /// # Errors
     ///
     /// [`BackendError::Unavailable`] while the store is away: a settle has no failure
-    /// policy (the reservation keeps its estimate, as one never settled does).
+    /// policy (the reservation keeps its estimate, as one never settled does). A charge of a
+    /// new key: [`BackendError::KeysFull`] and [`BackendError::MemoryFull`], as a check's.
     ///
     /// ```
     /// use slidewin::Moment;

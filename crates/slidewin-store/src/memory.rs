@@ -377,6 +377,9 @@ impl Backend for Memory {
         reservation: Reservation,
         actual: u64,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send + 'a {
+        if reservation.units() == 0 {
+            return ready(charge_memory(store, key, reservation.at(), actual));
+        }
         let key = &Lookup(key);
         ready(Ok(match &store.0 {
             Store::Gcra(keyed) => keyed.settle(key, reservation, actual),
@@ -455,6 +458,25 @@ fn reserve_memory(
             .map(|(decisions, reserved)| (Checked::new(decisions), reserved)),
     };
     answer.map_err(BackendError::from)
+}
+
+/// An unreserved settle: `units` charged at `now`, the key made as a check makes it (within
+/// the cap and the budget). Whether anything was charged.
+fn charge_memory(
+    store: &MemoryStore,
+    key: RequestKey<'_>,
+    now: Moment,
+    units: u64,
+) -> Result<bool, BackendError> {
+    let key = &Lookup(key);
+    let charged = match &store.0 {
+        Store::Gcra(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
+        Store::Log(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
+        Store::Counter(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
+        Store::Fixed(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
+        Store::Set(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
+    };
+    charged.map(|()| units > 0).map_err(BackendError::from)
 }
 
 #[cfg(test)]

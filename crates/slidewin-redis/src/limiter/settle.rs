@@ -92,7 +92,9 @@ impl RedisLimiter {
     /// Changes the cost of the admission `reservation` made for `key` under `rules` to
     /// `actual`, as [`Limiter::settle`](slidewin::Limiter::settle) does in memory, with the
     /// same answers: in one script call over the key's rules (one hash tag, so one slot, on a
-    /// cluster too), atomic. Whether any rule still held it.
+    /// cluster too), atomic. Whether any rule still held it. An
+    /// [`unreserved`](Reservation::unreserved) reservation is a charge: `actual` counted at
+    /// its time whatever the limit, the key made if need be.
     ///
     /// # Errors
     ///
@@ -133,7 +135,8 @@ impl RedisLimiter {
         for index in 0..count {
             command.arg(rules.key(&tag, index));
         }
-        command.arg(at).arg(more).arg(less);
+        let charge = u8::from(units == 0);
+        command.arg(at).arg(more).arg(less).arg(charge);
         for (index, rule) in rules.rule_set().rules().iter().enumerate() {
             let params = settle_params(rules.params(index), rule.quota().limit(), at, actual);
             command.arg(&params[..]);
@@ -167,19 +170,20 @@ impl RedisLimiter {
 }
 
 /// A rule's four numbers for the settle script (see `lua/settle.lua`), from the check
-/// script's: the logs and the windows keep their span and limit; GCRA (whose quota's limit
-/// is `limit`) its interval and the earliest and latest TAT a settle leaves, as in memory.
+/// script's: the logs and the windows keep their span, limit and idle ttl; GCRA (whose
+/// quota's limit is `limit`) its interval and the earliest and latest TAT a settle leaves, as
+/// in memory.
 fn settle_params(params: [u64; 5], limit: u64, at: u64, actual: u64) -> [u64; 4] {
-    let [number, first, second, burst, _] = params;
+    let [number, first, second, third, _] = params;
     if number == 4 {
         let interval = u128::from(first);
         let exact = |t: u128| u64::try_from(t).map_or(EXACT, |t| t.min(EXACT));
         let earliest = exact(u128::from(at) + u128::from(actual) * interval);
-        let owed = u128::from(limit) + u128::from(burst);
+        let owed = u128::from(limit) + u128::from(third);
         let latest = exact(u128::from(at) + owed * interval);
         return [number, first, earliest, latest];
     }
-    [number, first, second, 0]
+    [number, first, second, third]
 }
 
 /// The reservation an admission of `estimate` at `now` (µs) made: the latest of the times its

@@ -5,17 +5,22 @@
 -- them), and go to Redis as format('%d', n).
 --
 -- KEYS[i]: rule i's key. ARGV: the reservation's time, `more` and `less` (the difference to
--- its units, one of them 0), then four numbers a rule: its algorithm (1 sliding log,
--- 2 sliding counter, 3 fixed window, 4 GCRA, 5 leases) and, for the logs and the windows,
--- span and limit (the fourth unused); for GCRA, its interval, the earliest TAT a settle down
+-- its units, one of them 0), `charge` (1 for a reservation of nothing: `more` is a cost
+-- reported after the work, counted at that time whatever the limit, the key made if need be),
+-- then four numbers a rule: its algorithm (1 sliding log, 2 sliding counter, 3 fixed window,
+-- 4 GCRA, 5 leases) and, for the logs and the windows, span, limit and the idle ttl in ms
+-- check.lua's writes give the key; for GCRA, its interval, the earliest TAT a settle down
 -- leaves (the reservation's time plus what it used) and the latest a settle up leaves (the
 -- reservation's time plus a span and a full bucket).
--- Answers 1 when any rule still held the reservation (GCRA: when its TAT moved), else 0.
+-- Answers 1 when any rule still held the reservation (GCRA: when its TAT moved; a charge:
+-- when it charged anything), else 0.
 local call, tonumber, format = redis.call, tonumber, string.format
 local floor, min, max = math.floor, math.min, math.max
 local spack, sunpack, rep, sub, byte = struct.pack, struct.unpack, string.rep, string.sub, string.byte
 local W = 7
 local at, more, less = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local charge = ARGV[4] == '1'
+local TOP = 36028797018963968 -- check.lua's: the offset that marks a log's deadline slot
 
 -- The first of the `n` times of `log` (after `o` bytes of deadline) for which `found(t)`
 -- holds, by bisection (times only grow along the string); n + 1 for none.
@@ -63,6 +68,70 @@ local function settle_log(key, span, limit)
   return true
 end
 
+-- A charge of `more` at `at` (or at the newest time, if later), as check.lua admits: the times
+-- that left the window go, the log holds at most twice the limit in its window, and the
+-- deadline slot and expiry move as an admission moves them.
+local function charge_log(key, span, limit, idle_ms)
+  local log = call('GET', key)
+  local o, n, d, t = 0, 0, nil, at
+  if log then
+    if byte(log) >= 128 then o, d = W, sunpack('>I7', log) - TOP end
+    n = (#log - o) / W
+  end
+  if n > 0 then t = max(t, (sunpack('>I7', log, #log - W + 1))) end
+  local live = 1
+  if n > 0 then live = first(log, o, n, function(x) return x > t - span end) end
+  local units = min(more, max(2 * limit - (n + 1 - live), 0))
+  if units > 0 then
+    local kept = ''
+    if n > 0 then kept = sub(log, o + (live - 1) * W + 1) end
+    local idle = idle_ms * 1000
+    local deadline = t - t % idle + 2 * idle
+    local times = kept .. rep(spack('>I7', t), units)
+    if d and d >= deadline then
+      call('SET', key, spack('>I7', d + TOP) .. times, 'KEEPTTL')
+    else
+      call('SET', key, spack('>I7', deadline + TOP) .. times, 'PX',
+        format('%d', max(floor((deadline - at) / 1000), 1)))
+    end
+  end
+  return more > 0
+end
+
+-- A charge in the window of `at` (the hash's, if later): a later window starts empty (the
+-- sliding counter's next one weighs the one before), up to the limit; a new window or key
+-- gets check.lua's expiry.
+local function charge_count(key, span, limit, idle_ms, sliding)
+  local state = call('HMGET', key, 'w', 'p', 'c')
+  local window, p, c = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
+  local mine, fresh = floor(at / span), false
+  if not window or mine > window then
+    if sliding and window and mine == window + 1 then p = c else p = 0 end
+    window, c, fresh = mine, 0, true
+  end
+  c = min(c + more, limit)
+  if sliding then
+    call('HSET', key, 'w', format('%d', window), 'p', format('%d', p), 'c', format('%d', c))
+  else
+    call('HSET', key, 'w', format('%d', window), 'c', format('%d', c))
+  end
+  if fresh then call('PEXPIRE', key, format('%d', idle_ms)) end
+  return more > 0
+end
+
+-- A charge as an admission at `at`: from the TAT, or from `at` if the bucket is full by then,
+-- never past `latest`. The key lives until the TAT at least.
+local function charge_gcra(key, interval, latest)
+  local stored = call('GET', key)
+  local tat = tonumber(stored) or 0
+  local next = min(max(tat, at) + more * interval, latest)
+  if next <= tat then return false end
+  local ttl = floor((next - at) / 1000) + 1
+  if stored then ttl = max(ttl, call('PTTL', key)) end
+  call('SET', key, format('%d', next), 'PX', format('%d', ttl))
+  return true
+end
+
 -- A counter of the reservation's window, if the hash still holds it: `c` (its window `w`) or,
 -- for the sliding counter, `p` (the window before). Up to the limit, down to 0.
 local function settle_count(key, span, limit, previous)
@@ -103,10 +172,20 @@ end
 
 local held = 0
 for i = 1, #KEYS do
-  local base = 3 + (i - 1) * 4
+  local base = 4 + (i - 1) * 4
   local alg, a, b, c = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   local changed = false
-  if alg == 1 or alg == 5 then
+  if charge then
+    if more == 0 then
+      changed = false
+    elseif alg == 1 or alg == 5 then
+      changed = charge_log(KEYS[i], a, b, c)
+    elseif alg == 2 or alg == 3 then
+      changed = charge_count(KEYS[i], a, b, c, alg == 2)
+    else
+      changed = charge_gcra(KEYS[i], a, c)
+    end
+  elseif alg == 1 or alg == 5 then
     changed = settle_log(KEYS[i], a, b)
   elseif alg == 2 or alg == 3 then
     changed = settle_count(KEYS[i], a, b, alg == 2)

@@ -1,6 +1,7 @@
 //! Issue 33 on Redis: reserve, then settle, answers as in memory. A property test drives the
 //! in-memory rule sets (the reference) and the scripts through random traces of reserves,
-//! settles of any earlier reservation (up, down, to 0, far past the limit) and checks, and
+//! settles of any earlier reservation (up, down, to 0, far past the limit), charges of costs
+//! reported with nothing reserved, and checks, and
 //! compares every decision, every reservation and every settle's answer.
 
 use std::collections::HashMap;
@@ -14,7 +15,8 @@ use crate::same_answers::{rule_sets, same_all};
 use crate::support;
 
 /// One step of a trace: microseconds to move (negative: back), a cost, a key, and what to do
-/// (0: settle the reservation `pick` chooses to `actual`; 1: check; else reserve).
+/// (0: settle the reservation `pick` chooses to `actual`; 1: check; 2: now and then a charge
+/// of `actual` with nothing reserved; else reserve).
 type Step = (i64, u64, u8, u8, u64, prop::sample::Index);
 
 fn trace(span: i64) -> impl Strategy<Value = Vec<Step>> {
@@ -61,6 +63,13 @@ fn reserves_and_settles_answer_on_redis_as_in_memory() {
                 let held = runtime.block_on(redis.settle(&rules, key, r, actual)).unwrap();
                 prop_assert_eq!(held, limiter.settle(r, actual), "settle {:?} to {} at {}", r, actual, now);
                 held_any.fetch_add(u64::from(held), std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            if what == 2 && pick.index(3) == 0 {
+                // A cost reported after the work, with nothing reserved: charged at `at`.
+                let report = Reservation::unreserved(at);
+                let charged = runtime.block_on(redis.settle(&rules, key, report, actual)).unwrap();
+                prop_assert_eq!(charged, limiter.settle(report, actual), "charge {} at {}", actual, now);
                 continue;
             }
             let cost = cost.min(set.max_cost());
@@ -142,5 +151,42 @@ async fn a_reservation_at_redis_time_settles_on_a_cluster() {
         assert!(redis.settle(&tokens, key, reserved, 50).await.unwrap());
         let left = redis.peek_now(&tokens, key, 0).await.unwrap();
         assert_eq!(left.decisions()[0].remaining(), 950);
+    }
+}
+
+/// Issue 33: a cost reported after the response is charged on a cluster to a key never seen,
+/// on every rule of it, past the limit as debt: the key's checks wait it out.
+#[tokio::test]
+async fn a_charge_makes_its_key_on_a_cluster_and_is_owed() {
+    let cluster = support::RedisCluster::shared();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let redis = slidewin_redis::RedisLimiter::connect_cluster(&urls)
+        .await
+        .unwrap()
+        .with_prefix("charge_on_a_cluster");
+    let rule = |name, kind, quota: &str| {
+        slidewin::limit::Rule::new(name, kind, quota.parse().unwrap()).unwrap()
+    };
+    let set = RuleSet::new([
+        rule("minute", slidewin::limit::Kind::SlidingLog, "1000/minute"),
+        rule("hour", slidewin::limit::Kind::FixedWindow, "5000/hour"),
+        rule("bucket", slidewin::limit::Kind::Gcra, "3000/hour"),
+    ])
+    .unwrap();
+    let tokens = Rules::new(set.clone()).unwrap();
+    let at = Moment::from_secs(7_200);
+    for key in ["a", "b", "c", "d"] {
+        let mut memory = Limiter::new(set.clone());
+        for (t, units) in [(0, 700), (1, 900), (30, 0)] {
+            let report = Reservation::unreserved(Moment::from_secs(7_200 + t));
+            assert_eq!(
+                redis.settle(&tokens, key, report, units).await.unwrap(),
+                memory.settle(report, units)
+            );
+        }
+        let owed = redis.check(&tokens, key, at, 1).await.unwrap();
+        assert!(!owed.allowed());
+        assert!(same_all(&set, &memory.check(at, 1).unwrap(), owed.decisions()));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use slidewin::limit::{CalendarQuota, CalendarUnit, Kind, Rule, RuleSet};
+use slidewin::limit::{CalendarQuota, CalendarUnit, Kind, Reservation, Rule, RuleSet};
 use slidewin::{Limiter, Moment, Quota};
 use slidewin_store::{Backend, Memory};
 
@@ -82,4 +82,33 @@ async fn a_denied_reserve_holds_nothing_to_settle() {
             .await
             .is_err()
     ); // never admitted
+}
+
+/// Issue 33: a cost reported after the response, with nothing reserved, is charged on a key
+/// never seen (made as a check makes it) as the core charges it, past the limit too.
+#[tokio::test]
+async fn an_unreserved_settle_charges_a_new_key_as_the_core_does() {
+    let quota = Quota::new(10, Duration::from_secs(10)).unwrap();
+    for kind in Kind::ALL {
+        let rule = match kind {
+            Kind::Calendar => {
+                Rule::calendar("r", CalendarQuota::new(10, CalendarUnit::Day).unwrap())
+            }
+            _ => Rule::new("r", kind, quota),
+        };
+        let set = RuleSet::from(rule.unwrap());
+        let memory = Memory::new();
+        let store = memory.store(set.clone()).unwrap();
+        let mut core = Limiter::new(set);
+        for (t, units) in [(1, 0), (1, 4), (2, 25), (30, 3)] {
+            let report = Reservation::unreserved(at(t));
+            let charged = memory.settle(&store, "ann".into(), report, units).await;
+            assert_eq!(charged.unwrap(), core.settle(report, units), "{kind}");
+            let checked = memory.check(&store, "ann".into(), at(t), 1).await.unwrap();
+            assert_eq!(
+                checked.decisions(),
+                core.check(at(t), 1).unwrap().as_slice()
+            );
+        }
+    }
 }
