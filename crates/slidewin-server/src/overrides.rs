@@ -176,6 +176,7 @@ fn make<B: Backend>(
         replaces: Vec::new(),
         shadow: false,
         quota_mode: false,
+        after_response: false,
         action,
         limit_stats,
         stats: Arc::new(RuleWindow::new(now)),

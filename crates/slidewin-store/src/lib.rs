@@ -91,6 +91,30 @@ pub trait Backend: Send + Sync + 'static {
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
 
+    /// Decides about `cost` for `key` in `store` at `now` as [`check`](Backend::check) would,
+    /// charging nothing and making no key: a question (is a unit left?).
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin_store::{Backend, Memory};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let memory = Memory::new();
+    /// let store = memory.store(RuleSet::from(Rule::new("r", Kind::Gcra, "2/s".parse()?)?))?;
+    /// memory.check(&store, "ann".into(), Moment::ZERO, 2).await?;
+    /// assert!(!memory.peek(&store, "ann".into(), Moment::ZERO, 1).await?.allowed());
+    /// assert!(memory.peek(&store, "bob".into(), Moment::ZERO, 2).await?.allowed());
+    /// # Ok(()) }
+    /// ```
+    fn peek<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        now: Moment,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a;
+
     /// Gives back up to `units` that `key` holds under `store`'s
     /// [`Leases`](slidewin::limit::Leases) rules at `now` (a request in flight that ended),
     /// the oldest first; the most any rule gave back. Rates give back nothing. The default

@@ -359,6 +359,24 @@ impl Backend for Memory {
         }))
     }
 
+    fn peek<'a>(
+        &'a self,
+        store: &'a MemoryStore,
+        key: RequestKey<'a>,
+        now: Moment,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a {
+        let key = &Lookup(key);
+        let answer = match &store.0 {
+            Store::Gcra(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::one),
+            Store::Log(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::one),
+            Store::Counter(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::one),
+            Store::Fixed(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::one),
+            Store::Set(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::new),
+        };
+        ready(answer.map_err(BackendError::from))
+    }
+
     fn reserve<'a>(
         &'a self,
         store: &'a MemoryStore,

@@ -156,6 +156,31 @@ impl Backend for Redis {
         }
     }
 
+    /// Peeks through [`RedisLimiter::peek`](slidewin_redis::RedisLimiter::peek), at the
+    /// layer's time or Redis's as checks are; the failure policy answers while Redis is away,
+    /// degraded, as a check's.
+    async fn peek<'a>(
+        &'a self,
+        store: &'a Self::Store,
+        key: RequestKey<'a>,
+        now: Moment,
+        cost: u64,
+    ) -> Result<Checked, BackendError> {
+        let text = text_of(key);
+        let answer = if self.layer_clock {
+            self.limiter.peek(store, &text, now, cost).await
+        } else {
+            self.limiter.peek_now(store, &text, cost).await
+        };
+        match answer {
+            Ok(decision) => Ok(match decision.degraded() {
+                Some(why) => Checked::degraded_by(decision.decisions().clone(), why.to_string()),
+                None => Checked::new(decision.decisions().clone()),
+            }),
+            Err(err) => Err(backend_error(err)),
+        }
+    }
+
     /// Gives back through [`RedisLimiter::release`](slidewin_redis::RedisLimiter::release),
     /// at the layer's time or Redis's as checks are.
     async fn release<'a>(
@@ -213,7 +238,10 @@ impl Backend for Redis {
     /// Settles through [`RedisLimiter::settle`](slidewin_redis::RedisLimiter::settle): one
     /// script call. While Redis is away it fails with [`BackendError::Unavailable`] whatever
     /// the failure policy: the reservation keeps its estimate, as one never settled does
-    /// (what the policy would decide is for admissions, not for counts already made).
+    /// (what the policy would decide is for admissions, not for counts already made). An
+    /// [`unreserved`](Reservation::unreserved) reservation is charged at Redis's time, as
+    /// checks count ([`charge_now`](slidewin_redis::RedisLimiter::charge_now)), unless the
+    /// layer's clock is used.
     async fn settle<'a>(
         &'a self,
         store: &'a Self::Store,
@@ -222,7 +250,11 @@ impl Backend for Redis {
         actual: u64,
     ) -> Result<bool, BackendError> {
         let text = text_of(key);
-        let answer = self.limiter.settle(store, &text, reservation, actual).await;
+        let answer = if reservation.units() == 0 && !self.layer_clock {
+            self.limiter.charge_now(store, &text, actual).await
+        } else {
+            self.limiter.settle(store, &text, reservation, actual).await
+        };
         answer.map_err(backend_error)
     }
 

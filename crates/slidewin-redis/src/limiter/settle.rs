@@ -125,7 +125,50 @@ impl RedisLimiter {
         actual: u64,
     ) -> Result<bool, RedisError> {
         let at = micros(reservation.at())?;
-        let units = reservation.units();
+        self.settle_at(rules, key, Some(at), reservation.units(), actual)
+            .await
+    }
+
+    /// Charges `units` of `key` under `rules` at the Redis server's time (read in the script,
+    /// no round trip more): [`settle`](RedisLimiter::settle) of an
+    /// [`unreserved`](Reservation::unreserved) reservation at Redis's `TIME`, for a cost
+    /// reported after the work where checks count at Redis's time. Whether anything was
+    /// charged.
+    ///
+    /// # Errors
+    ///
+    /// The [`RedisError`] that kept Redis from answering: a charge has no failure policy.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use slidewin::limit::{Kind, Rule};
+    /// use slidewin_redis::{RedisLimiter, Rules};
+    /// let redis = RedisLimiter::connect("redis://127.0.0.1/").await?;
+    /// let tokens = Rules::try_from(Rule::new("tokens", Kind::SlidingLog, "10000/minute".parse()?)?)?;
+    /// // The model answered with 1,250 tokens.
+    /// assert!(redis.charge_now(&tokens, "key-1", 1_250).await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn charge_now(
+        &self,
+        rules: &Rules,
+        key: &str,
+        units: u64,
+    ) -> Result<bool, RedisError> {
+        self.settle_at(rules, key, None, 0, units).await
+    }
+
+    /// The settle script's call: a reservation of `units` at `at` (µs; `None`: Redis's time)
+    /// settled to `actual`.
+    async fn settle_at(
+        &self,
+        rules: &Rules,
+        key: &str,
+        at: Option<u64>,
+        units: u64,
+        actual: u64,
+    ) -> Result<bool, RedisError> {
         let more = actual.saturating_sub(units).min(EXACT);
         let less = units.saturating_sub(actual).min(EXACT);
         let tag = tag_of(&self.prefix, key);
@@ -135,10 +178,18 @@ impl RedisLimiter {
         for index in 0..count {
             command.arg(rules.key(&tag, index));
         }
-        let charge = u8::from(units == 0);
-        command.arg(at).arg(more).arg(less).arg(charge);
+        let charge = units == 0;
+        match at {
+            Some(at) => command.arg(at),
+            None => command.arg(""),
+        };
+        command.arg(more).arg(less).arg(u8::from(charge));
         for (index, rule) in rules.rule_set().rules().iter().enumerate() {
-            let params = settle_params(rules.params(index), rule.quota().limit(), at, actual);
+            let limit = rule.quota().limit();
+            let params = match at {
+                Some(at) if !charge => settle_params(rules.params(index), limit, at, actual),
+                _ => charge_params(rules.params(index), limit),
+            };
             command.arg(&params[..]);
         }
         let first = rules.key(&tag, 0);
@@ -182,6 +233,18 @@ fn settle_params(params: [u64; 5], limit: u64, at: u64, actual: u64) -> [u64; 4]
         let owed = u128::from(limit) + u128::from(third);
         let latest = exact(u128::from(at) + owed * interval);
         return [number, first, earliest, latest];
+    }
+    [number, first, second, third]
+}
+
+/// A rule's four numbers for a charge: as [`settle_params`]'s, but GCRA's latest TAT relative
+/// to the charge's time (a span and a full bucket), which the script may read from Redis.
+fn charge_params(params: [u64; 5], limit: u64) -> [u64; 4] {
+    let [number, first, second, third, _] = params;
+    if number == 4 {
+        let owed = u128::from(limit) + u128::from(third);
+        let ahead = u64::try_from(owed * u128::from(first)).map_or(EXACT, |t| t.min(EXACT));
+        return [number, first, 0, ahead];
     }
     [number, first, second, third]
 }

@@ -4,9 +4,10 @@
 -- microseconds of Unix time, as check.lua's; numbers stay below 2^53 (the Rust side bounds
 -- them), and go to Redis as format('%d', n).
 --
--- KEYS[i]: rule i's key. ARGV: the reservation's time, `more` and `less` (the difference to
--- its units, one of them 0), `charge` (1 for a reservation of nothing: `more` is a cost
--- reported after the work, counted at that time whatever the limit, the key made if need be),
+-- KEYS[i]: rule i's key. ARGV: the reservation's time ('' for a charge at Redis's TIME),
+-- `more` and `less` (the difference to its units, one of them 0), `charge` (1 for a
+-- reservation of nothing: `more` is a cost reported after the work, counted at that time
+-- whatever the limit, the key made if need be; GCRA's latest TAT is then relative to it),
 -- then four numbers a rule: its algorithm (1 sliding log, 2 sliding counter, 3 fixed window,
 -- 4 GCRA, 5 leases) and, for the logs and the windows, span, limit and the idle ttl in ms
 -- check.lua's writes give the key; for GCRA, its interval, the earliest TAT a settle down
@@ -20,6 +21,10 @@ local spack, sunpack, rep, sub, byte = struct.pack, struct.unpack, string.rep, s
 local W = 7
 local at, more, less = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local charge = ARGV[4] == '1'
+if ARGV[1] == '' then -- a charge at the server's clock
+  local t = call('TIME')
+  at = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local TOP = 36028797018963968 -- check.lua's: the offset that marks a log's deadline slot
 
 -- The first of the `n` times of `log` (after `o` bytes of deadline) for which `found(t)`
@@ -183,7 +188,7 @@ for i = 1, #KEYS do
     elseif alg == 2 or alg == 3 then
       changed = charge_count(KEYS[i], a, b, c, alg == 2)
     else
-      changed = charge_gcra(KEYS[i], a, c)
+      changed = charge_gcra(KEYS[i], a, at + c)
     end
   elseif alg == 1 or alg == 5 then
     changed = settle_log(KEYS[i], a, b)

@@ -187,6 +187,10 @@ async fn a_charge_makes_its_key_on_a_cluster_and_is_owed() {
         }
         let owed = redis.check(&tokens, key, at, 1).await.unwrap();
         assert!(!owed.allowed());
-        assert!(same_all(&set, &memory.check(at, 1).unwrap(), owed.decisions()));
+        assert!(same_all(
+            &set,
+            &memory.check(at, 1).unwrap(),
+            owed.decisions()
+        ));
     }
 }

@@ -195,6 +195,7 @@ pub(crate) struct Descriptor {
     shadow: bool,
     quota_mode: bool,
     share_threshold: bool,
+    after_response: bool,
     detailed_metric: bool,
     value_to_metric: bool,
     descriptors: Vec<Descriptor>,
@@ -454,6 +455,13 @@ impl Descriptor {
         self.quota_mode
     }
 
+    /// Its hits are costs reported after the response: 0 asks whether a unit is left, more
+    /// are charged whatever the limit (`after_response: true`).
+    #[must_use]
+    pub(crate) fn after_response(&self) -> bool {
+        self.after_response
+    }
+
     /// envoy ratelimit's `share_threshold`: every value its wildcard matches counts as one.
     #[must_use]
     pub(crate) fn share_threshold(&self) -> bool {
@@ -510,4 +518,24 @@ impl DescriptorLimit {
     pub(crate) fn action(&self) -> &Action {
         &self.action
     }
+}
+
+/// Whether `limit` can count costs reported after the response: a limit that counts, by
+/// rates or calendar windows (leases are given back, not reported).
+pub(super) fn reported(limit: Option<&DescriptorLimit>) -> Result<(), String> {
+    let why = match limit.map(DescriptorLimit::action) {
+        Some(Action::Rules { rules, .. }) => {
+            match rules.rules().iter().find(|r| r.kind() == Kind::Leases) {
+                Some(_) => "a `concurrent` limit's units are given back, not reported",
+                None => return Ok(()),
+            }
+        }
+        Some(Action::Unlimited) => "an unlimited limit counts nothing",
+        Some(Action::Blocked { .. }) => "a limit of 0 counts nothing",
+        None => "it has no limit",
+    };
+    Err(format!(
+        "`after_response: true` charges the costs reported after the response to its limit, \
+         but {why}"
+    ))
 }

@@ -11,7 +11,7 @@ use slidewin::limit::{CalendarQuota, Kind, Quota, Rule, RuleSet};
 use super::calendar::{AnchorYaml, ZoneYaml, placed};
 use super::error::shown;
 use super::naming::{name_limits, rule_name};
-use super::{Action, Descriptor, DescriptorLimit, Domain, Unit, algorithm_for};
+use super::{Action, Descriptor, DescriptorLimit, Domain, Unit, algorithm_for, reported};
 use crate::config::ConfigFileError;
 
 // ---- The YAML, as written ----
@@ -131,6 +131,10 @@ struct DescriptorYaml {
     quota_mode: bool,
     #[serde(default)]
     share_threshold: bool,
+    /// Its hits are costs reported after the response (envoy's `apply_on_stream_done`): 0
+    /// asks whether a unit is left, more are charged whatever the limit.
+    #[serde(default)]
+    after_response: bool,
     // envoy ratelimit's stats options: a limit's hits per descriptor, bounded
     // (`engine::detailed`).
     #[serde(default)]
@@ -325,14 +329,18 @@ impl DescriptorYaml {
         if self.share_threshold && !wildcard {
             return Err("share_threshold needs a value with a `*` wildcard".to_owned());
         }
-        match (&self.rate_limit, &self.limits) {
+        let limit = match (&self.rate_limit, &self.limits) {
             (Some(_), Some(_)) => {
                 Err("has both `rate_limit` and `limits`; put every limit in `limits`".to_owned())
             }
             (Some(one), None) => one.clone().build(path, None).map(Some),
             (None, Some(list)) => build_list(list.clone(), path).map(Some),
             (None, None) => Ok(None),
+        }?;
+        if self.after_response {
+            reported(limit.as_ref())?;
         }
+        Ok(limit)
     }
 
     fn build(self, parent: &str, file: &str) -> Result<Descriptor, ConfigFileError> {
@@ -352,6 +360,7 @@ impl DescriptorYaml {
             shadow: self.shadow_mode,
             quota_mode: self.quota_mode,
             share_threshold: self.share_threshold,
+            after_response: self.after_response,
             detailed_metric: self.detailed_metric,
             value_to_metric: self.value_to_metric,
             descriptors,

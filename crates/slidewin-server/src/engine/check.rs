@@ -143,7 +143,7 @@ impl<B: Backend> Engine<B> {
 
     /// A descriptor the store counted: passed, or over its limit.
     #[inline]
-    fn counted(
+    pub(super) fn counted(
         &self,
         rule: &RuleRt<B>,
         checked: &Checked,
@@ -192,7 +192,7 @@ impl<B: Backend> Engine<B> {
     /// A descriptor the store would not count: more hits than the limit ever admits, or no
     /// room for its key. Over the limit, with nothing counted. At the key cap or the memory
     /// budget a new key is refused, so no limited key is pushed out.
-    fn refused_by_store(
+    pub(super) fn refused_by_store(
         &self,
         refused: &BackendError,
         rule: &RuleRt<B>,
@@ -304,7 +304,7 @@ pub(super) fn limit_name<'a, B: Backend>(
     }
 }
 
-fn current_limit<B: Backend>(
+pub(super) fn current_limit<B: Backend>(
     rule: &RuleRt<B>,
     spec: &slidewin::limit::RuleSet,
     units: &[Option<Unit>],

@@ -240,6 +240,7 @@ impl<B: Backend> Level<'_, B> {
             replaces: limit.replaces().to_vec(),
             shadow: descriptor.shadow(),
             quota_mode: descriptor.quota_mode(),
+            after_response: descriptor.after_response(),
             action,
             stats: old.map_or_else(
                 || Arc::new(RuleWindow::new(self.now)),

@@ -9,6 +9,9 @@ mod calendar_tests;
 mod check;
 mod detailed;
 mod matching;
+mod report;
+#[cfg(test)]
+mod report_tests;
 pub(crate) mod request;
 mod spans;
 mod stats;
@@ -54,6 +57,8 @@ pub(crate) struct RuleRt<B: Backend> {
     pub(crate) replaces: Vec<String>,
     pub(crate) shadow: bool,
     pub(crate) quota_mode: bool,
+    /// Its hits are costs reported after the response (`report`).
+    pub(crate) after_response: bool,
     pub(crate) action: ActionRt<B>,
     pub(crate) stats: Arc<RuleWindow>,
     /// Each of its limits' requests over it in the last minute.
@@ -385,7 +390,10 @@ impl<B: Backend> Engine<B> {
             let hits = descriptor.hits_addend.unwrap_or(request_hits);
             let span = spans::descriptor(span, &rule.shown, hits);
             let asked = (request.domain.as_str(), descriptor.entries.as_slice());
-            let checked = if descriptor.is_negative_hits {
+            let checked = if rule.after_response {
+                let hits = (hits, descriptor.is_negative_hits);
+                self.report(rule, asked, shared, hits, now, &span).await?
+            } else if descriptor.is_negative_hits {
                 self.release(rule, asked, shared, hits, now, &span).await?
             } else {
                 self.check(rule, asked, shared, hits, now, &span).await?

@@ -52,6 +52,7 @@ struct Inner {
     within_limit: Family<RuleLabels, Counter>,
     shadow_mode: Family<RuleLabels, Counter>,
     released: Family<RuleLabels, Counter>,
+    charged: Family<RuleLabels, Counter>,
     config_loads: Family<ResultLabels, Counter>,
     config_version: Gauge,
     backend_state: Family<StateLabels, Gauge>,
@@ -87,6 +88,7 @@ pub(crate) struct RuleMetrics {
     pub(crate) within_limit: Hits,
     pub(crate) shadow_mode: Hits,
     pub(crate) released: Hits,
+    pub(crate) charged: Hits,
 }
 
 /// A rule's counters, made at its first hit: a rule that sees none holds no series (five
@@ -154,6 +156,7 @@ impl Metrics {
         let family = Family::<RuleLabels, Counter>::default;
         let (total_hits, over_limit, near_limit, within_limit, shadow_mode, released) =
             (family(), family(), family(), family(), family(), family());
+        let charged = family();
         registry.register(
             "rate_limit_total_hits",
             "Hits checked against a rule",
@@ -184,6 +187,12 @@ impl Metrics {
             "Units a rule's leases gave back when the requests holding them ended \
              (is_negative_hits)",
             released.clone(),
+        );
+        registry.register(
+            "rate_limit_charged",
+            "Units charged to a rule after the response (`after_response: true`), past its \
+             limit too",
+            charged.clone(),
         );
         let config_loads = Family::<ResultLabels, Counter>::default();
         registry.register(
@@ -327,6 +336,7 @@ impl Metrics {
                 within_limit,
                 shadow_mode,
                 released,
+                charged,
                 config_loads,
                 config_version,
                 backend_state,
@@ -381,6 +391,7 @@ impl Metrics {
             within_limit: Hits::new(inner.within_limit.get_or_create_owned(&labels), envoy(3)),
             shadow_mode: Hits::new(inner.shadow_mode.get_or_create_owned(&labels), envoy(4)),
             released: Hits::new(inner.released.get_or_create_owned(&labels), None),
+            charged: Hits::new(inner.charged.get_or_create_owned(&labels), None),
         }
     }
 
@@ -402,6 +413,7 @@ impl Metrics {
             &self.inner.within_limit,
             &self.inner.shadow_mode,
             &self.inner.released,
+            &self.inner.charged,
         ] {
             family.remove(&labels);
         }

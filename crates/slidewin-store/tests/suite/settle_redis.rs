@@ -91,3 +91,31 @@ async fn while_redis_is_away_nothing_is_reserved_and_a_settle_fails() {
         "{failed:?}"
     );
 }
+
+/// Issue 33: a cost reported after the response, with nothing reserved, is charged at Redis's
+/// time where checks count at it (the time the layer passes is not Redis's: here 0), makes
+/// the key, and a peek at Redis's time sees it, past the limit too.
+#[tokio::test]
+async fn an_unreserved_settle_charges_at_redis_time() {
+    let server = RedisServer::start();
+    let limiter = RedisLimiter::connect(&server.url()).await.unwrap();
+    let redis = Redis::new(limiter);
+    let store = redis.store(tokens()).unwrap();
+    let report = Reservation::unreserved(Moment::ZERO);
+    assert!(
+        redis
+            .settle(&store, "ann".into(), report, 1_200)
+            .await
+            .unwrap()
+    );
+    let owed = redis
+        .peek(&store, "ann".into(), Moment::ZERO, 1)
+        .await
+        .unwrap();
+    assert!(!owed.allowed());
+    assert_eq!(owed.decisions()[1].remaining(), 3_799); // the day would admit the 1
+    // Nothing charged, nothing made.
+    let none = Reservation::unreserved(Moment::ZERO);
+    assert!(!redis.settle(&store, "bob".into(), none, 0).await.unwrap());
+    assert_eq!(server.cli(&["DBSIZE"]).trim(), "2"); // ann's two rules
+}

@@ -28,6 +28,16 @@ impl Backend for Gated {
         self.memory.check(store, key, now, cost).await
     }
 
+    async fn peek(
+        &self,
+        store: &Self::Store,
+        key: slidewin_store::RequestKey<'_>,
+        now: Moment,
+        cost: u64,
+    ) -> Result<slidewin_store::Checked, slidewin_store::BackendError> {
+        self.memory.peek(store, key, now, cost).await
+    }
+
     fn kind(&self) -> BackendKind {
         BackendKind::Memory
     }

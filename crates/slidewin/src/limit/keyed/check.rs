@@ -358,6 +358,34 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         self.peek_in(key, || now, cost)
     }
 
+    /// [`peek`](Keyed::peek) by a key of another type that stands for a `K`, as
+    /// [`check_equivalent`](Keyed::check_equivalent) looks one up.
+    ///
+    /// # Errors
+    ///
+    /// As [`peek`](Keyed::peek).
+    ///
+    /// ```
+    /// use slidewin::{Keyed, Moment};
+    /// use slidewin::limit::FixedWindow;
+    ///
+    /// let limiter = Keyed::<String, _>::new(FixedWindow::new("2/s".parse()?)?);
+    /// limiter.check_equivalent("ann", Moment::ZERO, 2)?;
+    /// assert!(!limiter.peek_equivalent("ann", Moment::ZERO, 1)?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn peek_equivalent<Q>(
+        &self,
+        key: &Q,
+        now: Moment,
+        cost: u64,
+    ) -> Result<A::Output, LimitError>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        self.peek_in(key, || now, cost)
+    }
+
     /// [`peek`](Keyed::peek) at `clock.now()`, read while holding the key's shard.
     ///
     /// # Errors
@@ -435,8 +463,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         cost: u64,
     ) -> Result<A::Output, LimitError>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let (hash, index) = self.shard(key);
         let Some(cell) = self.cell(index) else {
@@ -444,7 +471,7 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         };
         let shard = lock(cell);
         let now = now();
-        match shard.states.find(hash, |(k, _)| k.borrow() == key) {
+        match shard.states.find(hash, |(k, _)| key.equivalent(k)) {
             Some((_, state)) => self.rules.peek(state, now, cost),
             None => self.rules.peek(&self.rules.fresh(), now, cost),
         }

@@ -1,0 +1,112 @@
+//! A descriptor whose hits are costs reported after the response (`after_response: true`):
+//! Envoy's `apply_on_stream_done` sends the tokens a model used, say, once the stream is over,
+//! and a request-time descriptor of no hits asks whether anything is left. A report is
+//! charged whatever the limit: the cost was spent already, and refusing it would only lose it.
+
+use slidewin::Moment;
+use slidewin::limit::Reservation;
+use slidewin_store::{Backend, BackendError, Checked, RequestKey};
+use tracing::Span;
+
+use super::check::{DescriptorCheck, counter_key, current_limit};
+use super::request::{Code, CurrentLimit, DescriptorStatus, Entry, RequestError};
+use super::{ActionRt, Engine, RuleRt, spans};
+
+impl<B: Backend> Engine<B> {
+    /// Answers `hits` of `entries` under `rule`, whose hits come after the response. No hits
+    /// ask whether a unit is left (a peek of 1: over the limit with nothing left, and the wait
+    /// until one unit is); more are charged at `now` whatever the limit, past it as debt that
+    /// later questions wait out, and answered OK with what is left. A negative hit gives
+    /// nothing back (a report says what was spent, and nothing names the units to return): it
+    /// is asked as a question.
+    pub(super) async fn report(
+        &self,
+        rule: &RuleRt<B>,
+        (domain, entries): (&str, &[Entry]),
+        shared: &[(usize, String)],
+        (hits, negative): (u64, bool),
+        now: Moment,
+        span: &Span,
+    ) -> Result<DescriptorCheck, RequestError> {
+        let ActionRt::Rules {
+            spec, units, store, ..
+        } = &rule.action
+        else {
+            // The config refuses `after_response` without rules that count.
+            return self
+                .check(rule, (domain, entries), shared, hits, now, span)
+                .await;
+        };
+        let charge = if negative { 0 } else { hits };
+        let metrics = rule.metrics();
+        metrics.total_hits.inc_by(charge);
+        let key = counter_key(domain, &rule.path, entries, shared);
+        let key = RequestKey::Text(&key);
+        let backend = &self.inner.backend;
+        let current = |binding| current_limit(rule, spec, units, binding);
+        let started = spans::store_started(span);
+        if charge > 0 {
+            let report = Reservation::unreserved(now);
+            match backend.settle(store, key, report, charge).await {
+                Ok(_) => metrics.charged.inc_by(charge),
+                Err(err) => {
+                    spans::store_done(span, started);
+                    return self.store_failed(err, rule, charge, now, entries, current(0));
+                }
+            }
+        }
+        let asked = backend.peek(store, key, now, u64::from(charge == 0)).await;
+        spans::store_done(span, started);
+        match asked {
+            Ok(checked) if charge > 0 => Ok(reported(&checked, current(checked.binding()))),
+            Ok(checked) => {
+                let limit = current(checked.binding());
+                Ok(self.counted(rule, &checked, 0, now, entries, limit))
+            }
+            Err(err) => self.store_failed(err, rule, charge, now, entries, current(0)),
+        }
+    }
+
+    /// A store that would not count (no room for the key: over the limit, nothing counted) or
+    /// could not be reached (the request fails: a report has no failure policy, and a
+    /// question's was answered by the store).
+    fn store_failed(
+        &self,
+        err: BackendError,
+        rule: &RuleRt<B>,
+        hits: u64,
+        now: Moment,
+        entries: &[Entry],
+        limit: CurrentLimit,
+    ) -> Result<DescriptorCheck, RequestError> {
+        match err {
+            refused @ (BackendError::CostTooHigh { .. }
+            | BackendError::KeysFull { .. }
+            | BackendError::MemoryFull { .. }) => {
+                Ok(self.refused_by_store(&refused, rule, hits, now, entries, limit))
+            }
+            other => {
+                self.inner.metrics.backend_error();
+                Err(RequestError::Unavailable {
+                    detail: other.to_string(),
+                })
+            }
+        }
+    }
+}
+
+/// A report's answer: OK (it was charged; Envoy reads no answer at the end of a stream), with
+/// what is left after it.
+fn reported(checked: &Checked, limit: CurrentLimit) -> DescriptorCheck {
+    let decision = checked.decision();
+    DescriptorCheck {
+        status: DescriptorStatus {
+            code: Code::Ok,
+            current_limit: Some(limit),
+            limit_remaining: u32::try_from(decision.remaining()).unwrap_or(u32::MAX),
+            duration_until_reset: Some(decision.reset_after()),
+        },
+        decided: Some((checked.binding(), decision)),
+        without_store: checked.degraded().is_some(),
+    }
+}
