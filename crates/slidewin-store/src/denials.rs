@@ -9,6 +9,11 @@
 //! gone by, where no other process admits meanwhile. (An admitting rule's remaining may grow
 //! meanwhile; no answer to a denied request shows it.) Where others admit, Redis could deny
 //! longer, or by more rules: the cache never admits, and never denies what Redis would admit.
+//!
+//! A settle that gives units back (a reservation that cost less than its estimate) is the one
+//! way counts go down: it forgets the key's denial here. One made on another process is not
+//! seen here, so this process may deny a key that Redis would admit again until the kept
+//! wait ends, at most that wait.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -151,6 +156,20 @@ impl Denials {
             checked: checked.clone(),
         };
         map.insert(hash, denial);
+    }
+}
+
+impl Denials {
+    /// Forgets the denial kept for `key` under `rules`, if any: its counts went down.
+    pub(crate) fn forget(&self, rules: &Rules, key: &str) {
+        let (hash, shard) = self.slot(rules, key);
+        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        if map
+            .get(&hash)
+            .is_some_and(|d| d.rules.identity() == rules.identity() && *d.key == *key)
+        {
+            map.remove(&hash);
+        }
     }
 }
 

@@ -255,6 +255,11 @@ impl Backend for Redis {
         } else {
             self.limiter.settle(store, &text, reservation, actual).await
         };
+        if actual < reservation.units() {
+            // Counts went down (once the settle is in): a denial kept for the key may no
+            // longer hold.
+            self.denials.forget(store, &text);
+        }
         answer.map_err(backend_error)
     }
 

@@ -146,3 +146,30 @@ async fn issue_33_a_leases_denial_is_not_kept_a_release_ends_it() {
     assert!(check(&redis, &store, at, 1).await.allowed());
     assert_eq!(redis.denials_answered(), 0);
 }
+
+/// A review of issue 33 on issue 32's cache: a settle that gives units back makes a kept
+/// denial wrong (counts went down), so it forgets it, and the next check asks Redis and is
+/// admitted; a settle up keeps it (counts only grew).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_down_forgets_the_denial_kept_for_its_key() {
+    let server = RedisServer::start();
+    let limiter = RedisLimiter::connect(&server.url()).await.unwrap();
+    let redis = Redis::new(limiter).with_layer_clock();
+    let store = redis.store(set()).unwrap();
+    let at = Moment::from_secs(3_000_000);
+    let key = RequestKey::Text("ann");
+    let (_, reserved) = redis.reserve(&store, key, at, 3).await.unwrap();
+    let reserved = reserved.unwrap();
+    assert!(!check(&redis, &store, at, 1).await.allowed());
+    assert!(redis.check_at_once(&store, key, at, 1).is_some()); // kept
+    assert!(redis.settle(&store, key, reserved, 5).await.unwrap());
+    assert!(redis.check_at_once(&store, key, at, 1).is_some()); // up: still holds
+    assert!(
+        redis
+            .settle(&store, key, reserved.settled(5), 1)
+            .await
+            .unwrap()
+    );
+    assert!(redis.check_at_once(&store, key, at, 1).is_none());
+    assert!(check(&redis, &store, at, 1).await.allowed());
+}
