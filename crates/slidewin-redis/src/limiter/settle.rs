@@ -8,7 +8,7 @@ use slidewin::limit::{Kind, Reservation};
 use super::check::micros;
 use super::{RedisDecision, RedisLimiter};
 use crate::error::RedisError;
-use crate::rules::{Rules, SETTLE, tag_of};
+use crate::rules::{Rules, SETTLE, counted_at, tag_of, window_of};
 
 /// What Lua counts exactly: the script's numbers stay below it.
 const EXACT: u64 = (1 << 53) - 1;
@@ -135,7 +135,14 @@ impl RedisLimiter {
         }
         command.arg(at).arg(more).arg(less);
         for (index, rule) in rules.rule_set().rules().iter().enumerate() {
-            let params = settle_params(rules.params(index), rule.quota().limit(), at, actual);
+            let params = match rule.calendar_quota() {
+                // The window the reservation's time is in: the one it counted in.
+                Some(quota) => {
+                    let (start, end) = window_of(quota, at);
+                    [rules.params(index)[0], start, end, quota.limit()]
+                }
+                None => settle_params(rules.params(index), rule.quota().limit(), at, actual),
+            };
             command.arg(&params[..]);
         }
         let first = rules.key(&tag, 0);
@@ -204,12 +211,13 @@ fn reservation(
         let reset = u64::try_from(decision.reset_after().as_micros()).unwrap_or(u64::MAX);
         let ends = now.saturating_add(reset);
         // Not before `now`: the fold below starts there.
-        match rule.kind() {
-            Kind::SlidingLog | Kind::Leases | Kind::FixedWindow => ends.saturating_sub(span),
-            Kind::SlidingCounter => ends.saturating_sub(span.saturating_mul(2)),
-            // A calendar window counts at the request's time (its windows are the client's,
-            // and a clock gone back counts in the window it held).
-            Kind::Gcra | Kind::Calendar => now,
+        match (rule.kind(), rule.calendar_quota()) {
+            (Kind::SlidingLog | Kind::Leases | Kind::FixedWindow, _) => ends.saturating_sub(span),
+            (Kind::SlidingCounter, _) => ends.saturating_sub(span.saturating_mul(2)),
+            // At the request's time, or the start of the later window a clock gone back
+            // counted in (its end is further than the request's window's).
+            (Kind::Calendar, Some(quota)) => counted_at(quota, now, ends),
+            (Kind::Gcra | Kind::Calendar, _) => now,
         }
     });
     let at = counted.fold(now, u64::max);

@@ -6,10 +6,11 @@
 --
 -- KEYS[i]: rule i's key. ARGV: the reservation's time, `more` and `less` (the difference to
 -- its units, one of them 0), then four numbers a rule: its algorithm (1 sliding log,
--- 2 sliding counter, 3 fixed window, 4 GCRA, 5 leases) and, for the logs and the windows,
--- span and limit (the fourth unused); for GCRA, its interval, the earliest TAT a settle down
--- leaves (the reservation's time plus what it used) and the latest a settle up leaves (the
--- reservation's time plus a span and a full bucket).
+-- 2 sliding counter, 3 fixed window, 4 GCRA, 5 leases, 6 calendar) and, for the logs and the
+-- windows, span and limit (the fourth unused); for GCRA, its interval, the earliest TAT a
+-- settle down leaves (the reservation's time plus what it used) and the latest a settle up
+-- leaves (the reservation's time plus a span and a full bucket); for a calendar rule, the
+-- window holding the reservation's time as the client dated it (start, end) and the limit.
 -- Answers 1 when any rule still held the reservation (GCRA: when its TAT moved), else 0.
 local call, tonumber, format = redis.call, tonumber, string.format
 local floor, min, max = math.floor, math.min, math.max
@@ -79,6 +80,17 @@ local function settle_count(key, span, limit, previous)
   return true
 end
 
+-- A calendar counter, if the hash still holds the reservation's window [start, ends): up to
+-- the limit, down to 0. A later window holds nothing of it.
+local function settle_calendar(key, start, ends, limit)
+  local state = call('HMGET', key, 's', 'e', 'c')
+  if not state[1] or tonumber(state[1]) ~= start or tonumber(state[2]) ~= ends then return false end
+  local count = tonumber(state[3]) or 0
+  if more > 0 then count = min(count + more, limit) else count = count - min(less, count) end
+  call('HSET', key, 'c', format('%d', count))
+  return true
+end
+
 -- The TAT moved by the difference in intervals: later, never past `latest`, or earlier, never
 -- before `earliest`; never the other way. Whether it moved. A TAT moved later keeps its key as much
 -- longer (its expiry is relative: the times may be a caller's, not Redis's).
@@ -110,6 +122,8 @@ for i = 1, #KEYS do
     changed = settle_log(KEYS[i], a, b)
   elseif alg == 2 or alg == 3 then
     changed = settle_count(KEYS[i], a, b, alg == 2)
+  elseif alg == 6 then
+    changed = settle_calendar(KEYS[i], a, b, c)
   else
     changed = settle_gcra(KEYS[i], a, b, c)
   end
