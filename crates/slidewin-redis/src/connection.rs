@@ -339,6 +339,27 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_skew_answer_is_an_error_of_that_call_alone() {
+        let rules = gcra();
+        let calls: Vec<Call> = (0..2)
+            .map(|_| Call::new(&rules, "p", "k", None, 1, true))
+            .collect();
+        // Redis's time outside the calendar window sent, then an admission.
+        let reply = ints(&[0, -2, 1_700_000_000_000_000, 4, 200_000]);
+        let decisions = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap();
+        let redis = Moment::from_secs(1_700_000_000);
+        assert_eq!(
+            decisions[0],
+            Err(RedisError::ClockSkew {
+                at: "here".into(),
+                redis,
+                client: redis,
+            })
+        );
+        assert!(decisions[1].as_ref().unwrap().is_some());
+    }
+
+    #[test]
     fn a_call_of_several_rules_reads_an_answer_per_rule() {
         let set = RuleSet::new([
             Rule::new("a", Kind::SlidingLog, "3/s".parse().unwrap()).unwrap(),
