@@ -251,7 +251,8 @@ pub(crate) async fn alone(
     .await?;
     let at = || connection.place(call.tag());
     match parse_decisions(&reply, std::iter::once(call), at)?.pop() {
-        Some(Some(decision)) => Ok(decision),
+        Some(Ok(Some(decision))) => Ok(decision),
+        Some(Err(err)) => Err(err),
         _ => Err(RedisError::Reply {
             at: at().to_string(),
             detail: "no answer for the check".to_string(),
@@ -434,8 +435,9 @@ fn settle(
             Ok(decisions) => {
                 for (index, decision) in group.into_iter().zip(decisions) {
                     match decision {
-                        Some(decision) => answers[index] = Some(Ok(decision)),
-                        None => elsewhere.push(index),
+                        Ok(Some(decision)) => answers[index] = Some(Ok(decision)),
+                        Ok(None) => elsewhere.push(index),
+                        Err(err) => answers[index] = Some(Err(err)),
                     }
                 }
             }

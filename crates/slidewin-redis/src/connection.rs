@@ -8,6 +8,7 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, Value};
+use slidewin::Moment;
 use slidewin::limit::{Decision, Decisions};
 
 use crate::cluster::Nodes;
@@ -217,12 +218,13 @@ async fn send_pipeline(
 /// A script's answer for `calls`, from `at`: integers, each check's after the one before (see
 /// [`parse_decision`]; waits in microseconds), a check per rule of each call; the limit is the
 /// rule's own. `None` for a call the node did not answer (`reset_after` -1: its key is
-/// elsewhere), which only a call with undeclared keys gives.
+/// elsewhere), which only a call with undeclared keys gives; [`RedisError::ClockSkew`] for one
+/// whose calendar window did not hold the server's time (`reset_after` -2, then that time).
 pub(crate) fn parse_decisions<'a>(
     reply: &Value,
     calls: impl ExactSizeIterator<Item = &'a Call>,
     at: impl Fn() -> Arc<str>,
-) -> Result<Vec<Option<Decisions>>, RedisError> {
+) -> Result<Vec<Result<Option<Decisions>, RedisError>>, RedisError> {
     let count = calls.len();
     let wrong = || RedisError::Reply {
         at: at().to_string(),
@@ -237,17 +239,22 @@ pub(crate) fn parse_decisions<'a>(
     let mut all = Vec::with_capacity(count);
     for call in calls {
         let mut each = Vec::with_capacity(call.len());
-        let mut elsewhere = false;
+        let (mut elsewhere, mut skewed) = (false, None);
         for index in 0..call.len() {
             match parse_decision(&mut numbers, call.limit(index)).ok_or_else(wrong)? {
-                Some(decision) => each.push(decision),
-                None => elsewhere = true,
+                Answer::Decided(decision) => each.push(decision),
+                Answer::Elsewhere => elsewhere = true,
+                Answer::Skewed(redis) => skewed = Some(redis),
             }
         }
-        all.push(if elsewhere {
-            None
-        } else {
-            Decisions::new(each)
+        all.push(match (elsewhere, skewed) {
+            (true, _) => Ok(None),
+            (false, Some(redis)) => Err(RedisError::ClockSkew {
+                at: at().to_string(),
+                redis,
+                client: call.dated_by().unwrap_or(redis),
+            }),
+            (false, None) => Ok(Decisions::new(each)),
         });
     }
     match numbers.next() {
@@ -256,10 +263,16 @@ pub(crate) fn parse_decisions<'a>(
     }
 }
 
-fn parse_decision<'v>(
-    numbers: &mut impl Iterator<Item = &'v Value>,
-    limit: u64,
-) -> Option<Option<Decision>> {
+/// One check's answer.
+enum Answer {
+    Decided(Decision),
+    /// Its key is on another node.
+    Elsewhere,
+    /// The server's time, outside the calendar window sent.
+    Skewed(Moment),
+}
+
+fn parse_decision<'v>(numbers: &mut impl Iterator<Item = &'v Value>, limit: u64) -> Option<Answer> {
     let mut next = || match numbers.next() {
         Some(Value::Int(n)) => Some(*n),
         _ => None,
@@ -268,9 +281,13 @@ fn parse_decision<'v>(
     let micros = |n: i64| u64::try_from(n).ok().map(Duration::from_micros);
     if let Ok(remaining) = u64::try_from(left) {
         if reset_after == -1 {
-            return Some(None);
+            return Some(Answer::Elsewhere);
         }
-        return Some(Some(Decision::allow(
+        if reset_after == -2 {
+            let redis = u64::try_from(next()?).ok()?.checked_mul(1_000)?;
+            return Some(Answer::Skewed(Moment::from_nanos(redis)));
+        }
+        return Some(Answer::Decided(Decision::allow(
             limit,
             remaining,
             micros(reset_after)?,
@@ -278,7 +295,7 @@ fn parse_decision<'v>(
     }
     let retry_after = next()?;
     let remaining = u64::try_from(-1 - left).ok()?;
-    Some(Some(Decision::deny(
+    Some(Answer::Decided(Decision::deny(
         limit,
         remaining,
         micros(reset_after)?,
@@ -310,15 +327,36 @@ mod tests {
         let reply = ints(&[4, 200_000, -1, 400_000, 150, 0, -1]);
         let decisions = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap();
         let micros = Duration::from_micros;
-        let one = |d| Decisions::new(vec![d]);
+        let one = |d| Ok(Decisions::new(vec![d]));
         assert_eq!(
             decisions,
             [
                 one(Decision::allow(5, 4, micros(200_000))),
                 one(Decision::deny(5, 0, micros(400_000), micros(150))),
-                None,
+                Ok(None),
             ]
         );
+    }
+
+    #[test]
+    fn a_clock_skew_answer_is_an_error_of_that_call_alone() {
+        let rules = gcra();
+        let calls: Vec<Call> = (0..2)
+            .map(|_| Call::new(&rules, "p", "k", None, 1, true))
+            .collect();
+        // Redis's time outside the calendar window sent, then an admission.
+        let reply = ints(&[0, -2, 1_700_000_000_000_000, 4, 200_000]);
+        let decisions = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap();
+        let redis = Moment::from_secs(1_700_000_000);
+        assert_eq!(
+            decisions[0],
+            Err(RedisError::ClockSkew {
+                at: "here".into(),
+                redis,
+                client: redis,
+            })
+        );
+        assert!(decisions[1].as_ref().unwrap().is_some());
     }
 
     #[test]
@@ -333,7 +371,7 @@ mod tests {
         let reply = ints(&[2, 1_000_000, -1, 200_000, 200_000]);
         let decisions = parse_decisions(&reply, calls.iter(), || Arc::from("here")).unwrap();
         let micros = Duration::from_micros;
-        let both = decisions[0].as_ref().unwrap();
+        let both = decisions[0].as_ref().unwrap().as_ref().unwrap();
         assert_eq!(
             both.as_slice(),
             [

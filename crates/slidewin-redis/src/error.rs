@@ -73,6 +73,18 @@ pub enum RedisError {
         /// The time that was given.
         now: Moment,
     },
+    /// A [`Kind::Calendar`](slidewin::limit::Kind::Calendar) check at the Redis server's time
+    /// whose window, dated by this client's clock (Redis cannot date calendar windows), does
+    /// not hold the server's time: the clocks disagree, across a window's boundary. Nothing was
+    /// counted. (The limiter has already asked once more, in the window of the server's time.)
+    ClockSkew {
+        /// Where, as in [`Unavailable`](RedisError::Unavailable).
+        at: String,
+        /// The server's time (`TIME`).
+        redis: Moment,
+        /// This client's time, which dated the window.
+        client: Moment,
+    },
     /// The limiter was set up with a value it cannot use: a URL that is not one, no cluster
     /// nodes, a zero timeout.
     Config {
@@ -158,6 +170,14 @@ impl fmt::Display for RedisError {
                 "the time {now} is past the last one Redis counts exactly, {} \
                  (2^52 microseconds of Unix time)",
                 crate::RedisLimiter::MAX_TIME
+            ),
+            RedisError::ClockSkew { at, redis, client } => write!(
+                f,
+                "Redis at {at} reads the time {} and this client {}: the calendar \
+                 window dated by the client's clock does not hold Redis's time, so nothing was \
+                 counted (the clocks disagree across a window's boundary)",
+                jiff::Timestamp::from(*redis),
+                jiff::Timestamp::from(*client),
             ),
             RedisError::Config { detail } => write!(f, "cannot set up the Redis limiter: {detail}"),
         }

@@ -281,7 +281,30 @@ impl RedisLimiter {
                 Err(err) => answers[index] = Some(Err(err)),
             }
         }
-        let decisions = answer_all(&self.connection, calls, self.batch_limit, self.timeout).await;
+        // Calendar checks at the server's time, their windows dated by this client's clock:
+        // once more in the windows of the server's time if the script finds them wrong.
+        let again: Vec<Option<Call>> = if calls.iter().any(Call::dated_by_a_clock) {
+            let again = |c: &Call| c.dated_by_a_clock().then(|| c.clone());
+            calls.iter().map(again).collect()
+        } else {
+            Vec::new()
+        };
+        let mut decisions =
+            answer_all(&self.connection, calls, self.batch_limit, self.timeout).await;
+        let mut redated = Vec::new();
+        for (at, (decision, call)) in decisions.iter().zip(again).enumerate() {
+            if let (Err(RedisError::ClockSkew { redis, .. }), Some(mut call)) = (decision, call) {
+                call.redate(checks[sent[at]].rules, redis.as_nanos() / 1_000);
+                redated.push((at, call));
+            }
+        }
+        if !redated.is_empty() {
+            let (at, calls): (Vec<usize>, Vec<Call>) = redated.into_iter().unzip();
+            let answers = answer_all(&self.connection, calls, self.batch_limit, self.timeout);
+            for (at, answer) in at.into_iter().zip(answers.await) {
+                decisions[at] = answer;
+            }
+        }
         for (index, decision) in sent.into_iter().zip(decisions) {
             if let Err(err) = &decision {
                 let check = &checks[index];
@@ -410,14 +433,25 @@ impl RedisLimiter {
         call: Call,
     ) -> Result<Decisions, RedisError> {
         self.gate(call.tag())?;
-        let answer = match &self.batcher {
-            Some(batcher) => batcher.check(call, self.timeout).await,
-            None => alone(self.connection.clone(), &call, self.timeout).await,
-        };
+        // A calendar check at the server's time, its windows dated by this client's clock: once
+        // more in the windows of the server's time if the script finds them wrong.
+        let again = call.dated_by_a_clock().then(|| call.clone());
+        let mut answer = self.send_once(call).await;
+        if let (Err(RedisError::ClockSkew { redis, .. }), Some(mut call)) = (&answer, again) {
+            call.redate(rules, redis.as_nanos() / 1_000);
+            answer = self.send_once(call).await;
+        }
         if let Err(err) = &answer {
             self.failed(err, || rules.key(&tag_of(&self.prefix, key), 0));
         }
         answer
+    }
+
+    async fn send_once(&self, call: Call) -> Result<Decisions, RedisError> {
+        match &self.batcher {
+            Some(batcher) => batcher.check(call, self.timeout).await,
+            None => alone(self.connection.clone(), &call, self.timeout).await,
+        }
     }
 
     /// Sends one command of `key` that runs no script.
@@ -468,7 +502,9 @@ impl RedisLimiter {
             (Err(err), Some(policy))
                 if !matches!(
                     err,
-                    RedisError::Limit(_) | RedisError::TimeOutOfRange { .. }
+                    RedisError::Limit(_)
+                        | RedisError::TimeOutOfRange { .. }
+                        | RedisError::ClockSkew { .. }
                 ) =>
             {
                 Ok(RedisDecision {

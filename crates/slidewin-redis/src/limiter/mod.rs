@@ -3,6 +3,8 @@
 //! The limiter, its settings and its circuit are here; its checks are in `check`, and what
 //! they answer in `decision`.
 
+#[cfg(test)]
+mod calendar_tests;
 mod check;
 mod decision;
 mod release;

@@ -8,7 +8,7 @@ use slidewin::limit::{Kind, Reservation};
 use super::check::micros;
 use super::{RedisDecision, RedisLimiter};
 use crate::error::RedisError;
-use crate::rules::{Rules, SETTLE, tag_of};
+use crate::rules::{Rules, SETTLE, counted_at, tag_of, window_of};
 
 /// What Lua counts exactly: the script's numbers stay below it.
 const EXACT: u64 = (1 << 53) - 1;
@@ -130,7 +130,7 @@ impl RedisLimiter {
     }
 
     /// Charges `units` of `key` under `rules` at the Redis server's time (read in the script,
-    /// no round trip more): [`settle`](RedisLimiter::settle) of an
+    /// no round trip more; read first where a calendar rule needs its window dated): [`settle`](RedisLimiter::settle) of an
     /// [`unreserved`](Reservation::unreserved) reservation at Redis's `TIME`, for a cost
     /// reported after the work where checks count at Redis's time. Whether anything was
     /// charged.
@@ -156,7 +156,19 @@ impl RedisLimiter {
         key: &str,
         units: u64,
     ) -> Result<bool, RedisError> {
-        self.settle_at(rules, key, None, 0, units).await
+        let calendar = rules
+            .rule_set()
+            .rules()
+            .iter()
+            .any(|r| r.kind() == Kind::Calendar);
+        if !calendar {
+            return self.settle_at(rules, key, None, 0, units).await;
+        }
+        // A calendar window is dated by the client: Redis's time is read first, one round
+        // trip more.
+        let first = rules.key(&tag_of(&self.prefix, key), 0);
+        let now = micros(self.server_time(&first).await?)?;
+        self.settle_at(rules, key, Some(now), 0, units).await
     }
 
     /// The settle script's call: a reservation of `units` at `at` (µs; `None`: Redis's time)
@@ -186,8 +198,16 @@ impl RedisLimiter {
         command.arg(more).arg(less).arg(u8::from(charge));
         for (index, rule) in rules.rule_set().rules().iter().enumerate() {
             let limit = rule.quota().limit();
-            let params = match at {
-                Some(at) if !charge => settle_params(rules.params(index), limit, at, actual),
+            let params = match (rule.calendar_quota(), at) {
+                // The window the reservation's time is in: the one it counted in (a charge
+                // at Redis's time was dated first: `charge_now`).
+                (Some(quota), Some(at)) => {
+                    let (start, end) = window_of(quota, at);
+                    [rules.params(index)[0], start, end, quota.limit()]
+                }
+                (None, Some(at)) if !charge => {
+                    settle_params(rules.params(index), limit, at, actual)
+                }
                 _ => charge_params(rules.params(index), limit),
             };
             command.arg(&params[..]);
@@ -271,12 +291,13 @@ fn reservation(
         let reset = u64::try_from(decision.reset_after().as_micros()).unwrap_or(u64::MAX);
         let ends = now.saturating_add(reset);
         // Not before `now`: the fold below starts there.
-        match rule.kind() {
-            Kind::SlidingLog | Kind::Leases | Kind::FixedWindow => ends.saturating_sub(span),
-            Kind::SlidingCounter => ends.saturating_sub(span.saturating_mul(2)),
-            // A calendar window counts at the request's time (its windows are the client's,
-            // and a clock gone back counts in the window it held).
-            Kind::Gcra | Kind::Calendar => now,
+        match (rule.kind(), rule.calendar_quota()) {
+            (Kind::SlidingLog | Kind::Leases | Kind::FixedWindow, _) => ends.saturating_sub(span),
+            (Kind::SlidingCounter, _) => ends.saturating_sub(span.saturating_mul(2)),
+            // At the request's time, or the start of the later window a clock gone back
+            // counted in (its end is further than the request's window's).
+            (Kind::Calendar, Some(quota)) => counted_at(quota, now, ends),
+            (Kind::Gcra | Kind::Calendar, _) => now,
         }
     });
     let at = counted.fold(now, u64::max);

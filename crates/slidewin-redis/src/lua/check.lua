@@ -26,11 +26,17 @@
 --     starts (0 inside one). A group is one request under several rules, for one key: its
 --     checks all peek first, and consume only if every one admits.
 --   size, the count of each rule's numbers (5), then each rule: its algorithm (1 sliding log,
---     2 sliding counter, 3 fixed window, 4 GCRA, 5 leases) and four parameters.
+--     2 sliding counter, 3 fixed window, 4 GCRA, 5 leases, 6 calendar) and four parameters.
+--     A calendar rule's are the window the client dated for the check (Redis cannot date
+--     calendar windows: zones, daylight saving): its start and end, and the limit. Checks of
+--     one calendar rule in different windows (a batch across a boundary) name different
+--     rules.
 --
 -- The answer is one flat array of integers, check after check: admitted, two (remaining,
 -- reset_after); denied, three (-1 - remaining, reset_after, retry_after); waits in
--- microseconds; a release, two (units given back, 0). A check not on this node is 0, -1. The
+-- microseconds; a release, two (units given back, 0). A check not on this node is 0, -1. A
+-- calendar check at the server's time (TIME) outside the window sent is 0, -2 and that time:
+-- the client's clock dated the window, and the clocks disagree; nothing is counted. The
 -- limit is the client's own.
 --
 -- A batch names a key's checks one after the other (the client orders them so). A check of
@@ -134,7 +140,7 @@ local same, more = key == last, false
 if i < n and pass == 0 and not (groups and groups[i + 1] ~= 1) then
   if soft then more = ARGV[2 + i] == key else more = KEYS[i + 1] == key end
 end
-local now = ''
+local now, by_clock = '', false
 if per > 1 then
   cost, r = ARGV[base + 1] + 0, ARGV[base + 2] + 0
   if per == 3 then now = ARGV[base + 3] end
@@ -142,6 +148,7 @@ elseif per == 1 then
   now = ARGV[base + 1]
 end
 if now == '' then
+  by_clock = true
   if not clock then
     local t = call('TIME')
     clock = t[1] * 1000000 + t[2]
@@ -422,6 +429,61 @@ elseif alg == 3 then
     if kept[5] then call('PEXPIRE', key, kept[5]) end
     kept[4], kept[5] = false, false
   end
+elseif alg == 6 then
+  -- A counter per calendar window (slidewin's Calendar), in a hash {s, e, c}: the window's
+  -- start and end, and its count. rule: the window holding the check's time, [start, ends),
+  -- as the client dated it, and the limit.
+  local start, ends, limit = rule[2], rule[3], rule[4]
+
+  -- The key as its checks so far left it (as the fixed window's, with the window's bounds).
+  local window, ending, count, exists = kept[1], kept[2], kept[3], kept[4]
+  if not same then
+    local state = first('HMGET', key, 's', 'e', 'c')
+    if soft and state.err then
+      answers[w + 1], answers[w + 2] = 0, -1
+      w = w + 2
+      break
+    end
+    window, ending, count = tonumber(state[1]) or 0, tonumber(state[2]) or 0, tonumber(state[3]) or 0
+    exists = state[1] ~= false
+    kept[1], kept[2], kept[3], kept[4], kept[5], kept[6], last = window, ending, count, exists, false, false, key
+  end
+
+  repeat
+  if by_clock and (now < start or now >= ends) then
+    answers[w + 1], answers[w + 2], answers[w + 3] = 0, -2, now
+    w = w + 3
+    break
+  end
+  -- The key's window if it is this one, or a later one (a clock gone back counts there, as in
+  -- memory); else this window, empty. Its first write sets the expiry: the window's end, a
+  -- minute later (the time to it runs on Redis's clock, and the write took a while to come).
+  local fresh = false
+  if not exists or not ((window == start and ending == ends) or window >= ends) then
+    window, ending, count, fresh = start, ends, 0, true
+  end
+  local wait = max(ending - now, 0)
+  local used = count + cost
+  if used <= limit then
+    if commit and cost > 0 then
+      kept[1], kept[2], kept[3], kept[4], kept[5] = window, ending, used, true, true
+      if fresh then kept[6] = floor(wait / 1000) + 60000 end
+    end
+    if used == 0 then wait = 0 end
+    answers[w + 1], answers[w + 2] = limit - used, wait
+    w = w + 2
+    break
+  end
+  answers[w + 1], answers[w + 2], answers[w + 3] = -1 - max(limit - count, 0), wait, wait
+  w = w + 3
+  until true
+
+  -- The key's last check of the call writes what its checks left.
+  if kept[5] and not more then
+    call('HSET', key, 's', format('%d', kept[1]), 'e', format('%d', kept[2]), 'c', format('%d', kept[3]))
+    if kept[6] then call('PEXPIRE', key, format('%d', kept[6])) end
+    kept[5], kept[6] = false, false
+  end
 else
   -- The token bucket as GCRA (slidewin's Gcra): one number, the theoretical arrival time (TAT).
   -- rule: interval, tolerance, burst, and how long in ms an idle key outlives a full bucket.
@@ -495,6 +557,6 @@ else
   end
 end
 until true
-if pass == 1 and (answers[answered + 1] < 0 or answers[answered + 2] == -1) then gall = false end
+if pass == 1 and (answers[answered + 1] < 0 or answers[answered + 2] < 0) then gall = false end
 end
 return answers

@@ -9,10 +9,12 @@
 -- reservation of nothing: `more` is a cost reported after the work, counted at that time
 -- whatever the limit, the key made if need be; GCRA's latest TAT is then relative to it),
 -- then four numbers a rule: its algorithm (1 sliding log, 2 sliding counter, 3 fixed window,
--- 4 GCRA, 5 leases) and, for the logs and the windows, span, limit and the idle ttl in ms
--- check.lua's writes give the key; for GCRA, its interval, the earliest TAT a settle down
--- leaves (the reservation's time plus what it used) and the latest a settle up leaves (the
--- reservation's time plus a span and a full bucket).
+-- 4 GCRA, 5 leases, 6 calendar) and, for the logs and the windows, span, limit and the idle
+-- ttl in ms check.lua's writes give the key; for GCRA, its interval, the earliest TAT a
+-- settle down leaves (the reservation's time plus what it used) and the latest a settle up
+-- leaves (the reservation's time plus a span and a full bucket); for a calendar rule, the
+-- window holding the reservation's time as the client dated it (start, end) and the limit
+-- (a charge at Redis's TIME is dated by the client from TIME read first).
 -- Answers 1 when any rule still held the reservation (GCRA: when its TAT moved; a charge:
 -- when it charged anything), else 0.
 local call, tonumber, format = redis.call, tonumber, string.format
@@ -124,6 +126,22 @@ local function charge_count(key, span, limit, idle_ms, sliding)
   return more > 0
 end
 
+-- A charge in the calendar window [start, ends) the client dated `at` in (the hash's, if
+-- later: a clock gone back counts there, as check.lua does), up to the limit; a new window or
+-- key gets check.lua's expiry, a minute past the window's end.
+local function charge_calendar(key, start, ends, limit)
+  local state = call('HMGET', key, 's', 'e', 'c')
+  local s, e, c = tonumber(state[1]), tonumber(state[2]), tonumber(state[3]) or 0
+  local fresh = false
+  if not s or not ((s == start and e == ends) or s >= ends) then
+    s, e, c, fresh = start, ends, 0, true
+  end
+  c = min(c + more, limit)
+  call('HSET', key, 's', format('%d', s), 'e', format('%d', e), 'c', format('%d', c))
+  if fresh then call('PEXPIRE', key, format('%d', floor(max(ends - at, 0) / 1000) + 60000)) end
+  return more > 0
+end
+
 -- A charge as an admission at `at`: from the TAT, or from `at` if the bucket is full by then,
 -- never past `latest`. The key lives until the TAT at least.
 local function charge_gcra(key, interval, latest)
@@ -150,6 +168,17 @@ local function settle_count(key, span, limit, previous)
   end
   if more > 0 then count = min(count + more, limit) else count = count - min(less, count) end
   call('HSET', key, field, format('%d', count))
+  return true
+end
+
+-- A calendar counter, if the hash still holds the reservation's window [start, ends): up to
+-- the limit, down to 0. A later window holds nothing of it.
+local function settle_calendar(key, start, ends, limit)
+  local state = call('HMGET', key, 's', 'e', 'c')
+  if not state[1] or tonumber(state[1]) ~= start or tonumber(state[2]) ~= ends then return false end
+  local count = tonumber(state[3]) or 0
+  if more > 0 then count = min(count + more, limit) else count = count - min(less, count) end
+  call('HSET', key, 'c', format('%d', count))
   return true
 end
 
@@ -187,6 +216,8 @@ for i = 1, #KEYS do
       changed = charge_log(KEYS[i], a, b, c)
     elseif alg == 2 or alg == 3 then
       changed = charge_count(KEYS[i], a, b, c, alg == 2)
+    elseif alg == 6 then
+      changed = charge_calendar(KEYS[i], a, b, c)
     else
       changed = charge_gcra(KEYS[i], a, at + c)
     end
@@ -194,6 +225,8 @@ for i = 1, #KEYS do
     changed = settle_log(KEYS[i], a, b)
   elseif alg == 2 or alg == 3 then
     changed = settle_count(KEYS[i], a, b, alg == 2)
+  elseif alg == 6 then
+    changed = settle_calendar(KEYS[i], a, b, c)
   else
     changed = settle_gcra(KEYS[i], a, b, c)
   end

@@ -1,6 +1,9 @@
 //! [`Rules`]: a [`RuleSet`] checked once for what Redis's script can represent, and the script
 //! call that checks it.
 
+mod calendar;
+mod names;
+
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
@@ -17,6 +20,10 @@ pub(crate) static SCRIPT: LazyLock<Script> =
 
 /// The settles' script: a reservation changed under every rule of a key (see
 /// `lua/settle.lua`).
+pub(crate) use calendar::{counted_at, window_of};
+pub(crate) use names::suffix;
+use names::{number, on_redis};
+
 pub(crate) static SETTLE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/settle.lua")));
 
@@ -24,8 +31,8 @@ pub(crate) static SETTLE: LazyLock<Script> =
 /// been checked to be exact.
 ///
 /// Each rule keeps its own state under a Redis key of its own, named after the rule:
-/// `{prefix:key}:name:kind`, the kind `log`, `counter`, `fixed` or `gcra`
-/// (`{slidewin:alice}:minute:log`). So two rules on one key
+/// `{prefix:key}:name:kind`, the kind `stamps`, `counter`, `fixed`, `gcra`, `leases` or
+/// `calendar` (`{slidewin:alice}:minute:stamps`). So two rules on one key
 /// never count each other's admissions, and a quota changed under the same name keeps its
 /// counts (one lowered below a key's count denies until the count falls under it); a rule
 /// renamed, or given another algorithm, starts afresh. The braces are a Redis Cluster hash tag:
@@ -38,7 +45,8 @@ pub(crate) static SETTLE: LazyLock<Script> =
 /// time is taken at its microsecond, and a quota's arithmetic must stay below 2^53. Within
 /// that, every answer is the in-memory algorithm's, with two roundings to the microsecond,
 /// both towards waiting longer: [`Kind::Gcra`]'s emission interval (exact when the span in
-/// microseconds divides by the limit) and [`Kind::SlidingCounter`]'s `retry_after`.
+/// microseconds divides by the limit) and [`Kind::SlidingCounter`]'s `retry_after`. A
+/// [`Kind::Calendar`] rule's windows are dated by the client and sent with each call.
 ///
 /// Cheap to clone: clones share the rules.
 ///
@@ -72,6 +80,8 @@ pub struct Rules {
 struct Inner {
     set: RuleSet,
     each: Box<[Prepared]>,
+    /// Whether a rule is [`Kind::Calendar`]: each call then dates its windows.
+    calendar: bool,
 }
 
 /// One rule as the script takes it.
@@ -133,8 +143,13 @@ impl Rules {
             .iter()
             .map(prepare)
             .collect::<Result<Box<[Prepared]>, ConfigError>>()?;
+        let calendar = set.rules().iter().any(|r| r.kind() == Kind::Calendar);
         Ok(Rules {
-            inner: Arc::new(Inner { set, each }),
+            inner: Arc::new(Inner {
+                set,
+                each,
+                calendar,
+            }),
         })
     }
 
@@ -239,48 +254,6 @@ impl fmt::Debug for Rules {
     }
 }
 
-/// The algorithm's number in the script.
-fn number(kind: Kind) -> u64 {
-    match kind {
-        Kind::SlidingLog => 1,
-        Kind::SlidingCounter => 2,
-        Kind::FixedWindow => 3,
-        Kind::Gcra => 4,
-        Kind::Leases => 5,
-        Kind::Calendar => 6,
-    }
-}
-
-/// `:name:kind`: what follows the hash tag in each Redis key of `rule`.
-pub(crate) fn suffix(rule: &Rule) -> String {
-    format!(":{}:{}", rule.name(), short(rule.kind()))
-}
-
-/// The algorithm in a key: short, as every key carries it.
-fn short(kind: Kind) -> &'static str {
-    match kind {
-        // Its admissions packed in a string (the sorted sets of 0.1 were `log`).
-        Kind::SlidingLog => "stamps",
-        Kind::SlidingCounter => "counter",
-        Kind::FixedWindow => "fixed",
-        Kind::Gcra => "gcra",
-        Kind::Leases => "leases",
-        Kind::Calendar => "calendar",
-    }
-}
-
-/// How the error names an algorithm on Redis.
-fn on_redis(kind: Kind) -> &'static str {
-    match kind {
-        Kind::SlidingLog => "SlidingLog on Redis",
-        Kind::SlidingCounter => "SlidingCounter on Redis",
-        Kind::FixedWindow => "FixedWindow on Redis",
-        Kind::Gcra => "Gcra on Redis",
-        Kind::Leases => "Leases on Redis",
-        Kind::Calendar => "Calendar on Redis",
-    }
-}
-
 fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
     let (kind, quota) = (rule.kind(), rule.quota());
     let refuse = |reason| ConfigError::Unrepresentable {
@@ -289,7 +262,13 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
         reason,
     };
     if kind == Kind::Calendar {
-        return Err(refuse("calendar windows are not checked on Redis yet"));
+        let params = calendar::prepare(rule, refuse)?;
+        let (suffix, limit) = (suffix(rule).into_boxed_str(), rule.max_cost());
+        return Ok(Prepared {
+            suffix,
+            params,
+            limit,
+        });
     }
     let logged = matches!(kind, Kind::SlidingLog | Kind::Leases);
     if logged && quota.limit() > Rules::MAX_SLIDING_LOG_LIMIT {
@@ -361,6 +340,11 @@ pub(crate) struct Call {
     /// The length of the hash tag at the start of `key`.
     tag_len: usize,
     what: What,
+    /// Every rule's numbers with its calendar window dated, for several rules one of which is
+    /// a calendar rule (one rule's are in `what`).
+    dated: Option<Box<[[u64; 5]]>>,
+    /// The client's time that dated the calendar windows of a check at the server's time.
+    dated_by: Option<u64>,
     /// In microseconds; the server's time when `None`.
     now: Option<u64>,
     pub(crate) cost: u64,
@@ -407,15 +391,19 @@ impl Call {
                 (tag, What::Many(rules.clone()))
             }
         };
-        Call {
+        let mut call = Call {
             key,
             tag_len,
             what,
+            dated: None,
+            dated_by: None,
             now,
             cost,
             commit,
             release: false,
-        }
+        };
+        call.date_windows(rules);
+        call
     }
 
     /// The same call as a release of its cost: each [`Kind::Leases`] rule gives back up to
@@ -455,6 +443,9 @@ impl Call {
 
     /// Rule `index`'s numbers.
     fn params(&self, index: usize) -> &[u64; 5] {
+        if let Some(dated) = &self.dated {
+            return &dated[index];
+        }
         match &self.what {
             What::One { params, .. } => params,
             What::Many(rules) => &rules.inner.each[index].params,

@@ -132,3 +132,20 @@ fn a_call_of_several_rules_sends_a_check_per_rule_and_its_group() {
          1 2 0 1 5 1 1000 5 2 0 3 10000 20 11 0 4 1000 9000 10 11"
     );
 }
+
+#[test]
+fn a_calendar_rule_is_taken_below_lua_exact_integers() {
+    use slidewin::limit::{CalendarQuota, CalendarUnit};
+    let daily = |limit| Rule::calendar("c", CalendarQuota::new(limit, CalendarUnit::Day).unwrap());
+    let rules = Rules::try_from(daily((1 << 52) - 1).unwrap()).unwrap();
+    // Its window is dated by each call: none yet.
+    assert_eq!(rules.params(0), [6, 0, 0, (1 << 52) - 1, 0]);
+    let err = Rules::try_from(daily(1 << 52).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("2^53"), "{err}");
+    // A call at a time dates the window holding it, in whole microseconds.
+    let call = Call::new(&rules, "p", "k", Some(90_000_000_000), 1, true);
+    assert_eq!(
+        call.params(0),
+        &[6, 86_400_000_000, 172_800_000_000, (1 << 52) - 1, 0]
+    );
+}

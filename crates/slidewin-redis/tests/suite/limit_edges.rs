@@ -589,3 +589,6 @@ on_every_backend! {
         assert_eq!(summary(&back), (true, 10, Duration::ZERO, None));
     }
 }
+
+/// Calendar quotas at their edges (issue 33), on every backend too.
+mod calendar;

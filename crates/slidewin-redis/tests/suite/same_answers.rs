@@ -81,24 +81,63 @@ pub(crate) fn same_all(set: &RuleSet, memory: &Decisions, redis: &Decisions) -> 
             .all(|(rule, (m, r))| same(rule.kind(), *m, *r))
 }
 
-/// One to three rules of any kinds, each on a quota from [`quotas`].
+/// The traces' first time, in microseconds of Unix time (1970-01-13T17:25:11.627776Z).
+pub(crate) const START: i64 = 1 << 40;
+
+/// One to three rules of any kinds, each on a quota from [`quotas`]. A calendar rule counts
+/// calendar days (in UTC or Paris) whose boundary falls a few seconds after [`START`] (the
+/// anchor's time of day, to the microsecond), so that the traces cross it, and back.
 pub(crate) fn rule_sets() -> impl Strategy<Value = RuleSet> {
-    let rule = (0..5usize, quotas());
+    let rule = (
+        0..6usize,
+        quotas(),
+        -2_000_000..20_000_000i64,
+        prop::bool::ANY,
+    );
     prop::collection::vec(rule, 1..=3).prop_map(|rules| {
-        let rules = rules
-            .into_iter()
-            .enumerate()
-            .map(|(i, (kind, (limit, span, burst)))| {
+        let rules = rules.into_iter().enumerate().map(
+            |(i, (kind, (limit, span, burst), boundary, paris))| {
                 let kind = Kind::ALL[kind];
+                if kind == Kind::Calendar {
+                    return Rule::calendar(&format!("r{i}"), days(limit, boundary, paris)).unwrap();
+                }
                 let quota = Quota::new(limit, Duration::from_micros(span)).unwrap();
                 let quota = match kind {
                     Kind::Gcra => quota.with_burst(burst).unwrap(),
                     _ => quota,
                 };
                 Rule::new(&format!("r{i}"), kind, quota).unwrap()
-            });
+            },
+        );
         RuleSet::new(rules).unwrap()
     })
+}
+
+/// `limit` per calendar day, the days starting `boundary` µs after [`START`]'s time of day, in
+/// UTC or in Paris.
+fn days(limit: u64, boundary: i64, paris: bool) -> slidewin::limit::CalendarQuota {
+    use jiff::tz::TimeZone;
+    let zone = if paris {
+        TimeZone::get("Europe/Paris").unwrap()
+    } else {
+        TimeZone::UTC
+    };
+    let first = jiff::Timestamp::from_microsecond(START + boundary).unwrap();
+    let anchor = zone.to_datetime(first);
+    slidewin::limit::CalendarQuota::new(limit, slidewin::limit::CalendarUnit::Day)
+        .unwrap()
+        .in_zone(zone)
+        .anchored(anchor)
+}
+
+/// The span the traces move by: the shortest rule's, a second for a calendar rule.
+pub(crate) fn trace_span(set: &RuleSet) -> i64 {
+    let span = |r: &Rule| match r.kind() {
+        Kind::Calendar => Duration::from_secs(1),
+        _ => r.quota().span(),
+    };
+    let span = set.rules().iter().map(span).min().unwrap();
+    i64::try_from(span.as_micros()).unwrap()
 }
 
 #[test]
@@ -108,8 +147,7 @@ fn random_traces_get_the_same_decisions_in_memory_and_on_redis() {
     let case = std::sync::atomic::AtomicU64::new(0);
     let config = ProptestConfig::with_cases(64);
     let cases = rule_sets().prop_flat_map(|set| {
-        let span = set.rules().iter().map(|r| r.quota().span()).min().unwrap();
-        let span = i64::try_from(span.as_micros()).unwrap();
+        let span = trace_span(&set);
         let most = set.max_cost();
         (Just(set), trace(span, most))
     });
@@ -163,7 +201,7 @@ fn same_decisions(
     // idle, as Redis expires it, and a clock going back further than that finds it fresh on
     // both, but at times that differ (a sweep's, the server's clock).
     let mut memory: HashMap<&str, Limiter<RuleSet>> = HashMap::new();
-    let mut now: i64 = 1 << 40;
+    let mut now: i64 = START;
     for step in steps {
         now += step.delta;
         let at = Moment::from_nanos(u64::try_from(now).unwrap() * 1_000);

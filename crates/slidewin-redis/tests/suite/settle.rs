@@ -11,7 +11,7 @@ use slidewin::limit::{Reservation, RuleSet};
 use slidewin::{Limiter, Moment};
 use slidewin_redis::Rules;
 
-use crate::same_answers::{rule_sets, same_all};
+use crate::same_answers::{START, rule_sets, same_all};
 use crate::support;
 
 /// One step of a trace: microseconds to move (negative: back), a cost, a key, and what to do
@@ -51,7 +51,7 @@ fn reserves_and_settles_answer_on_redis_as_in_memory() {
         let rules = Rules::new(set.clone()).unwrap();
         let mut memory: HashMap<&str, Limiter<RuleSet>> = HashMap::new();
         let mut reserved: Vec<(&str, Reservation)> = Vec::new();
-        let mut now: i64 = 1 << 40;
+        let mut now: i64 = START;
         for (delta, cost, key, what, actual, pick) in steps {
             now += delta;
             let at = Moment::from_nanos(u64::try_from(now).unwrap() * 1_000);

@@ -119,3 +119,39 @@ async fn an_unreserved_settle_charges_at_redis_time() {
     assert!(!redis.settle(&store, "bob".into(), none, 0).await.unwrap());
     assert_eq!(server.cli(&["DBSIZE"]).trim(), "2"); // ann's two rules
 }
+
+/// The same for a calendar day, whose window the client dates: from Redis's time, read first.
+#[tokio::test]
+async fn an_unreserved_settle_dates_a_calendar_window_by_redis_time() {
+    use slidewin::limit::{CalendarQuota, CalendarUnit};
+    let server = RedisServer::start();
+    let limiter = RedisLimiter::connect(&server.url()).await.unwrap();
+    let redis = Redis::new(limiter);
+    let day = CalendarQuota::new(1_000, CalendarUnit::Day).unwrap();
+    let store = redis
+        .store(RuleSet::from(Rule::calendar("day", day).unwrap()))
+        .unwrap();
+    let report = Reservation::unreserved(Moment::ZERO);
+    assert!(
+        redis
+            .settle(&store, "ann".into(), report, 600)
+            .await
+            .unwrap()
+    );
+    let left = redis
+        .peek(&store, "ann".into(), Moment::ZERO, 1)
+        .await
+        .unwrap();
+    assert_eq!(left.decisions()[0].remaining(), 399);
+    assert!(
+        redis
+            .settle(&store, "ann".into(), report, 600)
+            .await
+            .unwrap()
+    );
+    let full = redis
+        .peek(&store, "ann".into(), Moment::ZERO, 1)
+        .await
+        .unwrap();
+    assert!(!full.allowed()); // counted to the limit, as a window counts
+}
