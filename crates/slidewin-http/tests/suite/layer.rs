@@ -589,3 +589,6 @@ on_every_backend! {
         }
     }
 }
+
+/// Calendar windows through the layer, on every backend.
+mod calendar;
