@@ -1,5 +1,6 @@
 //! A calendar quota's fields in the YAML: `zone` (an IANA name, looked up in jiff's tz
-//! database) and `anchor` (a date, or a date and time), each checked as it is read.
+//! database), `anchor` (a date, or a date and time) and `month_end` (`clamp` or `strict`),
+//! each checked as it is read.
 
 use std::fmt;
 
@@ -8,6 +9,7 @@ use jiff::tz::TimeZone;
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use slidewin::limit::{CalendarQuota, CalendarUnit};
+use slidewin::period::MonthEnd;
 
 use super::Unit;
 use super::error::shown;
@@ -65,17 +67,39 @@ impl<'de> Deserialize<'de> for AnchorYaml {
     }
 }
 
+/// `month_end`: where a monthly or yearly window starts in a month without its anchor's day
+/// (a cycle from the 31st in April): `clamp` (the default) on the month's last day, `strict`
+/// on the day after it.
+#[derive(Clone, Copy)]
+pub(super) struct MonthEndYaml(MonthEnd);
+
+impl<'de> Deserialize<'de> for MonthEndYaml {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MonthEndYaml, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_lowercase().as_str() {
+            "clamp" => Ok(MonthEndYaml(MonthEnd::Clamp)),
+            "strict" => Ok(MonthEndYaml(MonthEnd::Strict)),
+            _ => Err(de::Error::custom(format_args!(
+                "invalid month_end `{}`: expected `clamp` (a cycle from the 31st starts on a \
+                 shorter month's last day) or `strict` (on the day after it)",
+                shown(&text)
+            ))),
+        }
+    }
+}
+
 impl fmt::Debug for AnchorYaml {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.at)
     }
 }
 
-/// `quota` in `zone`, from `anchor`, and the envoy unit it reports.
+/// `quota` in `zone`, from `anchor` (by `month_end`), and the envoy unit it reports.
 pub(super) fn placed(
     quota: CalendarQuota,
     zone: Option<ZoneYaml>,
     anchor: Option<AnchorYaml>,
+    month_end: Option<MonthEndYaml>,
 ) -> Result<(CalendarQuota, Unit), String> {
     let unit = quota.unit();
     let mut quota = match zone {
@@ -99,6 +123,16 @@ pub(super) fn placed(
             );
         }
         quota = quota.anchored(anchor.at);
+    }
+    if let Some(MonthEndYaml(month_end)) = month_end {
+        if !matches!(unit, CalendarUnit::Month | CalendarUnit::Year) {
+            return Err(
+                "`month_end` goes with a calendar month or year, whose anchor's day some \
+                 months lack"
+                    .to_owned(),
+            );
+        }
+        quota = quota.with_month_end(month_end);
     }
     let envoy = match unit {
         CalendarUnit::Day => Unit::Day,

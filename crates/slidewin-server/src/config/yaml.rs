@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use slidewin::limit::{CalendarQuota, Kind, Quota, Rule, RuleSet};
 
-use super::calendar::{AnchorYaml, ZoneYaml, placed};
+use super::calendar::{AnchorYaml, MonthEndYaml, ZoneYaml, placed};
 use super::error::shown;
 use super::naming::{name_limits, rule_name};
 use super::{Action, Descriptor, DescriptorLimit, Domain, Unit, algorithm_for, reported};
@@ -172,6 +172,9 @@ struct RateLimitYaml {
     /// With a calendar quota: a date (or a date and time) its windows start on.
     #[serde(default)]
     anchor: Option<AnchorYaml>,
+    /// With a calendar month or year: `clamp` or `strict`, for an anchor some months lack.
+    #[serde(default)]
+    month_end: Option<MonthEndYaml>,
 }
 
 #[derive(Clone, Deserialize)]
@@ -400,8 +403,8 @@ impl RateLimitYaml {
         if let Some(QuotaYaml::Calendar(quota)) = self.quota.clone() {
             return self.calendar(quota, replaces, (path, index));
         }
-        if self.zone.is_some() || self.anchor.is_some() {
-            return Err("`zone` and `anchor` go with a calendar quota \
+        if self.zone.is_some() || self.anchor.is_some() || self.month_end.is_some() {
+            return Err("`zone`, `anchor` and `month_end` go with a calendar quota \
                         (`10000 per calendar month`)"
                 .to_owned());
         }
@@ -488,7 +491,7 @@ impl RateLimitYaml {
         {
             return Err("a calendar quota is counted by `calendar` alone".to_owned());
         }
-        let (quota, unit) = placed(quota, self.zone, self.anchor)?;
+        let (quota, unit) = placed(quota, self.zone, self.anchor, self.month_end)?;
         let rule = |name: &str| Rule::calendar(name, quota).map_err(|e| e.to_string());
         rules_limit(self.name, replaces, at, rule, Some(unit))
     }

@@ -63,6 +63,29 @@ fn a_calendar_quota_takes_a_zone_and_an_anchor() {
     );
 }
 
+/// A cycle from the 31st: April has none, so its window starts on the 30th (`clamp`, the
+/// default) or on May 1 (`strict`).
+#[test]
+fn month_end_says_where_a_missing_anchor_day_starts_the_window() {
+    let window = |fields: &str| {
+        let (set, _) = rules(&load(fields));
+        let quota = set.rules()[0].calendar_quota().unwrap().clone();
+        let april = quota.window(at("2026-04-30T12:00:00Z"));
+        (april.start(), april.end())
+    };
+    let cycle = "quota: 5 per calendar month, anchor: 2026-01-31";
+    assert_eq!(
+        window(cycle),
+        (at("2026-04-30T00:00:00Z"), at("2026-05-31T00:00:00Z"))
+    );
+    assert_eq!(window(&format!("{cycle}, month_end: clamp")), window(cycle));
+    // Strict: March's window runs to May 1, which holds April 30.
+    assert_eq!(
+        window(&format!("{cycle}, month_end: Strict")),
+        (at("2026-03-31T00:00:00Z"), at("2026-05-01T00:00:00Z"))
+    );
+}
+
 #[test]
 fn calendar_errors_name_the_field_and_the_value() {
     for (fields, says) in [
@@ -80,15 +103,27 @@ fn calendar_errors_name_the_field_and_the_value() {
         ),
         (
             "quota: 5/minute, zone: Europe/Paris",
-            "`zone` and `anchor` go with a calendar quota",
+            "`zone`, `anchor` and `month_end` go with a calendar quota",
         ),
         (
             "quota: 5/minute, anchor: 2026-01-15",
-            "`zone` and `anchor` go with a calendar quota",
+            "`zone`, `anchor` and `month_end` go with a calendar quota",
         ),
         (
             "quota: 5 per calendar day, anchor: 2026-01-15",
             "a calendar day starts at midnight",
+        ),
+        (
+            "quota: 5 per calendar week, month_end: strict",
+            "`month_end` goes with a calendar month or year",
+        ),
+        (
+            "quota: 5 per calendar month, month_end: round",
+            "invalid month_end `round`",
+        ),
+        (
+            "quota: 5/minute, month_end: clamp",
+            "`month_end` go with a calendar quota",
         ),
         (
             "quota: 5 per calendar week from sunday, anchor: 2026-01-15",

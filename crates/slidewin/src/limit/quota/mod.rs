@@ -59,6 +59,15 @@ use unit::Unit;
 /// | day (24 hours) | `d`, `day`, `days` |
 /// | week (7 days) | `w`, `wk`, `wks`, `week`, `weeks` |
 ///
+/// Two forms extend it elsewhere: a quota per calendar window, `10000 per calendar month`, is
+/// a [`CalendarQuota`](crate::limit::CalendarQuota) (its grammar is there, with this one's
+/// `count` and `ws`), and a configuration of `slidewin serve` adds a concurrency limit:
+///
+/// ```text
+/// config_quota = quota | calendar | concurrent ;
+/// concurrent   = ws, count, ws1, "concurrent", ws ;
+/// ```
+///
 /// and these rules, which the EBNF cannot say:
 ///
 /// - Letters match in any case (`10 PER Second`, `pt90s`).
