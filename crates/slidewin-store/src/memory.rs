@@ -128,6 +128,20 @@ impl Default for Memory {
 /// allocation per check), of the [`RuleSet`] otherwise.
 pub struct MemoryStore(Store);
 
+/// `$call` on `$store`'s keyed map whatever its kind, its `Ok` mapped by `$one` for a rule
+/// alone and by `$set` for a set (a `Decision` and `Decisions`: the answers' types differ).
+macro_rules! each_store {
+    ($store:expr, |$keyed:ident| $call:expr, $one:expr, $set:expr) => {
+        match &$store.0 {
+            Store::Gcra($keyed) => $call.map($one),
+            Store::Log($keyed) => $call.map($one),
+            Store::Counter($keyed) => $call.map($one),
+            Store::Fixed($keyed) => $call.map($one),
+            Store::Set($keyed) => $call.map($set),
+        }
+    };
+}
+
 enum Store {
     Gcra(Keyed<MemoryKey, Gcra>),
     Log(Keyed<MemoryKey, SlidingLog>),
@@ -367,13 +381,12 @@ impl Backend for Memory {
         cost: u64,
     ) -> impl Future<Output = Result<Checked, BackendError>> + Send + 'a {
         let key = &Lookup(key);
-        let answer = match &store.0 {
-            Store::Gcra(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::one),
-            Store::Log(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::one),
-            Store::Counter(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::one),
-            Store::Fixed(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::one),
-            Store::Set(keyed) => keyed.peek_equivalent(key, now, cost).map(Checked::new),
-        };
+        let answer = each_store!(
+            store,
+            |keyed| keyed.peek_equivalent(key, now, cost),
+            Checked::one,
+            Checked::new
+        );
         ready(answer.map_err(BackendError::from))
     }
 
@@ -448,13 +461,12 @@ fn check_memory(
     cost: u64,
 ) -> Result<Checked, BackendError> {
     let key = &Lookup(key);
-    let answer = match &store.0 {
-        Store::Gcra(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
-        Store::Log(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
-        Store::Counter(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
-        Store::Fixed(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::one),
-        Store::Set(keyed) => keyed.check_equivalent(key, now, cost).map(Checked::new),
-    };
+    let answer = each_store!(
+        store,
+        |keyed| keyed.check_equivalent(key, now, cost),
+        Checked::one,
+        Checked::new
+    );
     answer.map_err(BackendError::from)
 }
 
@@ -465,16 +477,12 @@ fn reserve_memory(
     estimate: u64,
 ) -> Result<(Checked, Option<Reservation>), BackendError> {
     let key = &Lookup(key);
-    let one = |(decision, reserved)| (Checked::one(decision), reserved);
-    let answer = match &store.0 {
-        Store::Gcra(keyed) => keyed.reserve_equivalent(key, now, estimate).map(one),
-        Store::Log(keyed) => keyed.reserve_equivalent(key, now, estimate).map(one),
-        Store::Counter(keyed) => keyed.reserve_equivalent(key, now, estimate).map(one),
-        Store::Fixed(keyed) => keyed.reserve_equivalent(key, now, estimate).map(one),
-        Store::Set(keyed) => keyed
-            .reserve_equivalent(key, now, estimate)
-            .map(|(decisions, reserved)| (Checked::new(decisions), reserved)),
-    };
+    let answer = each_store!(
+        store,
+        |keyed| keyed.reserve_equivalent(key, now, estimate),
+        |(decision, reserved)| (Checked::one(decision), reserved),
+        |(decisions, reserved)| (Checked::new(decisions), reserved)
+    );
     answer.map_err(BackendError::from)
 }
 
@@ -487,13 +495,12 @@ fn charge_memory(
     units: u64,
 ) -> Result<bool, BackendError> {
     let key = &Lookup(key);
-    let charged = match &store.0 {
-        Store::Gcra(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
-        Store::Log(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
-        Store::Counter(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
-        Store::Fixed(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
-        Store::Set(keyed) => keyed.charge_equivalent(key, now, units).map(drop),
-    };
+    let charged = each_store!(
+        store,
+        |keyed| keyed.charge_equivalent(key, now, units),
+        drop,
+        drop
+    );
     charged.map(|()| units > 0).map_err(BackendError::from)
 }
 

@@ -139,21 +139,13 @@ impl Backend for Redis {
         } else {
             self.limiter.check_now(store, &text, cost).await
         };
-        match answer {
-            Ok(decision) => Ok(match decision.degraded() {
-                Some(why) => Checked::degraded_by(decision.decisions().clone(), why.to_string()),
-                None => {
-                    let checked = Checked::new(decision.decisions().clone());
-                    // `now` was read before Redis decided: the wait kept ends no later.
-                    self.denials.keep(store, &text, now, cost, &checked);
-                    checked
-                }
-            }),
-            Err(slidewin_redis::RedisError::Limit(err)) => Err(err.into()),
-            Err(err) => Err(BackendError::Unavailable {
-                detail: err.to_string(),
-            }),
+        let decision = answer.map_err(backend_error)?;
+        let checked = checked_of(&decision);
+        if decision.degraded().is_none() {
+            // `now` was read before Redis decided: the wait kept ends no later.
+            self.denials.keep(store, &text, now, cost, &checked);
         }
+        Ok(checked)
     }
 
     /// Peeks through [`RedisLimiter::peek`](slidewin_redis::RedisLimiter::peek), at the
@@ -172,13 +164,9 @@ impl Backend for Redis {
         } else {
             self.limiter.peek_now(store, &text, cost).await
         };
-        match answer {
-            Ok(decision) => Ok(match decision.degraded() {
-                Some(why) => Checked::degraded_by(decision.decisions().clone(), why.to_string()),
-                None => Checked::new(decision.decisions().clone()),
-            }),
-            Err(err) => Err(backend_error(err)),
-        }
+        answer
+            .map(|decision| checked_of(&decision))
+            .map_err(backend_error)
     }
 
     /// Gives back through [`RedisLimiter::release`](slidewin_redis::RedisLimiter::release),
@@ -223,16 +211,10 @@ impl Backend for Redis {
         } else {
             self.limiter.reserve_now(store, &text, estimate).await
         };
-        match answer {
-            Ok((decision, reserved)) => Ok(match decision.degraded() {
-                Some(why) => (
-                    Checked::degraded_by(decision.decisions().clone(), why.to_string()),
-                    None,
-                ),
-                None => (Checked::new(decision.decisions().clone()), reserved),
-            }),
-            Err(err) => Err(backend_error(err)),
-        }
+        let (decision, reserved) = answer.map_err(backend_error)?;
+        // An admission the policy made was never counted: nothing to settle.
+        let reserved = reserved.filter(|_| decision.degraded().is_none());
+        Ok((checked_of(&decision), reserved))
     }
 
     /// Settles through [`RedisLimiter::settle`](slidewin_redis::RedisLimiter::settle): one
@@ -314,6 +296,14 @@ impl Backend for Redis {
     /// Its stores hold nothing: the counts are in Redis.
     fn holds_keys(&self, _store: &Self::Store, _now: Moment) -> bool {
         false
+    }
+}
+
+/// A decision as the store answers it: degraded when the failure policy made it.
+fn checked_of(decision: &slidewin_redis::RedisDecision) -> Checked {
+    match decision.degraded() {
+        Some(why) => Checked::degraded_by(decision.decisions().clone(), why.to_string()),
+        None => Checked::new(decision.decisions().clone()),
     }
 }
 

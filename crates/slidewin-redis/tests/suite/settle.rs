@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use slidewin::limit::{Reservation, RuleSet};
+use slidewin::limit::{Kind, Reservation, Rule, RuleSet};
 use slidewin::{Limiter, Moment};
 use slidewin_redis::Rules;
 
@@ -99,13 +99,7 @@ async fn a_settle_after_the_scripts_were_flushed_loads_them_again() {
     let redis = slidewin_redis::RedisLimiter::connect(&server.url())
         .await
         .unwrap();
-    let rule = slidewin::limit::Rule::new(
-        "tokens",
-        slidewin::limit::Kind::SlidingLog,
-        "100/minute".parse().unwrap(),
-    )
-    .unwrap();
-    let rules = Rules::try_from(rule).unwrap();
+    let rules = Rules::try_from(rule("tokens", Kind::SlidingLog, "100/minute")).unwrap();
     let at = Moment::from_secs(1_000);
     let (_, reserved) = redis.reserve(&rules, "k", at, 10).await.unwrap();
     assert_eq!(server.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
@@ -123,20 +117,11 @@ async fn a_settle_after_the_scripts_were_flushed_loads_them_again() {
 /// it, and the settle of a key's two rules goes to the key's node in one call.
 #[tokio::test]
 async fn a_reservation_at_redis_time_settles_on_a_cluster() {
-    let cluster = support::RedisCluster::shared();
-    let urls = cluster.urls();
-    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let redis = slidewin_redis::RedisLimiter::connect_cluster(&urls)
-        .await
-        .unwrap()
-        .with_prefix("settle_on_a_cluster");
-    let rule = |name, kind, quota: &str| {
-        slidewin::limit::Rule::new(name, kind, quota.parse().unwrap()).unwrap()
-    };
+    let (_cluster, redis) = on_the_cluster("settle_on_a_cluster").await;
     let tokens = Rules::new(
         RuleSet::new([
-            rule("minute", slidewin::limit::Kind::SlidingLog, "1000/minute"),
-            rule("day", slidewin::limit::Kind::SlidingCounter, "5000/day"),
+            rule("minute", Kind::SlidingLog, "1000/minute"),
+            rule("day", Kind::SlidingCounter, "5000/day"),
         ])
         .unwrap(),
     )
@@ -158,20 +143,11 @@ async fn a_reservation_at_redis_time_settles_on_a_cluster() {
 /// on every rule of it, past the limit as debt: the key's checks wait it out.
 #[tokio::test]
 async fn a_charge_makes_its_key_on_a_cluster_and_is_owed() {
-    let cluster = support::RedisCluster::shared();
-    let urls = cluster.urls();
-    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let redis = slidewin_redis::RedisLimiter::connect_cluster(&urls)
-        .await
-        .unwrap()
-        .with_prefix("charge_on_a_cluster");
-    let rule = |name, kind, quota: &str| {
-        slidewin::limit::Rule::new(name, kind, quota.parse().unwrap()).unwrap()
-    };
+    let (_cluster, redis) = on_the_cluster("charge_on_a_cluster").await;
     let set = RuleSet::new([
-        rule("minute", slidewin::limit::Kind::SlidingLog, "1000/minute"),
-        rule("hour", slidewin::limit::Kind::FixedWindow, "5000/hour"),
-        rule("bucket", slidewin::limit::Kind::Gcra, "3000/hour"),
+        rule("minute", Kind::SlidingLog, "1000/minute"),
+        rule("hour", Kind::FixedWindow, "5000/hour"),
+        rule("bucket", Kind::Gcra, "3000/hour"),
     ])
     .unwrap();
     let tokens = Rules::new(set.clone()).unwrap();
@@ -193,4 +169,25 @@ async fn a_charge_makes_its_key_on_a_cluster_and_is_owed() {
             owed.decisions()
         ));
     }
+}
+
+/// The shared cluster (kept alive by the first) and a limiter on it, its keys under `prefix`.
+async fn on_the_cluster(
+    prefix: &str,
+) -> (
+    std::sync::Arc<support::RedisCluster>,
+    slidewin_redis::RedisLimiter,
+) {
+    let cluster = support::RedisCluster::shared();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let redis = slidewin_redis::RedisLimiter::connect_cluster(&urls)
+        .await
+        .unwrap()
+        .with_prefix(prefix);
+    (cluster, redis)
+}
+
+fn rule(name: &str, kind: Kind, quota: &str) -> Rule {
+    Rule::new(name, kind, quota.parse().unwrap()).unwrap()
 }

@@ -41,17 +41,19 @@ async fn agree(set: RuleSet, actual: u64) {
     }
 }
 
+/// One rule of `kind`, 10 a span of 10 s (a calendar day for a calendar rule), as a set.
+fn one(kind: Kind) -> RuleSet {
+    let rule = match kind {
+        Kind::Calendar => Rule::calendar("r", CalendarQuota::new(10, CalendarUnit::Day).unwrap()),
+        _ => Rule::new("r", kind, Quota::new(10, Duration::from_secs(10)).unwrap()),
+    };
+    RuleSet::from(rule.unwrap())
+}
+
 #[tokio::test]
 async fn every_kind_of_store_settles_as_the_core_does() {
-    let quota = Quota::new(10, Duration::from_secs(10)).unwrap();
     for kind in Kind::ALL {
-        let rule = match kind {
-            Kind::Calendar => {
-                Rule::calendar("r", CalendarQuota::new(10, CalendarUnit::Day).unwrap())
-            }
-            _ => Rule::new("r", kind, quota),
-        };
-        let set = RuleSet::from(rule.unwrap());
+        let set = one(kind);
         for actual in [0, 3, 6, 9, 40, u64::MAX] {
             agree(set.clone(), actual).await;
         }
@@ -88,15 +90,8 @@ async fn a_denied_reserve_holds_nothing_to_settle() {
 /// never seen (made as a check makes it) as the core charges it, past the limit too.
 #[tokio::test]
 async fn an_unreserved_settle_charges_a_new_key_as_the_core_does() {
-    let quota = Quota::new(10, Duration::from_secs(10)).unwrap();
     for kind in Kind::ALL {
-        let rule = match kind {
-            Kind::Calendar => {
-                Rule::calendar("r", CalendarQuota::new(10, CalendarUnit::Day).unwrap())
-            }
-            _ => Rule::new("r", kind, quota),
-        };
-        let set = RuleSet::from(rule.unwrap());
+        let set = one(kind);
         let memory = Memory::new();
         let store = memory.store(set.clone()).unwrap();
         let mut core = Limiter::new(set);
