@@ -41,6 +41,7 @@ fn descriptor(d: &Descriptor) -> Value {
         "shadow_mode": d.shadow(),
         "quota_mode": d.quota_mode(),
         "share_threshold": d.share_threshold(),
+        "after_response": d.after_response(),
         "descriptors": descriptors(d.descriptors()),
     })
 }

@@ -295,6 +295,9 @@ impl Enforce for SlidingCounter {
         actual: u64,
     ) -> bool {
         if reservation.units() == 0 {
+            if actual == 0 {
+                return false; // nothing to charge: the windows stay as they are
+            }
             let mut rolled = self.roll(*state, reservation.at()).state;
             rolled.current = rolled
                 .current

@@ -295,3 +295,19 @@ fn a_keyed_charge_makes_its_key_within_the_cap() {
     assert_eq!(tokens.len(), 1);
     assert_eq!(tokens.peek("ann", Moment::ZERO, 0).unwrap().remaining(), 70);
 }
+
+/// Found by the Redis property test: a charge of nothing in a later window rolled memory's
+/// windows (Redis writes nothing), so a reservation of the window before was no longer held
+/// in memory. A charge of 0 now changes nothing on every kind.
+#[test]
+fn a_charge_of_nothing_leaves_every_kind_as_it_was() {
+    for kind in Kind::ALL {
+        let mut limiter = one(kind);
+        let (_, reserved) = limiter.reserve(at(T), 3).unwrap();
+        assert!(
+            !limiter.settle(Reservation::unreserved(at(T + 2 * SPAN)), 0),
+            "{kind}"
+        );
+        assert!(limiter.settle(reserved.unwrap(), 1), "{kind}");
+    }
+}

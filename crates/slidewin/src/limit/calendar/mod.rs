@@ -208,6 +208,9 @@ impl Enforce for Calendar {
     /// (the state's, if later), up to the limit.
     fn settle(&self, state: &mut CalendarState, reservation: Reservation, actual: u64) -> bool {
         if reservation.units() == 0 {
+            if actual == 0 {
+                return false; // nothing to charge: the window stays as it is
+            }
             let current = self.current(*state, reservation.at());
             let count = current.count.saturating_add(actual).min(self.quota.limit());
             *state = CalendarState { count, ..current };
