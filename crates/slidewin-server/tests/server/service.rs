@@ -239,6 +239,7 @@ async fn grpc_decides_through_the_real_port<B: Backend>(backend: B) {
     running.stop().await;
 }
 
+mod after_response;
 mod leases;
 mod reloads;
 mod same_fields;
