@@ -524,12 +524,12 @@ impl DescriptorLimit {
 /// rates or calendar windows (leases are given back, not reported).
 pub(super) fn reported(limit: Option<&DescriptorLimit>) -> Result<(), String> {
     let why = match limit.map(DescriptorLimit::action) {
-        Some(Action::Rules { rules, .. }) => {
-            match rules.rules().iter().find(|r| r.kind() == Kind::Leases) {
-                Some(_) => "a `concurrent` limit's units are given back, not reported",
-                None => return Ok(()),
-            }
+        Some(Action::Rules { rules, .. })
+            if rules.rules().iter().any(|r| r.kind() == Kind::Leases) =>
+        {
+            "a `concurrent` limit's units are given back, not reported"
         }
+        Some(Action::Rules { .. }) => return Ok(()),
         Some(Action::Unlimited) => "an unlimited limit counts nothing",
         Some(Action::Blocked { .. }) => "a limit of 0 counts nothing",
         None => "it has no limit",

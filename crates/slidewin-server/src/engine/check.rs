@@ -88,17 +88,7 @@ impl<B: Backend> Engine<B> {
                         let limit = current(checked.binding());
                         Ok(self.counted(rule, &checked, hits, now, entries, limit))
                     }
-                    Err(
-                        refused @ (BackendError::CostTooHigh { .. }
-                        | BackendError::KeysFull { .. }
-                        | BackendError::MemoryFull { .. }),
-                    ) => Ok(self.refused_by_store(&refused, rule, hits, now, entries, current(0))),
-                    Err(other) => {
-                        self.inner.metrics.backend_error();
-                        Err(RequestError::Unavailable {
-                            detail: other.to_string(),
-                        })
-                    }
+                    Err(err) => self.store_failed(err, rule, hits, now, entries, current(0)),
                 }
             }
         }
@@ -189,10 +179,38 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// A store that would not count (no room for the key, a cost past the limit: over the
+    /// limit, nothing counted) or could not be reached (the request fails; a failure policy
+    /// would have answered in the store).
+    #[cold]
+    pub(super) fn store_failed(
+        &self,
+        err: BackendError,
+        rule: &RuleRt<B>,
+        hits: u64,
+        now: Moment,
+        entries: &[Entry],
+        limit: CurrentLimit,
+    ) -> Result<DescriptorCheck, RequestError> {
+        match err {
+            refused @ (BackendError::CostTooHigh { .. }
+            | BackendError::KeysFull { .. }
+            | BackendError::MemoryFull { .. }) => {
+                Ok(self.refused_by_store(&refused, rule, hits, now, entries, limit))
+            }
+            other => {
+                self.inner.metrics.backend_error();
+                Err(RequestError::Unavailable {
+                    detail: other.to_string(),
+                })
+            }
+        }
+    }
+
     /// A descriptor the store would not count: more hits than the limit ever admits, or no
     /// room for its key. Over the limit, with nothing counted. At the key cap or the memory
     /// budget a new key is refused, so no limited key is pushed out.
-    pub(super) fn refused_by_store(
+    fn refused_by_store(
         &self,
         refused: &BackendError,
         rule: &RuleRt<B>,

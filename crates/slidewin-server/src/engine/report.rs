@@ -5,7 +5,7 @@
 
 use slidewin::Moment;
 use slidewin::limit::Reservation;
-use slidewin_store::{Backend, BackendError, Checked, RequestKey};
+use slidewin_store::{Backend, Checked, RequestKey};
 use tracing::Span;
 
 use super::check::{DescriptorCheck, counter_key, current_limit};
@@ -64,33 +64,6 @@ impl<B: Backend> Engine<B> {
                 Ok(self.counted(rule, &checked, 0, now, entries, limit))
             }
             Err(err) => self.store_failed(err, rule, charge, now, entries, current(0)),
-        }
-    }
-
-    /// A store that would not count (no room for the key: over the limit, nothing counted) or
-    /// could not be reached (the request fails: a report has no failure policy, and a
-    /// question's was answered by the store).
-    fn store_failed(
-        &self,
-        err: BackendError,
-        rule: &RuleRt<B>,
-        hits: u64,
-        now: Moment,
-        entries: &[Entry],
-        limit: CurrentLimit,
-    ) -> Result<DescriptorCheck, RequestError> {
-        match err {
-            refused @ (BackendError::CostTooHigh { .. }
-            | BackendError::KeysFull { .. }
-            | BackendError::MemoryFull { .. }) => {
-                Ok(self.refused_by_store(&refused, rule, hits, now, entries, limit))
-            }
-            other => {
-                self.inner.metrics.backend_error();
-                Err(RequestError::Unavailable {
-                    detail: other.to_string(),
-                })
-            }
         }
     }
 }

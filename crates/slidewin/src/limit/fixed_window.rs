@@ -224,7 +224,7 @@ impl Enforce for FixedWindow {
             let current = self.current(*state, reservation.at());
             let count = current.count.saturating_add(actual).min(self.quota.limit());
             *state = FixedWindowState { count, ..current };
-            return actual > 0;
+            return true;
         }
         if reservation.at().as_nanos() / self.quota.span_nanos() != state.window {
             return false;

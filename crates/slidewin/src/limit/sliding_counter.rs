@@ -304,7 +304,7 @@ impl Enforce for SlidingCounter {
                 .saturating_add(actual)
                 .min(self.quota.limit());
             *state = rolled;
-            return actual > 0;
+            return true;
         }
         let window = reservation.at().as_nanos() / self.quota.span_nanos();
         let counter = if window == state.window {

@@ -214,7 +214,7 @@ impl Enforce for Calendar {
             let current = self.current(*state, reservation.at());
             let count = current.count.saturating_add(actual).min(self.quota.limit());
             *state = CalendarState { count, ..current };
-            return actual > 0;
+            return true;
         }
         let t = reservation.at().as_nanos();
         let held = state.start <= t && (t < state.end || state.end == u64::MAX);
