@@ -107,6 +107,18 @@ impl Denials {
         Some(answer)
     }
 
+    /// Forgets the denial kept for `key` under `rules`, if any: its counts went down.
+    pub(crate) fn forget(&self, rules: &Rules, key: &str) {
+        let (hash, shard) = self.slot(rules, key);
+        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        if map
+            .get(&hash)
+            .is_some_and(|d| d.rules.identity() == rules.identity() && *d.key == *key)
+        {
+            map.remove(&hash);
+        }
+    }
+
     /// Keeps `checked`, Redis's answer to a check of `cost` units of `key` under `rules`
     /// asked at `now`, if it is a denial that holds for a while.
     pub(crate) fn keep(&self, rules: &Rules, key: &str, now: Moment, cost: u64, checked: &Checked) {
@@ -156,20 +168,6 @@ impl Denials {
             checked: checked.clone(),
         };
         map.insert(hash, denial);
-    }
-}
-
-impl Denials {
-    /// Forgets the denial kept for `key` under `rules`, if any: its counts went down.
-    pub(crate) fn forget(&self, rules: &Rules, key: &str) {
-        let (hash, shard) = self.slot(rules, key);
-        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
-        if map
-            .get(&hash)
-            .is_some_and(|d| d.rules.identity() == rules.identity() && *d.key == *key)
-        {
-            map.remove(&hash);
-        }
     }
 }
 

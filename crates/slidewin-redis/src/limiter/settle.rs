@@ -156,12 +156,7 @@ impl RedisLimiter {
         key: &str,
         units: u64,
     ) -> Result<bool, RedisError> {
-        let calendar = rules
-            .rule_set()
-            .rules()
-            .iter()
-            .any(|r| r.kind() == Kind::Calendar);
-        if !calendar {
+        if !rules.dates_windows() {
             return self.settle_at(rules, key, None, 0, units).await;
         }
         // A calendar window is dated by the client: Redis's time is read first, one round
@@ -205,10 +200,7 @@ impl RedisLimiter {
                     let (start, end) = window_of(quota, at);
                     [rules.params(index)[0], start, end, quota.limit()]
                 }
-                (None, Some(at)) if !charge => {
-                    settle_params(rules.params(index), limit, at, actual)
-                }
-                _ => charge_params(rules.params(index), limit),
+                _ => settle_params(rules.params(index), limit, at, actual),
             };
             command.arg(&params[..]);
         }
@@ -242,31 +234,21 @@ impl RedisLimiter {
 
 /// A rule's four numbers for the settle script (see `lua/settle.lua`), from the check
 /// script's: the logs and the windows keep their span, limit and idle ttl; GCRA (whose
-/// quota's limit is `limit`) its interval and the earliest and latest TAT a settle leaves, as
-/// in memory.
-fn settle_params(params: [u64; 5], limit: u64, at: u64, actual: u64) -> [u64; 4] {
+/// quota's limit is `limit`) its interval, the earliest TAT a settle down leaves (none for a
+/// charge at Redis's time, `at` unknown: a charge only adds), and how far past the time
+/// settled at a settle up may take it (a span and a full bucket), as in memory.
+fn settle_params(params: [u64; 5], limit: u64, at: Option<u64>, actual: u64) -> [u64; 4] {
     let [number, first, second, third, _] = params;
-    if number == 4 {
-        let interval = u128::from(first);
-        let exact = |t: u128| u64::try_from(t).map_or(EXACT, |t| t.min(EXACT));
-        let earliest = exact(u128::from(at) + u128::from(actual) * interval);
-        let owed = u128::from(limit) + u128::from(third);
-        let latest = exact(u128::from(at) + owed * interval);
-        return [number, first, earliest, latest];
+    if number != 4 {
+        return [number, first, second, third];
     }
-    [number, first, second, third]
-}
-
-/// A rule's four numbers for a charge: as [`settle_params`]'s, but GCRA's latest TAT relative
-/// to the charge's time (a span and a full bucket), which the script may read from Redis.
-fn charge_params(params: [u64; 5], limit: u64) -> [u64; 4] {
-    let [number, first, second, third, _] = params;
-    if number == 4 {
-        let owed = u128::from(limit) + u128::from(third);
-        let ahead = u64::try_from(owed * u128::from(first)).map_or(EXACT, |t| t.min(EXACT));
-        return [number, first, 0, ahead];
-    }
-    [number, first, second, third]
+    let interval = u128::from(first);
+    let exact = |t: u128| u64::try_from(t).map_or(EXACT, |t| t.min(EXACT));
+    let earliest = at.map_or(0, |at| {
+        exact(u128::from(at) + u128::from(actual) * interval)
+    });
+    let ahead = exact((u128::from(limit) + u128::from(third)) * interval);
+    [number, first, earliest, ahead]
 }
 
 /// The reservation an admission of `estimate` at `now` (µs) made: the latest of the times its

@@ -7,12 +7,12 @@
 -- KEYS[i]: rule i's key. ARGV: the reservation's time ('' for a charge at Redis's TIME),
 -- `more` and `less` (the difference to its units, one of them 0), `charge` (1 for a
 -- reservation of nothing: `more` is a cost reported after the work, counted at that time
--- whatever the limit, the key made if need be; GCRA's latest TAT is then relative to it),
+-- whatever the limit, the key made if need be),
 -- then four numbers a rule: its algorithm (1 sliding log, 2 sliding counter, 3 fixed window,
 -- 4 GCRA, 5 leases, 6 calendar) and, for the logs and the windows, span, limit and the idle
 -- ttl in ms check.lua's writes give the key; for GCRA, its interval, the earliest TAT a
--- settle down leaves (the reservation's time plus what it used) and the latest a settle up
--- leaves (the reservation's time plus a span and a full bucket); for a calendar rule, the
+-- settle down leaves (the reservation's time plus what it used) and how far past the time a
+-- settle up may take it (a span and a full bucket); for a calendar rule, the
 -- window holding the reservation's time as the client dated it (start, end) and the limit
 -- (a charge at Redis's TIME is dated by the client from TIME read first).
 -- Answers 1 when any rule still held the reservation (GCRA: when its TAT moved; a charge:
@@ -85,9 +85,11 @@ local function charge_log(key, span, limit, idle_ms)
     if byte(log) >= 128 then o, d = W, sunpack('>I7', log) - TOP end
     n = (#log - o) / W
   end
-  if n > 0 then t = max(t, (sunpack('>I7', log, #log - W + 1))) end
   local live = 1
-  if n > 0 then live = first(log, o, n, function(x) return x > t - span end) end
+  if n > 0 then
+    t = max(t, (sunpack('>I7', log, #log - W + 1)))
+    live = first(log, o, n, function(x) return x > t - span end)
+  end
   local units = min(more, max(2 * limit - (n + 1 - live), 0))
   if units > 0 then
     local kept = ''
@@ -228,7 +230,7 @@ for i = 1, #KEYS do
   elseif alg == 6 then
     changed = settle_calendar(KEYS[i], a, b, c)
   else
-    changed = settle_gcra(KEYS[i], a, b, c)
+    changed = settle_gcra(KEYS[i], a, b, at + c)
   end
   if changed then held = 1 end
 end

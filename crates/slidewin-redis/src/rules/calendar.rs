@@ -76,7 +76,7 @@ impl Call {
     /// Dates the call's calendar windows: at its time, or by this client's clock for a check at
     /// the server's time.
     pub(super) fn date_windows(&mut self, rules: &Rules) {
-        if !rules.inner.calendar {
+        if !rules.dates_windows() {
             return;
         }
         let at = match self.now {

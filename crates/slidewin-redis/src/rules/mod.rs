@@ -211,6 +211,11 @@ impl Rules {
         key
     }
 
+    /// Whether a rule is [`Kind::Calendar`], whose windows each call dates.
+    pub(crate) fn dates_windows(&self) -> bool {
+        self.inner.calendar
+    }
+
     /// Rule `index`'s algorithm number and parameters, as the scripts take them.
     pub(crate) fn params(&self, index: usize) -> [u64; 5] {
         self.inner.each[index].params
