@@ -10,8 +10,9 @@
 //! meanwhile; no answer to a denied request shows it.) Where others admit, Redis could deny
 //! longer, or by more rules: the cache never admits, and never denies what Redis would admit.
 //!
-//! A settle that gives units back (a reservation that cost less than its estimate) is the one
-//! way counts go down: it forgets the key's denial here. One made on another process is not
+//! Rules that give units back when released (leases, a sliding log that refunds) are never
+//! kept. A settle that gives units back (a reservation that cost less than its estimate) is the
+//! other way counts go down: it forgets the key's denial here. One made on another process is not
 //! seen here, so this process may deny a key that Redis would admit again until the kept
 //! wait ends, at most that wait.
 
@@ -22,7 +23,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use slidewin::Moment;
-use slidewin::limit::{Decision, Decisions, Kind};
+use slidewin::limit::{Decision, Decisions, Rule};
 use slidewin_redis::Rules;
 
 use crate::Checked;
@@ -122,17 +123,14 @@ impl Denials {
     /// Keeps `checked`, Redis's answer to a check of `cost` units of `key` under `rules`
     /// asked at `now`, if it is a denial that holds for a while.
     pub(crate) fn keep(&self, rules: &Rules, key: &str, now: Moment, cost: u64, checked: &Checked) {
-        // Leases end early when released, on any instance: their denials are not kept.
+        // Leases end early when released, and a log that refunds gives units back, on any
+        // instance: their denials are not kept.
         if cost != 1
             || self.per_shard == 0
             || key.len() > MAX_KEY
             || checked.degraded().is_some()
             || checked.allowed()
-            || rules
-                .rule_set()
-                .rules()
-                .iter()
-                .any(|r| r.kind() == Kind::Leases)
+            || rules.rule_set().rules().iter().any(Rule::gives_back)
         {
             return;
         }

@@ -325,10 +325,11 @@ impl Backend for Memory {
     type Store = MemoryStore;
 
     fn store(&self, rules: RuleSet) -> Result<MemoryStore, ConfigError> {
-        // One rate in a `Keyed` of its own algorithm; leases, calendar quotas (whose quota is
-        // not a span), and several rules, in a set's (whose release reaches its leases).
+        // One rate in a `Keyed` of its own algorithm; leases, a log that refunds, calendar
+        // quotas (whose quota is not a span), and several rules, in a set's (whose release
+        // reaches its leases and its refunds).
         let one = match rules.rules() {
-            [rule] => {
+            [rule] if !rule.gives_back() => {
                 let quota = rule.quota();
                 match rule.kind() {
                     Kind::Gcra => Some(Store::Gcra(self.keyed(Gcra::new(quota)?)?)),
@@ -368,7 +369,7 @@ impl Backend for Memory {
     ) -> impl Future<Output = Result<u64, BackendError>> + Send + 'a {
         ready(Ok(match &store.0 {
             Store::Set(keyed) => keyed.release(&Lookup(key), now, units),
-            // A rate alone: nothing comes back.
+            // A rate alone that does not refund: nothing comes back.
             _ => 0,
         }))
     }

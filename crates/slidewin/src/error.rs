@@ -130,6 +130,12 @@ pub enum ConfigError {
     },
     /// A debounce's `leading` and `trailing` were both false: no call would ever run.
     NoEdge,
+    /// A rule was asked to give units back ([`Rule::with_refunds`](crate::limit::Rule::with_refunds))
+    /// by an algorithm that cannot say which units a request was counted in.
+    RefundUnsupported {
+        /// The algorithm's name.
+        algorithm: &'static str,
+    },
     /// A calendar quota was asked for what it cannot be (a week start on a month), or a
     /// calendar rule was built without one.
     CalendarQuota {
@@ -219,6 +225,11 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::NoEdge => f.write_str(
                 "leading and trailing are both false: no call would ever run; set one of them",
+            ),
+            ConfigError::RefundUnsupported { algorithm } => write!(
+                f,
+                "{algorithm} cannot give units back: it does not know which window or refill \
+                 a request was counted in; only sliding_log refunds (its oldest units)"
             ),
             ConfigError::CalendarQuota { reason } => write!(f, "calendar quota: {reason}"),
         }

@@ -1,5 +1,6 @@
 //! [`RedisLimiter::release`]: units of [`Kind::Leases`](slidewin::limit::Kind::Leases) rules
-//! given back when the requests holding them end.
+//! given back when the requests holding them end, and of sliding logs that refund
+//! ([`Rule::with_refunds`](slidewin::limit::Rule::with_refunds)) when a request cost less.
 
 use slidewin::Moment;
 
@@ -11,8 +12,9 @@ use crate::rules::{Call, Rules};
 impl RedisLimiter {
     /// Gives back up to `units` that `key` holds under the
     /// [`Leases`](slidewin::limit::Leases) rules of `rules` at `now` (Unix time): the oldest
-    /// units held, whose leases end first, as in memory. The most any rule gave back; rates
-    /// give back nothing. One script call, batched with checks like them; the log is written
+    /// units held, whose leases end first, as in memory; a sliding log built
+    /// [`with_refunds`](slidewin::limit::Rule::with_refunds) gives back its oldest units in
+    /// the window the same way. The most any rule gave back; other rates give back nothing. One script call, batched with checks like them; the log is written
     /// again with the units still held alone.
     ///
     /// # Errors

@@ -26,7 +26,8 @@
 --     starts (0 inside one). A group is one request under several rules, for one key: its
 --     checks all peek first, and consume only if every one admits.
 --   size, the count of each rule's numbers (5), then each rule: its algorithm (1 sliding log,
---     2 sliding counter, 3 fixed window, 4 GCRA, 5 leases, 6 calendar) and four parameters.
+--     2 sliding counter, 3 fixed window, 4 GCRA, 5 leases, 6 calendar) and four parameters
+--     (a sliding log's last is 1 when it refunds: a release gives its oldest units back).
 --     A calendar rule's are the window the client dated for the check (Redis cannot date
 --     calendar windows: zones, daylight saving): its start and end, and the limit. Checks of
 --     one calendar rule in different windows (a batch across a boundary) name different
@@ -166,12 +167,13 @@ end
 local alg, answered = rule[1], w
 repeat
 if cost < 0 then
-  -- A release of -cost units: leases (5) give back their oldest units held, the rates
-  -- nothing. The answer is the units given back, then 0. The log is written again with the
-  -- times still held alone: those that left go too, so that no clock gone back finds them
-  -- (as in memory). A call's later checks of the key read it afresh.
+  -- A release of -cost units: leases (5), and a sliding log that refunds (1 with a last
+  -- number of 1), give back their oldest units held, the other rates nothing. The answer is
+  -- the units given back, then 0. The log is written again with the times still held alone:
+  -- those that left go too, so that no clock gone back finds them (as in memory). A call's
+  -- later checks of the key read it afresh.
   local released = 0
-  if alg == 5 then
+  if alg == 5 or (alg == 1 and rule[5] == 1) then
     local log = read_log(key, now, rule[2], rule[3], true)
     if not log then
       answers[w + 1], answers[w + 2] = 0, -1

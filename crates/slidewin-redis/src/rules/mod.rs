@@ -317,9 +317,14 @@ fn prepare(rule: &Rule) -> Result<Prepared, ConfigError> {
     // Idle keys vanish: a state untouched for this long equals a fresh one.
     let ttl_ms = span.div_ceil(1_000) + 1;
     let params = match kind {
-        Kind::SlidingLog | Kind::Leases | Kind::FixedWindow | Kind::Calendar => {
-            [number(kind), span, quota.limit(), ttl_ms, 0]
-        }
+        // A log's last number: 1 when a release gives its oldest units back.
+        Kind::SlidingLog | Kind::Leases | Kind::FixedWindow | Kind::Calendar => [
+            number(kind),
+            span,
+            quota.limit(),
+            ttl_ms,
+            u64::from(rule.refunds()),
+        ],
         Kind::SlidingCounter => [number(kind), span, quota.limit(), 2 * ttl_ms, 0],
         // Below 2^52, checked above.
         Kind::Gcra => [
@@ -411,8 +416,8 @@ impl Call {
         call
     }
 
-    /// The same call as a release of its cost: each [`Kind::Leases`] rule gives back up to
-    /// that many units it holds, the rates nothing.
+    /// The same call as a release of its cost: each [`Kind::Leases`] rule, and each sliding
+    /// log that refunds, gives back up to that many units it holds, the other rates nothing.
     pub(crate) fn releasing(mut self) -> Call {
         self.release = true;
         self

@@ -537,6 +537,30 @@ on_every_backend! {
         assert_eq!((rate_left[0].remaining(), rate_left[1].remaining()), (1, 0));
     }
 
+    /// Issue 33: a minute that refunds beside a day that does not (Envoy's negative hits on
+    /// a token budget). A release gives back the minute's oldest units in the window, leaves
+    /// the day spent, gives back nothing of what has left the window, and never more than
+    /// is held.
+    async fn a_log_that_refunds_gives_back_its_oldest_units(b) {
+        let minute = Rule::new("minute", Kind::SlidingLog, "10/minute".parse().unwrap()).unwrap();
+        let day = Rule::new("day", Kind::SlidingLog, "100/day".parse().unwrap()).unwrap();
+        let tokens = Rules::new(RuleSet::new([minute.with_refunds().unwrap(), day]).unwrap()).unwrap();
+        assert!(b.check(&tokens, "k", secs(100), 4).await.unwrap().allowed());
+        assert!(b.check(&tokens, "k", secs(130), 6).await.unwrap().allowed());
+        assert_eq!(b.release(&tokens, "k", secs(131), 6).await, 6);
+        let back = b.check(&tokens, "k", secs(131), 0).await.unwrap();
+        assert_eq!((back[0].remaining(), back[1].remaining()), (6, 90));
+        // The oldest went: at 160 s the 4 of 130 s still count.
+        let later = b.check(&tokens, "k", secs(160), 0).await.unwrap();
+        assert_eq!(later[0].remaining(), 6);
+        assert_eq!(b.release(&tokens, "k", secs(160), 100).await, 4);
+        assert_eq!(b.release(&tokens, "k", secs(160), 1).await, 0);
+        assert!(b.check(&tokens, "k", secs(200), 10).await.unwrap().allowed());
+        assert_eq!(b.release(&tokens, "k", secs(260), 10).await, 0, "it left the window");
+        let spent = b.check(&tokens, "k", secs(260), 0).await.unwrap();
+        assert_eq!((spent[0].remaining(), spent[1].remaining()), (10, 80));
+    }
+
     /// Issue 33: a token budget a minute AND a day, reserved on an estimate and settled on
     /// the actual count: over-use is debt on both rules, in the windows it was admitted in;
     /// a settle down gives back; a reservation whose windows have passed changes nothing.

@@ -231,20 +231,31 @@ fn same_decisions(
     Ok(())
 }
 
-/// Issue 33: leases, alone or beside a rate, through acquisitions, releases (of more than is
-/// held too), holders that never release and the clock going back: Redis answers as memory,
-/// and gives back as many units.
+/// Issue 33: leases, alone or beside a rate, and a sliding log that refunds, alone or beside
+/// leases, through acquisitions, releases (of more than is held too), holders that never
+/// release and the clock going back: Redis answers as memory, and gives back as many units.
 #[test]
-fn leases_acquired_and_released_answer_as_in_memory() {
+fn leases_and_refunds_acquired_and_released_answer_as_in_memory() {
     let (runtime, _server, redis) = support::blocking_limiter();
     let case = std::sync::atomic::AtomicU64::new(0);
     let span = 1_000_000_000u64;
-    let sets = (1..=4u64, prop::bool::ANY).prop_map(move |(limit, with_rate)| {
+    // The rate: none, a log that keeps what it admitted, or a log that refunds.
+    let shapes = (1..=4u64, prop::bool::ANY, 0..3u8).prop_filter("a rule", |s| s.1 || s.2 > 0);
+    let sets = shapes.prop_map(move |(limit, leases, rate)| {
         let lease = Quota::new(limit, Duration::from_micros(span)).unwrap();
-        let mut rules = vec![Rule::new("in_flight", Kind::Leases, lease).unwrap()];
-        if with_rate {
-            let rate = Quota::new(6, Duration::from_micros(span * 2)).unwrap();
-            rules.push(Rule::new("rate", Kind::SlidingLog, rate).unwrap());
+        let mut rules = Vec::new();
+        if leases {
+            rules.push(Rule::new("in_flight", Kind::Leases, lease).unwrap());
+        }
+        if rate > 0 {
+            let rate_limit = if leases { 6 } else { limit };
+            let quota = Quota::new(rate_limit, Duration::from_micros(span * 2)).unwrap();
+            let log = Rule::new("rate", Kind::SlidingLog, quota).unwrap();
+            rules.push(if rate == 2 {
+                log.with_refunds().unwrap()
+            } else {
+                log
+            });
         }
         RuleSet::new(rules).unwrap()
     });

@@ -124,26 +124,26 @@ async fn issue_32_a_flood_on_a_denied_key_costs_redis_one_call_per_wait() {
     assert_eq!(server.script_calls(), 2);
 }
 
-/// Issue 33: a lease's denial is not kept, since a release (on this instance or another) can
-/// end it before its wait: after the release the next check asks Redis and is admitted.
+/// Issue 33: a lease's denial is not kept, nor a refunding log's, since a release (on this
+/// instance or another) can end it before its wait: after the release the next check asks
+/// Redis and is admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_33_a_leases_denial_is_not_kept_a_release_ends_it() {
     let server = RedisServer::start();
     let limiter = RedisLimiter::connect(&server.url()).await.unwrap();
     let redis = Redis::new(limiter).with_layer_clock();
     let in_flight = Rule::new("in_flight", Kind::Leases, "1 per 30s".parse().unwrap()).unwrap();
-    let store = redis.store(RuleSet::from(in_flight)).unwrap();
-    let at = Moment::from_secs(2_000_000);
-    assert!(check(&redis, &store, at, 1).await.allowed());
-    assert!(!check(&redis, &store, at, 1).await.allowed());
-    assert!(
-        redis
-            .check_at_once(&store, RequestKey::Text("ann"), at, 1)
-            .is_none()
-    );
-    let key = RequestKey::Text("ann");
-    assert_eq!(redis.release(&store, key, at, 1).await.unwrap(), 1);
-    assert!(check(&redis, &store, at, 1).await.allowed());
+    let log = Rule::new("tokens", Kind::SlidingLog, "1 per 30s".parse().unwrap()).unwrap();
+    for rule in [in_flight, log.with_refunds().unwrap()] {
+        let store = redis.store(RuleSet::from(rule)).unwrap();
+        let at = Moment::from_secs(2_000_000);
+        assert!(check(&redis, &store, at, 1).await.allowed());
+        assert!(!check(&redis, &store, at, 1).await.allowed());
+        let key = RequestKey::Text("ann");
+        assert!(redis.check_at_once(&store, key, at, 1).is_none());
+        assert_eq!(redis.release(&store, key, at, 1).await.unwrap(), 1);
+        assert!(check(&redis, &store, at, 1).await.allowed());
+    }
     assert_eq!(redis.denials_answered(), 0);
 }
 

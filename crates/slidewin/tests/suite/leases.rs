@@ -1,11 +1,12 @@
 //! Issue 33: `Leases`, a concurrency limit whose units leave by release or at the end of their
-//! lease. Edges, then a property test against a reference that keeps one time per unit.
+//! lease, and a sliding log that refunds (`Rule::with_refunds`), whose units leave the same
+//! way. Edges, then property tests against a reference that keeps one time per unit.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use slidewin::limit::Leases;
+use slidewin::limit::{Kind, Leases, Rule, RuleSet};
 use slidewin::{Decision, Keyed, Limiter, Moment, SharedLimiter};
 
 const LEASE: Duration = Duration::from_secs(10);
@@ -229,22 +230,144 @@ proptest! {
     #[test]
     fn leases_answer_as_a_time_per_unit_held(limit in 1..=4u64, ops in ops()) {
         let mut in_flight = leases(limit);
-        let mut reference = Reference { limit, times: Vec::new() };
-        let mut now = 1_000 * SPAN;
-        for op in ops {
-            match op {
-                Op::Acquire { step, back, cost } => {
-                    now = if back { now - step } else { now + step };
-                    let expected = reference.check(now, cost.min(limit));
-                    let decision = in_flight.check(at(now), cost.min(limit)).unwrap();
-                    prop_assert!(same(&decision, expected), "at {}: {:?} vs {:?}", now, decision, expected);
-                }
-                Op::Release { step, units } => {
-                    now += step;
-                    prop_assert_eq!(in_flight.release(at(now), units), reference.release(now, units));
-                }
-            }
-            prop_assert!(reference.held(now) <= limit);
-        }
+        let check = |l: &mut Limiter<Leases>, now, cost| l.check(at(now), cost).unwrap();
+        let release = |l: &mut Limiter<Leases>, now, units| l.release(at(now), units);
+        run(limit, ops, &mut in_flight, check, release)?;
     }
+
+    /// A sliding log built `with_refunds`, in a rule set: its negative corrections give back
+    /// its oldest units in the window, answered as the same reference (its span the window).
+    #[test]
+    fn a_refunding_log_answers_as_a_time_per_unit_admitted(limit in 1..=4u64, ops in ops()) {
+        let quota = slidewin::limit::Quota::new(limit, LEASE).unwrap();
+        let rule = Rule::new("tokens", Kind::SlidingLog, quota).unwrap().with_refunds().unwrap();
+        let mut log = Limiter::new(RuleSet::from(rule));
+        let check = |l: &mut Limiter<RuleSet>, now, cost| l.check(at(now), cost).unwrap().decision();
+        let release = |l: &mut Limiter<RuleSet>, now, units| l.release(at(now), units);
+        run(limit, ops, &mut log, check, release)?;
+    }
+}
+
+/// Acquisitions and releases on `limiter` and the reference, every answer compared.
+fn run<L>(
+    limit: u64,
+    ops: Vec<Op>,
+    limiter: &mut L,
+    check: impl Fn(&mut L, u64, u64) -> Decision,
+    release: impl Fn(&mut L, u64, u64) -> u64,
+) -> Result<(), TestCaseError> {
+    let mut reference = Reference {
+        limit,
+        times: Vec::new(),
+    };
+    let mut now = 1_000 * SPAN;
+    for op in ops {
+        match op {
+            Op::Acquire { step, back, cost } => {
+                now = if back { now - step } else { now + step };
+                let expected = reference.check(now, cost.min(limit));
+                let decision = check(limiter, now, cost.min(limit));
+                prop_assert!(
+                    same(&decision, expected),
+                    "at {}: {:?} vs {:?}",
+                    now,
+                    decision,
+                    expected
+                );
+            }
+            Op::Release { step, units } => {
+                now += step;
+                prop_assert_eq!(release(limiter, now, units), reference.release(now, units));
+            }
+        }
+        prop_assert!(reference.held(now) <= limit);
+    }
+    Ok(())
+}
+
+fn refunding(quota: &str) -> Rule {
+    let quota = quota.parse().unwrap();
+    Rule::new("tokens", Kind::SlidingLog, quota)
+        .unwrap()
+        .with_refunds()
+        .unwrap()
+}
+
+/// A correction names no admission: the oldest units in the window go back, which leave no
+/// later than the corrected ones would, so the log admits no more than an exact refund.
+#[test]
+fn a_refund_gives_back_the_oldest_units_and_never_more_than_an_exact_one() {
+    let mut log = Limiter::new(RuleSet::from(refunding("10/minute")));
+    let secs = Moment::from_secs;
+    assert!(log.check(secs(0), 4).unwrap().allowed());
+    assert!(log.check(secs(30), 6).unwrap().allowed());
+    // The request at 30 s cost nothing: 6 back, 4 of them from 0 s and 2 from 30 s.
+    assert_eq!(log.release(secs(31), 6), 6);
+    assert_eq!(log.peek(secs(31), 0).unwrap().decision().remaining(), 6);
+    // An exact refund would leave nothing at 60 s; the oldest units' refund leaves 4 of the
+    // 30 s admission there, which the 0 s admission's 4 would have left by then anyway.
+    assert_eq!(log.peek(secs(60), 0).unwrap().decision().remaining(), 6);
+    assert_eq!(log.peek(secs(90), 0).unwrap().decision().remaining(), 10);
+}
+
+#[test]
+fn a_refund_of_what_has_left_the_window_gives_back_nothing() {
+    let mut log = Limiter::new(RuleSet::from(refunding("5/minute")));
+    assert!(log.check(Moment::ZERO, 5).unwrap().allowed());
+    assert_eq!(log.release(Moment::from_secs(60), 5), 0);
+    assert_eq!(log.release(Moment::from_secs(59), u64::MAX), 5);
+    assert_eq!(log.release(at(u64::MAX), u64::MAX), 0);
+    let empty = Limiter::new(RuleSet::from(refunding("5/minute")));
+    assert_eq!(
+        empty.peek(Moment::ZERO, 0).unwrap().decision().remaining(),
+        5
+    );
+}
+
+/// A minute that refunds, a day that does not, and leases: the minute and the leases give
+/// back, the day keeps what was spent.
+#[test]
+fn a_rule_set_refunds_only_its_leases_and_its_refunding_logs() {
+    let set = RuleSet::new([
+        refunding("10/minute").renamed("minute").unwrap(),
+        Rule::new("day", Kind::SlidingLog, "100/day".parse().unwrap()).unwrap(),
+        Rule::new("in_flight", Kind::Leases, "5 per 30s".parse().unwrap()).unwrap(),
+    ])
+    .unwrap();
+    let mut limiter = Limiter::new(set);
+    assert!(limiter.check(Moment::ZERO, 4).unwrap().allowed());
+    assert_eq!(limiter.release(Moment::ZERO, 3), 3);
+    let left = limiter.peek(Moment::ZERO, 0).unwrap();
+    let remaining: Vec<u64> = left.iter().map(Decision::remaining).collect();
+    assert_eq!(remaining, [9, 96, 4]);
+}
+
+#[test]
+fn only_a_sliding_log_refunds_and_leases_always_give_back() {
+    for kind in [Kind::SlidingCounter, Kind::FixedWindow, Kind::Gcra] {
+        let err = Rule::new("r", kind, "5/s".parse().unwrap())
+            .unwrap()
+            .with_refunds()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{kind} cannot give units back: it does not know which window or refill a \
+                 request was counted in; only sliding_log refunds (its oldest units)"
+            )
+        );
+    }
+    let monthly = Rule::calendar("m", "5 per calendar month".parse().unwrap()).unwrap();
+    assert!(monthly.with_refunds().is_err());
+    let leases = Rule::new("f", Kind::Leases, "2 per 30s".parse().unwrap()).unwrap();
+    assert_eq!(leases.clone().with_refunds().unwrap(), leases);
+    assert!(leases.gives_back() && !leases.refunds());
+    let plain = Rule::new("tokens", Kind::SlidingLog, "5/s".parse().unwrap()).unwrap();
+    let refunds = plain.clone().with_refunds().unwrap();
+    assert_ne!(plain, refunds, "a reload that turns refunds on is a change");
+    assert!(refunds.renamed("other").unwrap().refunds());
+    // Without refunds, a log's admissions stay spent.
+    let mut spent = Limiter::new(RuleSet::from(plain));
+    assert!(spent.check(Moment::ZERO, 5).unwrap().allowed());
+    assert_eq!(spent.release(Moment::ZERO, 5), 0);
 }

@@ -189,6 +189,8 @@ pub use set::RuleSet;
 pub struct Rule {
     name: Arc<str>,
     engine: Engine,
+    /// A sliding log whose release gives back its oldest units ([`Rule::with_refunds`]).
+    refunds: bool,
 }
 
 impl Rule {
@@ -272,7 +274,10 @@ impl Rule {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn renamed(&self, name: &str) -> Result<Rule, ConfigError> {
-        Rule::named(name, self.engine.clone())
+        Ok(Rule {
+            refunds: self.refunds,
+            ..Rule::named(name, self.engine.clone())?
+        })
     }
 
     /// The rule `name` running `engine`, once the name is checked.
@@ -298,7 +303,86 @@ impl Rule {
         Ok(Rule {
             name: name.into(),
             engine,
+            refunds: false,
         })
+    }
+
+    /// The same rule, giving units back when asked: a [`Kind::SlidingLog`] whose
+    /// [`release`](crate::Limiter::release) (in a [`RuleSet`]) gives back up to that many of
+    /// its oldest units in the window, for a caller that charged more than a request cost
+    /// and corrects it after the work (Envoy's negative hits, which name no admission).
+    ///
+    /// The oldest units are the safe ones to give back: an admission leaves the window no
+    /// later than the one corrected, so the log never admits more than giving back the
+    /// corrected admission's own units would, as long as that admission is still in the
+    /// window (a request shorter than the span). A correction that comes later, when the
+    /// admission has left the window and its cost with it, gives back later units: at most
+    /// what it names, once. [`Kind::Leases`] always give back; the windows and the bucket
+    /// cannot (a window's count of the admission may be in a window that has passed, a
+    /// bucket's may have refilled), and are refused.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::RefundUnsupported`], naming the kind, for a window or a bucket.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::Moment;
+    /// use slidewin::limit::{Kind, Rule, RuleSet};
+    /// use slidewin::Keyed;
+    ///
+    /// let tokens = Rule::new("tokens", Kind::SlidingLog, "100/minute".parse()?)?.with_refunds()?;
+    /// assert!(tokens.gives_back());
+    /// assert_eq!(tokens.to_string(), "tokens: 100 per 1m (sliding_log, refunds)");
+    /// let budget = Keyed::new(RuleSet::from(tokens));
+    /// assert!(budget.check("ann", Moment::ZERO, 100)?.allowed());
+    /// // The request used 30 of the 100 it was charged: 70 come back.
+    /// assert_eq!(budget.release("ann", Moment::from_secs(1), 70), 70);
+    /// assert_eq!(budget.peek("ann", Moment::from_secs(1), 0)?.remaining(), 70);
+    /// assert!(Rule::new("w", Kind::FixedWindow, "5/s".parse()?)?.with_refunds().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_refunds(self) -> Result<Rule, ConfigError> {
+        match self.kind() {
+            Kind::SlidingLog => Ok(Rule {
+                refunds: true,
+                ..self
+            }),
+            Kind::Leases => Ok(self),
+            kind => Err(ConfigError::RefundUnsupported {
+                algorithm: kind.name(),
+            }),
+        }
+    }
+
+    /// Whether its release gives units back: [`Kind::Leases`], and a sliding log built
+    /// [`with_refunds`](Rule::with_refunds). Counts that go down are not kept as certain
+    /// denials by a cache of them.
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// assert!(Rule::new("f", Kind::Leases, "2 per 30s".parse()?)?.gives_back());
+    /// assert!(!Rule::new("r", Kind::SlidingLog, "2/s".parse()?)?.gives_back());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn gives_back(&self) -> bool {
+        self.refunds || self.kind() == Kind::Leases
+    }
+
+    /// Whether it is a sliding log built [`with_refunds`](Rule::with_refunds).
+    ///
+    /// ```
+    /// use slidewin::limit::{Kind, Rule};
+    /// let log = Rule::new("r", Kind::SlidingLog, "2/s".parse()?)?;
+    /// assert!(!log.refunds());
+    /// assert!(log.with_refunds()?.refunds());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn refunds(&self) -> bool {
+        self.refunds
     }
 
     /// Its name.
@@ -455,6 +539,7 @@ impl PartialEq for Rule {
             && self.kind() == other.kind()
             && self.quota() == other.quota()
             && self.calendar_quota() == other.calendar_quota()
+            && self.refunds == other.refunds
     }
 }
 
@@ -466,15 +551,20 @@ impl fmt::Debug for Rule {
             .field("name", &self.name)
             .field("kind", &self.kind())
             .field("quota", &self.quota_text())
+            .field("refunds", &self.refunds)
             .finish()
     }
 }
 
 /// `name: quota (kind)`, as in `burst: 10 per 1s burst 20 (gcra)` or `monthly: 10000 per
-/// calendar month (calendar)`.
+/// calendar month (calendar)`; a log that refunds is `(sliding_log, refunds)`.
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} ({})", self.name, self.quota_text(), self.kind())
+        write!(f, "{}: {} ({}", self.name, self.quota_text(), self.kind())?;
+        if self.refunds {
+            f.write_str(", refunds")?;
+        }
+        f.write_str(")")
     }
 }
 

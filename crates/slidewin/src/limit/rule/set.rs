@@ -492,13 +492,19 @@ impl Enforce for RuleSet {
             .fold(false, |any, changed| any | changed)
     }
 
-    /// Each [`Leases`](crate::limit::Leases) rule gives back up to `units`, its oldest first;
-    /// the rates give back nothing. The most any rule gave back.
+    /// Each [`Leases`](crate::limit::Leases) rule, and each sliding log built
+    /// [`with_refunds`](Rule::with_refunds), gives back up to `units`, its oldest first; the
+    /// other rates give back nothing. The most any rule gave back.
     fn release(&self, state: &mut Box<[RuleState]>, now: Moment, units: u64) -> u64 {
         self.rules
             .iter()
             .zip(state.iter_mut())
-            .map(|(rule, state)| each_kind!(&rule.engine, state, |e, s| e.release(s, now, units)))
+            .map(|(rule, state)| match (&rule.engine, state) {
+                (Engine::Log(log), RuleState::Log(s)) if rule.refunds => {
+                    log.release_oldest(s, now, units)
+                }
+                (engine, state) => each_kind!(engine, state, |e, s| e.release(s, now, units)),
+            })
             .max()
             .unwrap_or(0)
     }
