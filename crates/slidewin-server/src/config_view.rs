@@ -27,7 +27,7 @@ fn descriptor(d: &Descriptor) -> Value {
                 rules
                     .rules()
                     .iter()
-                    .map(|r| json!({ "name": r.name(), "quota": r.quota_text(), "algorithm": r.kind().name() }))
+                    .map(|r| json!({ "name": r.name(), "quota": r.quota_text(), "algorithm": r.kind().name(), "refunds": r.refunds() }))
                     .collect(),
             ),
         };

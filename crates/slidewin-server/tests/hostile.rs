@@ -947,6 +947,7 @@ fn yaml_tree() -> impl Strategy<Value = yaml_serde::Value> {
         "zone",
         "anchor",
         "month_end",
+        "refunds",
         "lease",
         "detailed_metric",
         "metadata",

@@ -275,3 +275,58 @@ fn a_concurrent_quota_with_its_lease_is_counted_by_leases() {
         assert!(e.to_string().contains(said), "{fields}: {e}");
     }
 }
+
+/// Issue 33: `refunds: true` opts a sliding log into giving units back on negative hits, by a
+/// quota or envoy's unit; it is refused, saying why, where nothing could refund exactly.
+#[test]
+fn refunds_go_with_a_sliding_log_alone() {
+    let limit = |fields: &str| {
+        format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{name: tokens, {fields}}}\n")
+    };
+    for fields in [
+        "quota: 100/minute, refunds: true",
+        "unit: minute, requests_per_unit: 100, refunds: true",
+        "quota: 100/minute, algorithm: sliding_log, refunds: true",
+    ] {
+        let config = Config::parse(&limit(fields), "d.yaml").unwrap();
+        let Action::Rules { rules, .. } = config.domains()[0].descriptors()[0]
+            .limit()
+            .unwrap()
+            .action()
+        else {
+            panic!("rules");
+        };
+        assert!(rules.rules()[0].refunds(), "{fields}");
+    }
+    for (fields, said) in [
+        (
+            "quota: 100/minute, algorithm: fixed_window, refunds: true",
+            "fixed_window cannot give units back",
+        ),
+        (
+            "quota: 10/s burst 20, algorithm: gcra, refunds: true",
+            "gcra cannot give units back",
+        ),
+        (
+            "quota: 20000/minute, refunds: true",
+            "sliding_counter cannot give units back",
+        ),
+        (
+            "quota: 2 concurrent, lease: 30s, refunds: true",
+            "units always come back",
+        ),
+        (
+            "quota: 5 per calendar month, refunds: true",
+            "a calendar quota cannot refund",
+        ),
+        ("unlimited: true, refunds: true", "goes with a rate"),
+        (
+            "unit: minute, requests_per_unit: 0, refunds: true",
+            "a limit of 0 counts nothing",
+        ),
+        ("quota: 5/s, refunds: yes please", "refunds"),
+    ] {
+        let e = err(&limit(fields));
+        assert!(e.to_string().contains(said), "{fields}: {e}");
+    }
+}

@@ -175,6 +175,9 @@ struct RateLimitYaml {
     /// With a calendar month or year: `clamp` or `strict`, for an anchor some months lack.
     #[serde(default)]
     month_end: Option<MonthEndYaml>,
+    /// Negative hits give back the key's oldest units in the window (a `sliding_log`).
+    #[serde(default)]
+    refunds: bool,
 }
 
 #[derive(Clone, Deserialize)]
@@ -386,6 +389,16 @@ impl RateLimitYaml {
         {
             return Err(format!("limit `{}` replaces itself", shown(name)));
         }
+        let refunds = self.refunds;
+        let a_rate = matches!(self.quota, Some(QuotaYaml::Rate(_))) || self.unit.is_some();
+        if refunds && (self.unlimited || !a_rate) {
+            return Err(
+                "`refunds: true` gives back what a rate counted (negative hits): it \
+                        goes with a rate counted by `sliding_log`; a `concurrent` limit's \
+                        units always come back, and a calendar quota cannot refund"
+                    .to_owned(),
+            );
+        }
         if self.unlimited {
             if self.unit.is_some() || self.quota.is_some() || self.requests_per_unit.is_some() {
                 return Err(
@@ -450,6 +463,13 @@ impl RateLimitYaml {
             (None, Some(unit), rpu) => {
                 // envoy ratelimit reads a missing requests_per_unit as 0, which denies all.
                 let rpu = rpu.map_or(0, |r| u64::from(r.0));
+                if rpu == 0 && refunds {
+                    return Err(
+                        "`refunds: true` gives back what a rate counted, and a limit \
+                                of 0 counts nothing"
+                            .to_owned(),
+                    );
+                }
                 if rpu == 0 {
                     return Ok(DescriptorLimit {
                         name: String::new(),
@@ -465,6 +485,10 @@ impl RateLimitYaml {
             }
         };
         let rule = counted(self.algorithm, quota);
+        let rule = |name: &str| match rule(name)? {
+            rule if refunds => rule.with_refunds().map_err(|e| e.to_string()),
+            rule => Ok(rule),
+        };
         rules_limit(self.name, replaces, (path, index), rule, unit)
     }
 

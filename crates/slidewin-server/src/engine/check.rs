@@ -94,9 +94,9 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// Gives back `hits` of `entries` under `rule`'s leases (envoy's `is_negative_hits`: a
-    /// request that held them ended), then answers the limit as it stands, by a check of no
-    /// hits. Its rates give back nothing, and a limit of no store holds nothing to give.
+    /// Gives back `hits` of `entries` under `rule` (envoy's `is_negative_hits`: a request
+    /// that held leases ended, or cost less than it was charged), then answers the limit as
+    /// it stands, by a check of no hits. See [`give_back`](Engine::give_back).
     pub(super) async fn release(
         &self,
         rule: &RuleRt<B>,
@@ -106,29 +106,51 @@ impl<B: Backend> Engine<B> {
         now: Moment,
         span: &Span,
     ) -> Result<DescriptorCheck, RequestError> {
-        if let ActionRt::Rules { store, .. } = &rule.action {
-            let key = counter_key(domain, &rule.path, entries, shared);
-            let backend = &self.inner.backend;
-            match backend
-                .release(store, RequestKey::Text(&key), now, hits)
-                .await
-            {
-                Ok(released) => {
-                    rule.metrics().released.inc_by(released);
-                }
-                // The store is down and a failure policy answers for it: the units leave by
-                // their leases, and the check below is answered by the policy, degraded.
-                Err(BackendError::Unavailable { .. }) if backend.failure_policy().is_some() => {}
-                Err(err) => {
-                    self.inner.metrics.backend_error();
-                    return Err(RequestError::Unavailable {
-                        detail: err.to_string(),
-                    });
-                }
-            }
-        }
+        self.give_back(rule, (domain, entries), shared, hits, now)
+            .await?;
         self.check(rule, (domain, entries), shared, 0, now, span)
             .await
+    }
+
+    /// Gives back up to `hits` of `entries` under `rule`'s leases and its logs that refund
+    /// (`refunds: true`), the oldest units first. A limit with neither keeps what it counted:
+    /// the hits are counted as kept (`slidewin_rate_limit_kept`), so that negative hits sent
+    /// to it are seen. A limit of no store holds nothing to give.
+    pub(super) async fn give_back(
+        &self,
+        rule: &RuleRt<B>,
+        (domain, entries): (&str, &[Entry]),
+        shared: &[(usize, String)],
+        hits: u64,
+        now: Moment,
+    ) -> Result<(), RequestError> {
+        let ActionRt::Rules { spec, store, .. } = &rule.action else {
+            return Ok(());
+        };
+        if !spec.rules().iter().any(slidewin::limit::Rule::gives_back) {
+            rule.metrics().kept.inc_by(hits);
+            return Ok(());
+        }
+        let key = counter_key(domain, &rule.path, entries, shared);
+        let backend = &self.inner.backend;
+        match backend
+            .release(store, RequestKey::Text(&key), now, hits)
+            .await
+        {
+            Ok(released) => {
+                rule.metrics().released.inc_by(released);
+                Ok(())
+            }
+            // The store is down and a failure policy answers for it: the units leave by
+            // their leases or their window, and the answer is the policy's, degraded.
+            Err(BackendError::Unavailable { .. }) if backend.failure_policy().is_some() => Ok(()),
+            Err(err) => {
+                self.inner.metrics.backend_error();
+                Err(RequestError::Unavailable {
+                    detail: err.to_string(),
+                })
+            }
+        }
     }
 
     /// A descriptor the store counted: passed, or over its limit.

@@ -17,8 +17,9 @@ impl<B: Backend> Engine<B> {
     /// ask whether a unit is left (a peek of 1: over the limit with nothing left, and the wait
     /// until one unit is); more are charged at `now` whatever the limit, past it as debt that
     /// later questions wait out, and answered OK with what is left. A negative hit gives
-    /// nothing back (a report says what was spent, and nothing names the units to return): it
-    /// is asked as a question.
+    /// back what a limit that refunds holds, the oldest units first (a correction of a report
+    /// that said too much), and is then asked as a question; a limit that does not refund
+    /// keeps what it was charged.
     pub(super) async fn report(
         &self,
         rule: &RuleRt<B>,
@@ -37,7 +38,13 @@ impl<B: Backend> Engine<B> {
                 .check(rule, (domain, entries), shared, hits, now, span)
                 .await;
         };
-        let charge = if negative { 0 } else { hits };
+        let charge = if negative {
+            self.give_back(rule, (domain, entries), shared, hits, now)
+                .await?;
+            0
+        } else {
+            hits
+        };
         let metrics = rule.metrics();
         metrics.total_hits.inc_by(charge);
         let key = counter_key(domain, &rule.path, entries, shared);

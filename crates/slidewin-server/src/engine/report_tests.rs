@@ -96,10 +96,11 @@ async fn issue_33_reports_after_the_response_are_charged_past_the_limit() {
     );
 }
 
-/// A negative hit on such a limit gives nothing back: it is answered as the question.
+/// A negative hit on such a limit, without `refunds`, gives nothing back: it is answered as
+/// the question, and counted as kept.
 #[tokio::test]
 async fn issue_33_a_negative_report_gives_nothing_back() {
-    let (engine, _clock, _metrics) = engine(TOKENS);
+    let (engine, _clock, metrics) = engine(TOKENS);
     engine
         .should_rate_limit(&asked("k1", 1000, false))
         .await
@@ -110,6 +111,113 @@ async fn issue_33_a_negative_report_gives_nothing_back() {
         .unwrap();
     assert_eq!(back.overall_code, Code::OverLimit);
     assert_eq!(back.statuses[0].limit_remaining, 0);
+    let text = metrics.encode();
+    assert!(
+        text.contains("slidewin_rate_limit_kept_total{domain=\"ai\",rule=\"api_key\"} 400"),
+        "{text}"
+    );
+}
+
+/// With `refunds: true` on the minute, a negative report corrects one that said too much:
+/// the minute gives back its oldest units, the day's bucket (which cannot refund) keeps all.
+#[tokio::test]
+async fn issue_33_a_negative_report_refunds_a_log_that_refunds() {
+    let refunds = TOKENS.replace(
+        "quota: 1000 per minute}",
+        "quota: 1000 per minute, refunds: true}",
+    );
+    let (engine, _clock, metrics) = engine(&refunds);
+    engine
+        .should_rate_limit(&asked("k1", 1000, false))
+        .await
+        .unwrap();
+    let back = engine
+        .should_rate_limit(&asked("k1", 400, true))
+        .await
+        .unwrap();
+    assert_eq!(back.overall_code, Code::Ok);
+    // 600 of the minute held (399 left after one more, 40%); the day's 499 (33%) binds.
+    assert_eq!(back.statuses[0].limit_remaining, 499);
+    assert_eq!(back.statuses[0].current_limit.as_ref().unwrap().name, "day");
+    let text = metrics.encode();
+    assert!(
+        text.contains("slidewin_rate_limit_released_total{domain=\"ai\",rule=\"api_key\"} 400"),
+        "{text}"
+    );
+    assert!(
+        text.contains("slidewin_rate_limit_kept_total{domain=\"ai\",rule=\"api_key\"} 0"),
+        "{text}"
+    );
+}
+
+/// Issue 33's negative corrections on a rate (no `after_response`): Envoy charged an estimate
+/// before the request and sends the difference back with `is_negative_hits` after it. A log
+/// with `refunds: true` gives back its oldest units; one without keeps them (spent is spent),
+/// counted as kept; more than is held gives back what is.
+#[tokio::test]
+async fn issue_33_negative_hits_refund_only_a_log_that_refunds() {
+    let config = "domain: ai\ndescriptors:\n  - key: api_key\n    limits:\n      - {name: minute, quota: 1000 per minute, refunds: true}\n      - {name: day, quota: 5000 per day}\n";
+    let (engine, clock, metrics) = engine(config);
+    let estimate = engine
+        .should_rate_limit(&asked("k1", 800, false))
+        .await
+        .unwrap();
+    assert_eq!(estimate.statuses[0].limit_remaining, 200);
+    clock.advance(std::time::Duration::from_secs(5));
+    // The request used 300: 500 come back to the minute; the day keeps all 800.
+    let back = engine
+        .should_rate_limit(&asked("k1", 500, true))
+        .await
+        .unwrap();
+    assert_eq!(back.overall_code, Code::Ok);
+    assert_eq!(back.statuses[0].limit_remaining, 700);
+    let next = engine
+        .should_rate_limit(&asked("k1", 700, false))
+        .await
+        .unwrap();
+    assert_eq!(next.overall_code, Code::Ok, "the refund made room");
+    // Another key's refund reaches nothing of k1's.
+    engine
+        .should_rate_limit(&asked("k2", 1000, true))
+        .await
+        .unwrap();
+    let k1 = engine
+        .should_rate_limit(&asked("k1", 1, false))
+        .await
+        .unwrap();
+    assert_eq!(k1.overall_code, Code::OverLimit);
+    // More than is held: what is held comes back, no more (the day's 3,500 of 5,000 bind).
+    let all = engine
+        .should_rate_limit(&asked("k1", u64::from(u32::MAX), true))
+        .await
+        .unwrap();
+    assert_eq!(all.statuses[0].limit_remaining, 3_500);
+    let full = engine
+        .should_rate_limit(&asked("k1", 1000, false))
+        .await
+        .unwrap();
+    assert_eq!(full.overall_code, Code::Ok, "the whole minute came back");
+    let text = metrics.encode();
+    assert!(
+        text.contains("slidewin_rate_limit_released_total{domain=\"ai\",rule=\"api_key\"} 1500"),
+        "{text}"
+    );
+    // Without refunds, the same correction gives nothing back, and is counted as kept.
+    let (engine, _clock, metrics) = self::engine(&config.replace(", refunds: true", ""));
+    engine
+        .should_rate_limit(&asked("k1", 800, false))
+        .await
+        .unwrap();
+    let kept = engine
+        .should_rate_limit(&asked("k1", 500, true))
+        .await
+        .unwrap();
+    assert_eq!(kept.statuses[0].limit_remaining, 200);
+    let text = metrics.encode();
+    assert!(
+        text.contains("slidewin_rate_limit_kept_total{domain=\"ai\",rule=\"api_key\"} 500"),
+        "{text}"
+    );
 }
 
 /// A plain limit, for contrast: a cost over what is left is refused and counted nowhere, so

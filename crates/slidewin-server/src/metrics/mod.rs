@@ -52,6 +52,7 @@ struct Inner {
     within_limit: Family<RuleLabels, Counter>,
     shadow_mode: Family<RuleLabels, Counter>,
     released: Family<RuleLabels, Counter>,
+    kept: Family<RuleLabels, Counter>,
     charged: Family<RuleLabels, Counter>,
     config_loads: Family<ResultLabels, Counter>,
     config_version: Gauge,
@@ -88,6 +89,7 @@ pub(crate) struct RuleMetrics {
     pub(crate) within_limit: Hits,
     pub(crate) shadow_mode: Hits,
     pub(crate) released: Hits,
+    pub(crate) kept: Hits,
     pub(crate) charged: Hits,
 }
 
@@ -156,7 +158,7 @@ impl Metrics {
         let family = Family::<RuleLabels, Counter>::default;
         let (total_hits, over_limit, near_limit, within_limit, shadow_mode, released) =
             (family(), family(), family(), family(), family(), family());
-        let charged = family();
+        let (kept, charged) = (family(), family());
         registry.register(
             "rate_limit_total_hits",
             "Hits checked against a rule",
@@ -184,9 +186,15 @@ impl Metrics {
         );
         registry.register(
             "rate_limit_released",
-            "Units a rule's leases gave back when the requests holding them ended \
-             (is_negative_hits)",
+            "Units a rule gave back on negative hits (is_negative_hits): its leases, when the \
+             requests holding them ended, and its logs that refund (`refunds: true`)",
             released.clone(),
+        );
+        registry.register(
+            "rate_limit_kept",
+            "Negative hits (is_negative_hits) sent to a rule that gives nothing back: it has \
+             neither leases nor `refunds: true`, so what it counted stays spent",
+            kept.clone(),
         );
         registry.register(
             "rate_limit_charged",
@@ -336,6 +344,7 @@ impl Metrics {
                 within_limit,
                 shadow_mode,
                 released,
+                kept,
                 charged,
                 config_loads,
                 config_version,
@@ -391,6 +400,7 @@ impl Metrics {
             within_limit: Hits::new(inner.within_limit.get_or_create_owned(&labels), envoy(3)),
             shadow_mode: Hits::new(inner.shadow_mode.get_or_create_owned(&labels), envoy(4)),
             released: Hits::new(inner.released.get_or_create_owned(&labels), None),
+            kept: Hits::new(inner.kept.get_or_create_owned(&labels), None),
             charged: Hits::new(inner.charged.get_or_create_owned(&labels), None),
         }
     }
@@ -413,6 +423,7 @@ impl Metrics {
             &self.inner.within_limit,
             &self.inner.shadow_mode,
             &self.inner.released,
+            &self.inner.kept,
             &self.inner.charged,
         ] {
             family.remove(&labels);
