@@ -92,7 +92,11 @@ impl RedisLimiter {
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
         let now = Some(micros(now)?);
-        self.decide(rules, cost, self.eval(rules, key, now, cost, true).await)
+        self.decide(
+            rules,
+            (cost, now),
+            self.eval(rules, key, now, cost, true).await,
+        )
     }
 
     /// [`check`](RedisLimiter::check) at the Redis server's time.
@@ -125,7 +129,11 @@ impl RedisLimiter {
         key: &str,
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
-        self.decide(rules, cost, self.eval(rules, key, None, cost, true).await)
+        self.decide(
+            rules,
+            (cost, None),
+            self.eval(rules, key, None, cost, true).await,
+        )
     }
 
     /// Decides as [`check`](RedisLimiter::check) would at `now`, Unix time, without consuming
@@ -155,7 +163,11 @@ impl RedisLimiter {
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
         let now = Some(micros(now)?);
-        self.decide(rules, cost, self.eval(rules, key, now, cost, false).await)
+        self.decide(
+            rules,
+            (cost, now),
+            self.eval(rules, key, now, cost, false).await,
+        )
     }
 
     /// [`peek`](RedisLimiter::peek) at the Redis server's time.
@@ -184,7 +196,11 @@ impl RedisLimiter {
         key: &str,
         cost: u64,
     ) -> Result<RedisDecision, RedisError> {
-        self.decide(rules, cost, self.eval(rules, key, None, cost, false).await)
+        self.decide(
+            rules,
+            (cost, None),
+            self.eval(rules, key, None, cost, false).await,
+        )
     }
 
     /// Waits until `cost` for `key` is admitted under `rules` at the server's time, and consumes
@@ -325,7 +341,8 @@ impl RedisLimiter {
                         detail: "no answer for the check".to_string(),
                     })
                 });
-                self.decide(check.rules, check.cost, answer)
+                let now = check.at.and_then(|at| micros(at).ok());
+                self.decide(check.rules, (check.cost, now), answer)
             })
             .collect()
     }
@@ -488,10 +505,12 @@ impl RedisLimiter {
         }
     }
 
+    /// Redis's answer, or where it failed the failure policy's (for a check at `now`,
+    /// microseconds of Unix time; `None` at the server's), or the error.
     pub(super) fn decide(
         &self,
         rules: &Rules,
-        cost: u64,
+        (cost, now): (u64, Option<u64>),
         answer: Result<Decisions, RedisError>,
     ) -> Result<RedisDecision, RedisError> {
         match (answer, self.policy) {
@@ -508,7 +527,7 @@ impl RedisLimiter {
                 ) =>
             {
                 Ok(RedisDecision {
-                    decisions: policy.decide(rules, cost),
+                    decisions: policy.decide(rules, cost, now),
                     without_redis: Some(err),
                 })
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use slidewin::limit::{Decision, Decisions};
 
 use crate::error::RedisError;
-use crate::rules::Rules;
+use crate::rules::{Rules, calendar};
 
 /// What a check answers when Redis cannot: for callers who want a decision anyway. The
 /// [`RedisDecision`] then says it was made without Redis, and why.
@@ -26,7 +26,8 @@ use crate::rules::Rules;
 pub enum FailurePolicy {
     /// Admit: the service stays up, unlimited while Redis is away.
     Open,
-    /// Deny, with `retry_after` one span: nothing passes unchecked.
+    /// Deny, with `retry_after` one span (a calendar rule: until its window ends): nothing
+    /// passes unchecked.
     Closed,
 }
 
@@ -53,18 +54,28 @@ impl FailurePolicy {
         }
     }
 
-    pub(super) fn decide(self, rules: &Rules, cost: u64) -> Decisions {
+    /// Each rule's answer while Redis cannot give one, for a check at `now` (microseconds of
+    /// Unix time; `None` at the server's time, which this client's clock stands in for). A
+    /// closed policy tells a rate to wait its span, and a calendar rule to wait for the end of
+    /// the window `now` is in, where its count starts again.
+    pub(super) fn decide(self, rules: &Rules, cost: u64, now: Option<u64>) -> Decisions {
         let each = rules
             .rule_set()
             .rules()
             .iter()
             .map(|rule| {
-                let (most, span) = (rule.max_cost(), rule.quota().span());
+                let most = rule.max_cost();
                 match self {
                     FailurePolicy::Open => {
                         Decision::allow(most, most.saturating_sub(cost), Duration::ZERO)
                     }
-                    FailurePolicy::Closed => Decision::deny(most, 0, span, span),
+                    FailurePolicy::Closed => {
+                        let wait = match rule.calendar_quota() {
+                            Some(quota) => calendar::until_window_end(quota, now),
+                            None => rule.quota().span(),
+                        };
+                        Decision::deny(most, 0, wait, wait)
+                    }
                 }
             })
             .collect();

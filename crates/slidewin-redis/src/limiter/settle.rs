@@ -85,7 +85,7 @@ impl RedisLimiter {
         let first = rules.key(&tag_of(&self.prefix, key), 0);
         match self.server_time(&first).await {
             Ok(now) => self.reserve(rules, key, now, estimate).await,
-            Err(err) => Ok((self.decide(rules, estimate, Err(err))?, None)),
+            Err(err) => Ok((self.decide(rules, (estimate, None), Err(err))?, None)),
         }
     }
 

@@ -5,7 +5,7 @@
 //! (see `lua/check.lua`). A check at the server's time is dated by this client's clock, and
 //! the script refuses it when the server's time is outside the window sent.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use slidewin::limit::{CalendarQuota, Kind, Rule};
 use slidewin::{ConfigError, Moment};
@@ -52,6 +52,14 @@ fn dated(quota: &CalendarQuota, params: [u64; 5], at: u64) -> [u64; 5] {
 pub(crate) fn window_of(quota: &CalendarQuota, at: u64) -> (u64, u64) {
     let [_, start, end, _, _] = dated(quota, [0; 5], at);
     (start, end)
+}
+
+/// How long from `now` (microseconds of Unix time; `None`: this client's clock) until the
+/// window of `quota` holding it ends: a closed failure policy's wait for a calendar rule.
+pub(crate) fn until_window_end(quota: &CalendarQuota, now: Option<u64>) -> Duration {
+    let now = now.unwrap_or_else(client_now);
+    let (_, end) = window_of(quota, now);
+    Duration::from_micros(end.saturating_sub(now))
 }
 
 /// This client's clock, in microseconds of Unix time: what dates the windows of a check at the

@@ -1,7 +1,7 @@
 //! [`Rules`]: a [`RuleSet`] checked once for what Redis's script can represent, and the script
 //! call that checks it.
 
-mod calendar;
+pub(crate) mod calendar;
 mod names;
 
 use std::fmt;

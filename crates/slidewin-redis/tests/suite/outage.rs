@@ -51,6 +51,46 @@ async fn an_outage_answers_the_failure_policy_without_waiting_a_second() {
     }
 }
 
+/// Issue 33's closed policy on a calendar rule: wait until the window's end, where its
+/// count starts again (14 hours from 10:00 UTC for a day), not the longest day there is
+/// (25 hours); a rate beside it still waits its span, and the binding wait is the longer.
+#[tokio::test]
+async fn a_closed_policy_tells_a_calendar_rule_to_wait_for_its_window_end() {
+    let mut server = RedisServer::start();
+    let redis = RedisLimiter::connect(&server.url())
+        .await
+        .unwrap()
+        .with_failure_policy(FailurePolicy::Closed);
+    let daily = Rule::calendar("daily", "100 per calendar day".parse().unwrap()).unwrap();
+    let day = Rules::try_from(daily.clone()).unwrap();
+    let both = Rules::new(
+        slidewin::limit::RuleSet::new([daily, rule("minute", Kind::SlidingLog, "10/minute")])
+            .unwrap(),
+    )
+    .unwrap();
+    server.kill();
+    // 2026-12-04T10:00:00Z.
+    let ten = Moment::from_secs(1_796_378_400);
+    let hours = |h: u64| Some(Duration::from_secs(h * 3_600));
+    let denied = redis.check(&day, "k", ten, 1).await.unwrap();
+    assert!(denied.degraded().is_some());
+    assert_eq!(denied.retry_after(), hours(14));
+    let half_past = ten.checked_add(Duration::from_secs(1_800)).unwrap();
+    let later = redis.check(&day, "k", half_past, 1).await.unwrap();
+    assert_eq!(
+        later.retry_after(),
+        Some(Duration::from_secs(13 * 3_600 + 1_800))
+    );
+    let both = redis.check(&both, "k", ten, 1).await.unwrap();
+    let waits: Vec<_> = both.decisions().iter().map(|d| d.retry_after()).collect();
+    assert_eq!(waits, [hours(14), Some(Duration::from_secs(60))]);
+    assert_eq!(both.retry_after(), hours(14));
+    // At the server's time (unknown while it is down), this client's clock dates the window:
+    // never longer than a day.
+    let now = redis.check_now(&day, "k", 1).await.unwrap();
+    assert!(now.retry_after().unwrap() <= hours(24).unwrap());
+}
+
 /// A timeout opens the circuit shared by the limiter's clones; from then on no check reaches
 /// Redis (it counts what it ran once unpaused), and each says exactly why and when the next
 /// try is. The clock is tokio's, paused once the server is: it moves only when the runtime has
