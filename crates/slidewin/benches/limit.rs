@@ -1,6 +1,7 @@
 //! The limiters against governor, in the same run: a direct limiter and a keyed one over
 //! 100,000 keys, on one thread and on two sharing the limiter; and a flood of new keys on a
-//! capped keyed limiter, below its cap and at it.
+//! capped keyed limiter, below its cap and at it; then what issue 33's kinds cost beside a
+//! plain check of the exact log: a reservation settled, a refund, a calendar day.
 //! `cargo bench -p slidewin --bench limit`.
 //!
 //! Both libraries read time from the same kind of clock: a per-thread counter that moves one
@@ -131,6 +132,61 @@ fn owned<A: Algorithm<Output = Decision>>(
     });
 }
 
+/// Issue 33's kinds, one thread, each step 1 ms later on an explicit clock, against a plain
+/// check of the exact log: a reservation of 2 settled to 1, a check of 2 with 1 refunded, and
+/// a check of a calendar day (the same limit per day) in UTC.
+fn settled(c: &mut Criterion) {
+    use slidewin::Moment;
+    use slidewin::limit::{Calendar, Kind, Rule, RuleSet};
+    let mut group = c.benchmark_group("limit/issue_33/1_thread");
+    group
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    let quota = || Quota::new(10_000, Duration::from_secs(1)).unwrap();
+    let steps = || {
+        let mut now = 1_000_000_000_000_000u64;
+        move || {
+            now += INTERVAL;
+            Moment::from_nanos(now)
+        }
+    };
+    let mut log = Limiter::new(SlidingLog::new(quota()).unwrap());
+    let mut next = steps();
+    group.bench_function("sliding_log_check", |b| {
+        b.iter(|| black_box(log.check(next(), 1).unwrap().allowed()))
+    });
+    let mut log = Limiter::new(SlidingLog::new(quota()).unwrap());
+    let mut next = steps();
+    group.bench_function("sliding_log_reserve_settle", |b| {
+        b.iter(|| {
+            let (_, reserved) = log.reserve(next(), 2).unwrap();
+            black_box(log.settle(reserved.unwrap(), 1))
+        })
+    });
+    let rule = Rule::new("log", Kind::SlidingLog, quota()).unwrap();
+    let mut set = Limiter::new(RuleSet::from(rule.clone()));
+    let mut next = steps();
+    group.bench_function("rule_set_log_check", |b| {
+        b.iter(|| black_box(set.check(next(), 1).unwrap().allowed()))
+    });
+    let mut refunds = Limiter::new(RuleSet::from(rule.with_refunds().unwrap()));
+    let mut next = steps();
+    group.bench_function("rule_set_log_check_refund", |b| {
+        b.iter(|| {
+            let now = next();
+            black_box(refunds.check(now, 2).unwrap().allowed());
+            black_box(refunds.release(now, 1))
+        })
+    });
+    let day = "864000000 per calendar day".parse().unwrap();
+    let mut calendar = Limiter::new(Calendar::new(day));
+    let mut next = steps();
+    group.bench_function("calendar_day_check", |b| {
+        b.iter(|| black_box(calendar.check(next(), 1).unwrap().allowed()))
+    });
+    group.finish();
+}
+
 fn keyed(c: &mut Criterion) {
     let keyed_clock = Ticker {
         step: INTERVAL / KEYS,
@@ -254,5 +310,5 @@ fn flood(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, direct, keyed, flood);
+criterion_group!(benches, direct, keyed, flood, settled);
 criterion_main!(benches);
