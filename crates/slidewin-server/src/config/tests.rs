@@ -218,6 +218,18 @@ fn issue_31_a_domain_spread_over_files_is_merged_when_asked() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The rules of the first descriptor's limit of the first domain.
+fn first_rules(config: &Config) -> &slidewin::limit::RuleSet {
+    match config.domains()[0].descriptors()[0]
+        .limit()
+        .unwrap()
+        .action()
+    {
+        Action::Rules { rules, .. } => rules,
+        _ => panic!("a limit of rules"),
+    }
+}
+
 /// Issue 33: `quota: N concurrent` with a `lease` is a limit of leases; each half alone, a
 /// count of 0, another algorithm or a bad lease is refused, saying what to write.
 #[test]
@@ -228,14 +240,7 @@ fn a_concurrent_quota_with_its_lease_is_counted_by_leases() {
         )
     };
     let config = Config::parse(&limit("quota: 2 concurrent, lease: 1m 30s"), "d.yaml").unwrap();
-    let Action::Rules { rules, .. } = config.domains()[0].descriptors()[0]
-        .limit()
-        .unwrap()
-        .action()
-    else {
-        panic!("rules");
-    };
-    let rule = &rules.rules()[0];
+    let rule = &first_rules(&config).rules()[0];
     assert_eq!(rule.kind(), Kind::Leases);
     assert_eq!(
         (rule.quota().limit(), rule.quota().span()),
@@ -289,14 +294,7 @@ fn refunds_go_with_a_sliding_log_alone() {
         "quota: 100/minute, algorithm: sliding_log, refunds: true",
     ] {
         let config = Config::parse(&limit(fields), "d.yaml").unwrap();
-        let Action::Rules { rules, .. } = config.domains()[0].descriptors()[0]
-            .limit()
-            .unwrap()
-            .action()
-        else {
-            panic!("rules");
-        };
-        assert!(rules.rules()[0].refunds(), "{fields}");
+        assert!(first_rules(&config).rules()[0].refunds(), "{fields}");
     }
     for (fields, said) in [
         (

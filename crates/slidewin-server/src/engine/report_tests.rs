@@ -33,36 +33,37 @@ fn asked(key: &str, hits: u64, negative: bool) -> RateLimitRequest {
     .unwrap()
 }
 
+/// `asked` of `engine`, answered.
+async fn ask(
+    engine: &Engine<slidewin_store::Memory>,
+    key: &str,
+    hits: u64,
+    negative: bool,
+) -> RateLimitResponse {
+    engine
+        .should_rate_limit(&asked(key, hits, negative))
+        .await
+        .unwrap()
+}
+
 /// The question, the report of 700 tokens, then one of 500 past the minute's 1000: charged
 /// all the same, as debt; the question is refused until the 700 leave, with a Retry-After
 /// to then, and the day's bucket keeps all 1200.
 #[tokio::test]
 async fn issue_33_reports_after_the_response_are_charged_past_the_limit() {
     let (engine, clock, metrics) = engine(TOKENS);
-    let question = engine
-        .should_rate_limit(&asked("k1", 0, false))
-        .await
-        .unwrap();
+    let question = ask(&engine, "k1", 0, false).await;
     assert_eq!(question.overall_code, Code::Ok);
     assert_eq!(question.statuses[0].limit_remaining, 999); // a unit is left after one more
-    let first = engine
-        .should_rate_limit(&asked("k1", 700, false))
-        .await
-        .unwrap();
+    let first = ask(&engine, "k1", 700, false).await;
     assert_eq!(first.overall_code, Code::Ok);
     assert_eq!(first.statuses[0].limit_remaining, 300);
     clock.advance(std::time::Duration::from_secs(1));
-    let over = engine
-        .should_rate_limit(&asked("k1", 500, false))
-        .await
-        .unwrap();
+    let over = ask(&engine, "k1", 500, false).await;
     assert_eq!(over.overall_code, Code::Ok); // a report is never refused
     assert_eq!(over.statuses[0].limit_remaining, 0);
     clock.advance(std::time::Duration::from_secs(9));
-    let denied = engine
-        .should_rate_limit(&asked("k1", 0, false))
-        .await
-        .unwrap();
+    let denied = ask(&engine, "k1", 0, false).await;
     assert_eq!(denied.overall_code, Code::OverLimit);
     let retry = denied
         .headers
@@ -70,22 +71,13 @@ async fn issue_33_reports_after_the_response_are_charged_past_the_limit() {
         .find(|(name, _)| name == http::header::RETRY_AFTER);
     assert_eq!(retry.map(|(_, v)| v.to_str().unwrap()), Some("50"));
     // Another key is its own.
-    let other = engine
-        .should_rate_limit(&asked("k2", 0, false))
-        .await
-        .unwrap();
+    let other = ask(&engine, "k2", 0, false).await;
     assert_eq!(other.overall_code, Code::Ok);
     // The 700 of 86,400 s leave at 86,460 s: 500 of the minute left, and the day's 1200.
     clock.advance(std::time::Duration::from_secs(50));
-    let again = engine
-        .should_rate_limit(&asked("k1", 0, false))
-        .await
-        .unwrap();
+    let again = ask(&engine, "k1", 0, false).await;
     assert_eq!(again.overall_code, Code::Ok);
-    let day = engine
-        .should_rate_limit(&asked("k1", 299, false))
-        .await
-        .unwrap();
+    let day = ask(&engine, "k1", 299, false).await;
     // The day's bucket binds: 1499 charged, about one refilled in the minute, 2 left.
     assert_eq!(day.statuses[0].limit_remaining, 2);
     assert_eq!(day.statuses[0].current_limit.as_ref().unwrap().name, "day");
@@ -101,14 +93,8 @@ async fn issue_33_reports_after_the_response_are_charged_past_the_limit() {
 #[tokio::test]
 async fn issue_33_a_negative_report_gives_nothing_back() {
     let (engine, _clock, metrics) = engine(TOKENS);
-    engine
-        .should_rate_limit(&asked("k1", 1000, false))
-        .await
-        .unwrap();
-    let back = engine
-        .should_rate_limit(&asked("k1", 400, true))
-        .await
-        .unwrap();
+    ask(&engine, "k1", 1000, false).await;
+    let back = ask(&engine, "k1", 400, true).await;
     assert_eq!(back.overall_code, Code::OverLimit);
     assert_eq!(back.statuses[0].limit_remaining, 0);
     let text = metrics.encode();
@@ -127,14 +113,8 @@ async fn issue_33_a_negative_report_refunds_a_log_that_refunds() {
         "quota: 1000 per minute, refunds: true}",
     );
     let (engine, _clock, metrics) = engine(&refunds);
-    engine
-        .should_rate_limit(&asked("k1", 1000, false))
-        .await
-        .unwrap();
-    let back = engine
-        .should_rate_limit(&asked("k1", 400, true))
-        .await
-        .unwrap();
+    ask(&engine, "k1", 1000, false).await;
+    let back = ask(&engine, "k1", 400, true).await;
     assert_eq!(back.overall_code, Code::Ok);
     // 600 of the minute held (399 left after one more, 40%); the day's 499 (33%) binds.
     assert_eq!(back.statuses[0].limit_remaining, 499);
@@ -158,44 +138,23 @@ async fn issue_33_a_negative_report_refunds_a_log_that_refunds() {
 async fn issue_33_negative_hits_refund_only_a_log_that_refunds() {
     let config = "domain: ai\ndescriptors:\n  - key: api_key\n    limits:\n      - {name: minute, quota: 1000 per minute, refunds: true}\n      - {name: day, quota: 5000 per day}\n";
     let (engine, clock, metrics) = engine(config);
-    let estimate = engine
-        .should_rate_limit(&asked("k1", 800, false))
-        .await
-        .unwrap();
+    let estimate = ask(&engine, "k1", 800, false).await;
     assert_eq!(estimate.statuses[0].limit_remaining, 200);
     clock.advance(std::time::Duration::from_secs(5));
     // The request used 300: 500 come back to the minute; the day keeps all 800.
-    let back = engine
-        .should_rate_limit(&asked("k1", 500, true))
-        .await
-        .unwrap();
+    let back = ask(&engine, "k1", 500, true).await;
     assert_eq!(back.overall_code, Code::Ok);
     assert_eq!(back.statuses[0].limit_remaining, 700);
-    let next = engine
-        .should_rate_limit(&asked("k1", 700, false))
-        .await
-        .unwrap();
+    let next = ask(&engine, "k1", 700, false).await;
     assert_eq!(next.overall_code, Code::Ok, "the refund made room");
     // Another key's refund reaches nothing of k1's.
-    engine
-        .should_rate_limit(&asked("k2", 1000, true))
-        .await
-        .unwrap();
-    let k1 = engine
-        .should_rate_limit(&asked("k1", 1, false))
-        .await
-        .unwrap();
+    ask(&engine, "k2", 1000, true).await;
+    let k1 = ask(&engine, "k1", 1, false).await;
     assert_eq!(k1.overall_code, Code::OverLimit);
     // More than is held: what is held comes back, no more (the day's 3,500 of 5,000 bind).
-    let all = engine
-        .should_rate_limit(&asked("k1", u64::from(u32::MAX), true))
-        .await
-        .unwrap();
+    let all = ask(&engine, "k1", u64::from(u32::MAX), true).await;
     assert_eq!(all.statuses[0].limit_remaining, 3_500);
-    let full = engine
-        .should_rate_limit(&asked("k1", 1000, false))
-        .await
-        .unwrap();
+    let full = ask(&engine, "k1", 1000, false).await;
     assert_eq!(full.overall_code, Code::Ok, "the whole minute came back");
     let text = metrics.encode();
     assert!(
@@ -204,14 +163,8 @@ async fn issue_33_negative_hits_refund_only_a_log_that_refunds() {
     );
     // Without refunds, the same correction gives nothing back, and is counted as kept.
     let (engine, _clock, metrics) = self::engine(&config.replace(", refunds: true", ""));
-    engine
-        .should_rate_limit(&asked("k1", 800, false))
-        .await
-        .unwrap();
-    let kept = engine
-        .should_rate_limit(&asked("k1", 500, true))
-        .await
-        .unwrap();
+    ask(&engine, "k1", 800, false).await;
+    let kept = ask(&engine, "k1", 500, true).await;
     assert_eq!(kept.statuses[0].limit_remaining, 200);
     let text = metrics.encode();
     assert!(
@@ -226,14 +179,8 @@ async fn issue_33_negative_hits_refund_only_a_log_that_refunds() {
 async fn without_after_response_a_late_cost_over_the_limit_is_refused() {
     let plain = TOKENS.replace("    after_response: true\n", "");
     let (engine, _clock, _metrics) = engine(&plain);
-    engine
-        .should_rate_limit(&asked("k1", 700, false))
-        .await
-        .unwrap();
-    let refused = engine
-        .should_rate_limit(&asked("k1", 500, false))
-        .await
-        .unwrap();
+    ask(&engine, "k1", 700, false).await;
+    let refused = ask(&engine, "k1", 500, false).await;
     assert_eq!(refused.overall_code, Code::OverLimit);
     assert_eq!(refused.statuses[0].limit_remaining, 300);
 }
