@@ -219,7 +219,7 @@ fn issue_31_a_domain_spread_over_files_is_merged_when_asked() {
 }
 
 /// The rules of the first descriptor's limit of the first domain.
-fn first_rules(config: &Config) -> &slidewin::limit::RuleSet {
+fn first_rules(config: &Config) -> &RuleSet {
     match config.domains()[0].descriptors()[0]
         .limit()
         .unwrap()
