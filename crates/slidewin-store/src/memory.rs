@@ -134,7 +134,7 @@ macro_rules! each_store {
     ($store:expr, |$keyed:ident| $call:expr, $one:expr, $set:expr) => {
         match &$store.0 {
             Store::Gcra($keyed) => $call.map($one),
-            Store::Log($keyed) => $call.map($one),
+            Store::Log($keyed) | Store::Refunds($keyed) => $call.map($one),
             Store::Counter($keyed) => $call.map($one),
             Store::Fixed($keyed) => $call.map($one),
             Store::Set($keyed) => $call.map($set),
@@ -145,6 +145,8 @@ macro_rules! each_store {
 enum Store {
     Gcra(Keyed<MemoryKey, Gcra>),
     Log(Keyed<MemoryKey, SlidingLog>),
+    /// A log built `with_refunds`: its release refunds its oldest units.
+    Refunds(Keyed<MemoryKey, SlidingLog>),
     Counter(Keyed<MemoryKey, SlidingCounter>),
     Fixed(Keyed<MemoryKey, FixedWindow>),
     Set(Keyed<MemoryKey, RuleSet>),
@@ -233,7 +235,7 @@ impl MemoryStore {
     pub fn len(&self) -> usize {
         match &self.0 {
             Store::Gcra(keyed) => keyed.len(),
-            Store::Log(keyed) => keyed.len(),
+            Store::Log(keyed) | Store::Refunds(keyed) => keyed.len(),
             Store::Counter(keyed) => keyed.len(),
             Store::Fixed(keyed) => keyed.len(),
             Store::Set(keyed) => keyed.len(),
@@ -263,7 +265,7 @@ impl MemoryStore {
     pub fn sweep(&self, now: Moment) -> usize {
         match &self.0 {
             Store::Gcra(keyed) => keyed.sweep(now),
-            Store::Log(keyed) => keyed.sweep(now),
+            Store::Log(keyed) | Store::Refunds(keyed) => keyed.sweep(now),
             Store::Counter(keyed) => keyed.sweep(now),
             Store::Fixed(keyed) => keyed.sweep(now),
             Store::Set(keyed) => keyed.sweep(now),
@@ -304,7 +306,10 @@ impl MemoryStore {
     pub fn carry_from(&self, old: &MemoryStore, now: Moment) -> usize {
         match (&self.0, &old.0) {
             (Store::Gcra(to), Store::Gcra(from)) => to.carry_from(from, now),
-            (Store::Log(to), Store::Log(from)) => to.carry_from(from, now),
+            // A log's counts carry whether it refunds or not (a reload that turns it on).
+            (Store::Log(to) | Store::Refunds(to), Store::Log(from) | Store::Refunds(from)) => {
+                to.carry_from(from, now)
+            }
             (Store::Counter(to), Store::Counter(from)) => to.carry_from(from, now),
             (Store::Fixed(to), Store::Fixed(from)) => to.carry_from(from, now),
             (Store::Set(to), Store::Set(from)) => to.carry_from(from, now),
@@ -325,14 +330,17 @@ impl Backend for Memory {
     type Store = MemoryStore;
 
     fn store(&self, rules: RuleSet) -> Result<MemoryStore, ConfigError> {
-        // One rate in a `Keyed` of its own algorithm; leases, a log that refunds, calendar
-        // quotas (whose quota is not a span), and several rules, in a set's (whose release
-        // reaches its leases and its refunds).
+        // One rate in a `Keyed` of its own algorithm; leases, calendar quotas (whose quota is
+        // not a span), and several rules, in a set's (whose release reaches its leases and its
+        // refunds).
         let one = match rules.rules() {
-            [rule] if !rule.gives_back() => {
+            [rule] => {
                 let quota = rule.quota();
                 match rule.kind() {
                     Kind::Gcra => Some(Store::Gcra(self.keyed(Gcra::new(quota)?)?)),
+                    Kind::SlidingLog if rule.refunds() => {
+                        Some(Store::Refunds(self.keyed(SlidingLog::new(quota)?)?))
+                    }
                     Kind::SlidingLog => Some(Store::Log(self.keyed(SlidingLog::new(quota)?)?)),
                     Kind::SlidingCounter => {
                         Some(Store::Counter(self.keyed(SlidingCounter::new(quota)?)?))
@@ -369,6 +377,7 @@ impl Backend for Memory {
     ) -> impl Future<Output = Result<u64, BackendError>> + Send + 'a {
         ready(Ok(match &store.0 {
             Store::Set(keyed) => keyed.release(&Lookup(key), now, units),
+            Store::Refunds(keyed) => keyed.refund(&Lookup(key), now, units),
             // A rate alone that does not refund: nothing comes back.
             _ => 0,
         }))
@@ -415,7 +424,7 @@ impl Backend for Memory {
         let key = &Lookup(key);
         ready(Ok(match &store.0 {
             Store::Gcra(keyed) => keyed.settle(key, reservation, actual),
-            Store::Log(keyed) => keyed.settle(key, reservation, actual),
+            Store::Log(keyed) | Store::Refunds(keyed) => keyed.settle(key, reservation, actual),
             Store::Counter(keyed) => keyed.settle(key, reservation, actual),
             Store::Fixed(keyed) => keyed.settle(key, reservation, actual),
             Store::Set(keyed) => keyed.settle(key, reservation, actual),

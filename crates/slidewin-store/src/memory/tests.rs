@@ -60,3 +60,42 @@ async fn each_key_has_its_own_count_in_memory() {
     }
     assert_eq!(store.len(), keys().len());
 }
+
+/// Issue 33: a log alone that refunds gives back its oldest units on release, one that does
+/// not keeps them; a reload that turns refunds on or off carries the counts either way (no
+/// client gets a fresh quota from it).
+#[tokio::test]
+async fn a_log_alone_refunds_and_keeps_its_counts_when_refunds_change() {
+    let memory = Memory::new();
+    let log = Rule::new("api", Kind::SlidingLog, "10/minute".parse().unwrap()).unwrap();
+    let plain = memory.store(RuleSet::from(log.clone())).unwrap();
+    let ann = RequestKey::Text("ann");
+    assert!(
+        memory
+            .check(&plain, ann, Moment::ZERO, 8)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    assert_eq!(
+        memory.release(&plain, ann, Moment::ZERO, 3).await.unwrap(),
+        0
+    );
+    let refunds = memory
+        .store(RuleSet::from(log.clone().with_refunds().unwrap()))
+        .unwrap();
+    assert_eq!(refunds.carry_from(&plain, Moment::ZERO), 1);
+    let left = memory.check(&refunds, ann, Moment::ZERO, 0).await.unwrap();
+    assert_eq!(left.decision().remaining(), 2, "carried, not fresh");
+    assert_eq!(
+        memory
+            .release(&refunds, ann, Moment::ZERO, 3)
+            .await
+            .unwrap(),
+        3
+    );
+    let again = memory.store(RuleSet::from(log)).unwrap();
+    assert_eq!(again.carry_from(&refunds, Moment::ZERO), 1);
+    let back = memory.check(&again, ann, Moment::ZERO, 0).await.unwrap();
+    assert_eq!(back.decision().remaining(), 5);
+}

@@ -438,6 +438,14 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     where
         Q: Hash + Equivalent<K> + ?Sized,
     {
+        self.give_back(key, |rules, state| rules.release(state, now, units))
+    }
+
+    /// What `give` gives back of `key`'s state, under its shard's lock; 0 for a key not held.
+    pub(super) fn give_back<Q>(&self, key: &Q, give: impl FnOnce(&A, &mut A::State) -> u64) -> u64
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
         let (hash, index) = self.shard(key);
         let Some(cell) = self.cell(index) else {
             return 0;
@@ -448,11 +456,11 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
         };
         // A release may shrink the state's buffer: on a budget, what it holds is settled.
         let before = self.rules.heap_bytes(state);
-        let released = self.rules.release(state, now, units);
+        let given = give(&self.rules, state);
         if let Some(budget) = &self.budget {
             budget.settle(before, self.rules.heap_bytes(state));
         }
-        released
+        given
     }
 
     /// The peek of `key` at the time `now()` reads, while holding its shard if it has one.

@@ -9,7 +9,7 @@ use super::Keyed;
 use super::check::{Charge, Reserve};
 use super::shard::lock;
 use crate::limit::algorithm::Algorithm;
-use crate::limit::{LimitError, Reservation};
+use crate::limit::{LimitError, Reservation, SlidingLog};
 use crate::time::{Clock, Moment};
 
 impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
@@ -211,5 +211,34 @@ impl<K: Hash + Eq, A: Algorithm> Keyed<K, A> {
     {
         let (hash, index) = self.shard(key);
         self.check_in(index, hash, key, || K::from(key), || now, units, Charge)
+    }
+}
+
+impl<K: Hash + Eq> Keyed<K, SlidingLog> {
+    /// Gives back up to `units` of `key`'s oldest units in the window at `now`, as a rule built
+    /// [`with_refunds`](crate::limit::Rule::with_refunds) does in a rule set: a request charged
+    /// more than it cost, corrected without naming its admission. How many it gave back; a key
+    /// not held gives back nothing. See `with_refunds` for why the oldest are the safe ones.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use slidewin::limit::SlidingLog;
+    /// use slidewin::{Keyed, Moment};
+    ///
+    /// let tokens = Keyed::<String, _>::new(SlidingLog::new("100/minute".parse()?)?);
+    /// tokens.check("ann", Moment::ZERO, 100)?;
+    /// assert_eq!(tokens.refund("ann", Moment::from_secs(1), 60), 60);
+    /// assert_eq!(tokens.refund("bob", Moment::from_secs(1), 60), 0);
+    /// assert_eq!(tokens.peek("ann", Moment::from_secs(1), 0)?.remaining(), 60);
+    /// // `release` is a rate's: its admissions stay spent.
+    /// assert_eq!(tokens.release("ann", Moment::from_secs(1), 10), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn refund<Q>(&self, key: &Q, now: Moment, units: u64) -> u64
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        self.give_back(key, |log, state| log.release_oldest(state, now, units))
     }
 }
