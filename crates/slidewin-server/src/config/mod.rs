@@ -17,6 +17,7 @@
 
 mod calendar;
 mod error;
+mod limit_yaml;
 mod naming;
 #[cfg(test)]
 mod tests;
