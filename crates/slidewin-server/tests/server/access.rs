@@ -2,7 +2,7 @@
 //! (401, and nothing of the service in the answer), takes it in `Authorization: Bearer` or in
 //! the cookie a browser gets from `/?token=` once; the data plane (`POST /json`, `/healthz`,
 //! gRPC) never asks for it; and with no token set, everything is open as before to a loopback
-//! host (tests/hostile/browsers.rs has the other hosts).
+//! host (tests/hostile/attacks/browsers.rs has the other hosts).
 
 use crate::support;
 

@@ -1,6 +1,6 @@
 //! slidewin-server's tests through its public API and its real ports, one module per subject,
-//! in one binary: one link instead of one a module. `tests/hostile.rs` keeps a binary of its own, since
-//! its counting allocator is global and would count every other test's allocations too.
+//! in one binary: one link instead of one a module. `tests/hostile/` keeps a binary of its own,
+//! since its counting allocator is global and would count every other test's allocations too.
 
 mod access;
 mod dashboard_live;
@@ -11,7 +11,7 @@ mod redis_tls;
 mod service;
 mod tls;
 
-/// The helpers the modules share, in `tests/support/` beside `tests/hostile.rs`'s.
+/// The helpers the modules share, in `tests/support/` beside `tests/hostile/`'s.
 mod support {
     pub(crate) use super::{browser, server};
 }
