@@ -213,3 +213,23 @@ fn after_response_needs_a_limit_that_counts() {
         assert!(err.contains("after_response"), "{err}");
     }
 }
+
+/// Found reviewing the metrics for hostile hits: a descriptor's own `hits_addend` is a
+/// client's `u64`, and two of `u64::MAX` wrapped a rule's hit counters back to small numbers
+/// (a Prometheus counter that goes down reads as a restart). They stop at `u64::MAX` now.
+#[tokio::test]
+async fn huge_hits_never_wrap_a_hit_counter() {
+    let (engine, _clock, metrics) = engine(TOKENS);
+    for _ in 0..2 {
+        ask(&engine, "k1", u64::MAX, false).await;
+        ask(&engine, "k1", u64::MAX, true).await;
+    }
+    let text = metrics.encode();
+    for counter in ["total_hits", "charged", "kept"] {
+        let series = format!(
+            "slidewin_rate_limit_{counter}_total{{domain=\"ai\",rule=\"api_key\"}} {}",
+            u64::MAX
+        );
+        assert!(text.contains(&series), "{series}\n{text}");
+    }
+}

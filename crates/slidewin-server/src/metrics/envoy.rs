@@ -6,10 +6,11 @@
 //! are gauges that only grow: `rate()` and `increase()` read them as they read envoy ratelimit's.
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use super::saturating::{HitCounter, HitGauge};
 
 /// A limit as envoy ratelimit's mapping labels it: its domain and the first two parts of its
 /// descriptor path (`key1` is `key_value` or `key`; `key2` is empty for a limit one level deep).
@@ -41,7 +42,7 @@ impl EnvoyRuleLabels {
 pub(super) struct EnvoyNames {
     pub(super) registry: Registry,
     /// `total_hits`, `over_limit`, `near_limit`, `within_limit`, `shadow_mode`, in that order.
-    pub(super) hits: [Family<EnvoyRuleLabels, Gauge>; 5],
+    pub(super) hits: [Family<EnvoyRuleLabels, HitGauge>; 5],
     pub(super) load_success: Gauge,
     pub(super) load_error: Gauge,
 }
@@ -49,7 +50,7 @@ pub(super) struct EnvoyNames {
 impl EnvoyNames {
     pub(super) fn new() -> EnvoyNames {
         let mut registry = Registry::default();
-        let hits: [Family<EnvoyRuleLabels, Gauge>; 5] = Default::default();
+        let hits: [Family<EnvoyRuleLabels, HitGauge>; 5] = Default::default();
         for (family, what) in hits.iter().zip([
             "total_hits",
             "over_limit",
@@ -87,12 +88,12 @@ impl EnvoyNames {
 /// the service shows its names too.
 #[derive(Clone, Debug)]
 pub(crate) struct Hits {
-    ours: Counter,
-    envoy: Option<Gauge>,
+    ours: HitCounter,
+    envoy: Option<HitGauge>,
 }
 
 impl Hits {
-    pub(super) fn new(ours: Counter, envoy: Option<Gauge>) -> Hits {
+    pub(super) fn new(ours: HitCounter, envoy: Option<HitGauge>) -> Hits {
         Hits { ours, envoy }
     }
 

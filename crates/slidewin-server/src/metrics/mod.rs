@@ -14,9 +14,11 @@ use slidewin_store::BackendState;
 mod envoy;
 mod labels;
 mod limits;
+mod saturating;
 
 pub(crate) use envoy::Hits;
 use envoy::{EnvoyNames, EnvoyRuleLabels};
+use saturating::HitCounter;
 
 use labels::{
     DescriptorLabels, LimitLabels, ListenerLabels, ReasonLabels, ResultLabels, RuleLabels,
@@ -46,14 +48,14 @@ pub struct Metrics {
 #[derive(Debug)]
 struct Inner {
     registry: Registry,
-    total_hits: Family<RuleLabels, Counter>,
-    over_limit: Family<RuleLabels, Counter>,
-    near_limit: Family<RuleLabels, Counter>,
-    within_limit: Family<RuleLabels, Counter>,
-    shadow_mode: Family<RuleLabels, Counter>,
-    released: Family<RuleLabels, Counter>,
-    kept: Family<RuleLabels, Counter>,
-    charged: Family<RuleLabels, Counter>,
+    total_hits: Family<RuleLabels, HitCounter>,
+    over_limit: Family<RuleLabels, HitCounter>,
+    near_limit: Family<RuleLabels, HitCounter>,
+    within_limit: Family<RuleLabels, HitCounter>,
+    shadow_mode: Family<RuleLabels, HitCounter>,
+    released: Family<RuleLabels, HitCounter>,
+    kept: Family<RuleLabels, HitCounter>,
+    charged: Family<RuleLabels, HitCounter>,
     config_loads: Family<ResultLabels, Counter>,
     config_version: Gauge,
     backend_state: Family<StateLabels, Gauge>,
@@ -70,7 +72,7 @@ struct Inner {
     connections_cut: Family<ReasonLabels, Counter>,
     unmatched: Family<UnmatchedLabels, Counter>,
     global_shadow_mode: Counter,
-    descriptor_hits: Family<DescriptorLabels, Counter>,
+    descriptor_hits: Family<DescriptorLabels, HitCounter>,
     /// envoy ratelimit's names too, when asked ([`Metrics::with_envoy_names`]).
     envoy: Option<EnvoyNames>,
     limit: Family<LimitLabels, Gauge>,
@@ -155,7 +157,7 @@ impl Metrics {
 
     fn make(envoy: Option<EnvoyNames>) -> Metrics {
         let mut registry = Registry::with_prefix("slidewin");
-        let family = Family::<RuleLabels, Counter>::default;
+        let family = Family::<RuleLabels, HitCounter>::default;
         let (total_hits, over_limit, near_limit, within_limit, shadow_mode, released) =
             (family(), family(), family(), family(), family(), family());
         let (kept, charged) = (family(), family());
@@ -304,7 +306,7 @@ impl Metrics {
             "Requests over a limit answered OK because the global shadow mode is on",
             global_shadow_mode.clone(),
         );
-        let descriptor_hits = Family::<DescriptorLabels, Counter>::default();
+        let descriptor_hits = Family::<DescriptorLabels, HitCounter>::default();
         registry.register(
             "rate_limit_descriptor_hits",
             "A limit's hits per descriptor, by result (within_limit, over_limit, shadow_mode), \
