@@ -168,3 +168,39 @@ fn issue_33_replay_dates_calendar_quotas_in_their_zone() {
     assert_eq!(report["decided"]["limits"][0]["admitted"], 2);
     assert_eq!(report["decided"]["limits"][0]["denied"], 1);
 }
+
+/// Corrections of an estimate replayed: 800 tokens charged, 500 sent back with
+/// `is_negative_hits`, then 700. With `refunds: true` the 700 fit; without, the correction is
+/// kept and they are denied: what turning refunds on would change, before it ships.
+#[test]
+fn issue_33_replay_gives_back_negative_hits_where_the_limit_refunds() {
+    let dir = std::env::temp_dir().join(format!("slidewin-replay-refunds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let limit = |refunds: &str| {
+        format!(
+            "domain: ai\ndescriptors:\n  - key: api_key\n    rate_limit: {{name: tokens, quota: 1000 per minute{refunds}}}\n"
+        )
+    };
+    let (refunding, keeping) = (dir.join("refunds.yaml"), dir.join("keeps.yaml"));
+    std::fs::write(&refunding, limit(", refunds: true")).unwrap();
+    std::fs::write(&keeping, limit("")).unwrap();
+    let line = |second: u32, hits: u32, negative: bool| {
+        format!(
+            "{{\"time\":\"2026-12-06T10:00:{second:02}Z\",\"domain\":\"ai\",\"descriptors\":[{{\"entries\":[{{\"key\":\"api_key\",\"value\":\"k1\"}}],\"hits_addend\":{hits},\"is_negative_hits\":{negative}}}]}}\n"
+        )
+    };
+    let input = [line(0, 800, false), line(5, 500, true), line(6, 700, false)].concat();
+    let decided = |config: &Path| {
+        let out = replay(&["--json"], config, &input);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["decided"]["limits"][0]["denied"].as_u64().unwrap()
+    };
+    assert_eq!(decided(&refunding), 0);
+    assert_eq!(decided(&keeping), 1);
+}
