@@ -4,7 +4,7 @@
 //!
 //! The edges that only memory reaches (the end of the 584-year timeline, limits of
 //! `u64::MAX`) are in slidewin's `tests/limit_extremes.rs`; Redis's own (the last time it
-//! counts exactly, its keys) in `tests/single.rs`.
+//! counts exactly, its keys) in `single/`.
 
 use crate::support;
 

@@ -2,7 +2,7 @@
 //! naming the URL) instead of each waiting for it, and nothing is sent while the circuit is
 //! open; a limiter made while Redis is down starts so, and goes to Redis once it comes up. The
 //! probe and its backoff are tested on a fake Redis in `src/circuit.rs`; a server killed and
-//! restarted in `single.rs` and `cluster.rs`.
+//! restarted in `single/faults.rs` and `cluster.rs`.
 
 use crate::support;
 
