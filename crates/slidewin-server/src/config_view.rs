@@ -45,3 +45,22 @@ fn descriptor(d: &Descriptor) -> Value {
         "descriptors": descriptors(d.descriptors()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33: what a descriptor counts after the response, and which rules refund, are
+    /// shown as the config says them.
+    #[test]
+    fn the_config_shows_after_response_and_each_rules_refunds() {
+        let yaml = "domain: ai\ndescriptors:\n  - key: api_key\n    after_response: true\n    limits:\n      - {name: minute, quota: 10/minute, refunds: true}\n      - {name: day, quota: 100/day}\n";
+        let shown = domains(&Config::parse(yaml, "t.yaml").unwrap());
+        let descriptor = &shown[0]["descriptors"][0];
+        assert_eq!(descriptor["after_response"], true);
+        let rules = &descriptor["limit"]["limits"];
+        assert_eq!(rules[0]["refunds"], true);
+        assert_eq!(rules[1]["refunds"], false);
+        assert_eq!(rules[0]["algorithm"], "sliding_log");
+    }
+}
