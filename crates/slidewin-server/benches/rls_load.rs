@@ -52,29 +52,28 @@
 //!
 //! `cargo bench` passes `--bench`; without it (`cargo test --benches`) this does nothing.
 
+#[path = "support/ceiling.rs"]
+mod ceiling;
 #[path = "support/load.rs"]
 mod load;
+
+use ceiling::{Server, ceiling};
 
 use load::{connect, env, median, runtime};
 use tonic::transport::Channel;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
-    RateLimitService, RateLimitServiceServer,
-};
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use slidewin::time::MonotonicClock;
 use slidewin_server::{Bounds, Config, Endpoints, Engine, Listeners, Metrics, ServeOptions};
 use slidewin_store::Backend;
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 /// The clients checked in turn.
@@ -132,67 +131,6 @@ impl Settings {
             server_threads: env("RLS_SERVER_THREADS").unwrap_or(cpus),
             client_threads: env("RLS_CLIENT_THREADS").unwrap_or(cpus),
         }
-    }
-}
-
-/// The ceiling's handler: OK at once.
-struct Ceiling;
-
-#[tonic::async_trait]
-impl RateLimitService for Ceiling {
-    async fn should_rate_limit(
-        &self,
-        request: tonic::Request<RateLimitRequest>,
-    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        let ok = DescriptorStatus {
-            code: Code::Ok as i32,
-            ..Default::default()
-        };
-        Ok(tonic::Response::new(RateLimitResponse {
-            overall_code: Code::Ok as i32,
-            statuses: vec![ok; request.get_ref().descriptors.len()],
-            ..Default::default()
-        }))
-    }
-}
-
-/// A server under test: its name, where it listens, what stops it, and whether its answers
-/// carry limits.
-struct Server {
-    name: &'static str,
-    addr: SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-    limited: bool,
-}
-
-/// The ceiling, accepting as `slidewin serve` does (`TCP_NODELAY` on each connection).
-async fn ceiling() -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let incoming = futures_util::stream::unfold(listener, |listener| async move {
-        let accepted = listener.accept().await.map(|(stream, _)| {
-            let _ = stream.set_nodelay(true);
-            stream
-        });
-        Some((accepted, listener))
-    });
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(RateLimitServiceServer::new(Ceiling))
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    Server {
-        name: "ceiling",
-        addr,
-        stop,
-        task,
-        limited: false,
     }
 }
 
