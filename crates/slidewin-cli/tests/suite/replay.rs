@@ -45,6 +45,18 @@ fn replay(args: &[&str], config: &Path, input: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// `config` replayed on `input` with `--json`: it succeeds, and this is its report.
+fn json_report(config: &Path, input: &str) -> serde_json::Value {
+    let out = replay(&["--json"], config, input);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn issue_33_replay_reports_per_limit_the_keys_denied_and_what_changed() {
     let (two, three) = configs("text");
@@ -157,14 +169,7 @@ fn issue_33_replay_dates_calendar_quotas_in_their_zone() {
     ]
     .map(line)
     .concat();
-    let out = replay(&["--json"], &config, &input);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = json_report(&config, &input);
     assert_eq!(report["decided"]["limits"][0]["admitted"], 2);
     assert_eq!(report["decided"]["limits"][0]["denied"], 1);
 }
@@ -191,14 +196,7 @@ fn issue_33_replay_gives_back_negative_hits_where_the_limit_refunds() {
     };
     let input = [line(0, 800, false), line(5, 500, true), line(6, 700, false)].concat();
     let decided = |config: &Path| {
-        let out = replay(&["--json"], config, &input);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let report = json_report(config, &input);
         report["decided"]["limits"][0]["denied"].as_u64().unwrap()
     };
     assert_eq!(decided(&refunding), 0);
