@@ -14,8 +14,9 @@ impl RedisLimiter {
     /// [`Leases`](slidewin::limit::Leases) rules of `rules` at `now` (Unix time): the oldest
     /// units held, whose leases end first, as in memory; a sliding log built
     /// [`with_refunds`](slidewin::limit::Rule::with_refunds) gives back its oldest units in
-    /// the window the same way. The most any rule gave back; other rates give back nothing. One script call, batched with checks like them; the log is written
-    /// again with the units still held alone.
+    /// the window the same way. The most any rule gave back; other rates give back nothing.
+    /// One script call, batched with checks like them; the log is written again with the
+    /// units still held alone.
     ///
     /// # Errors
     ///

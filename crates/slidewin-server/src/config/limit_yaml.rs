@@ -202,13 +202,6 @@ impl RateLimitYaml {
             (None, Some(unit), rpu) => {
                 // envoy ratelimit reads a missing requests_per_unit as 0, which denies all.
                 let rpu = rpu.map_or(0, |r| u64::from(r.0));
-                if rpu == 0 && self.refunds {
-                    return Err(
-                        "`refunds: true` gives back what a rate counted, and a limit \
-                                of 0 counts nothing"
-                            .to_owned(),
-                    );
-                }
                 if rpu == 0 {
                     return Ok(self.without_rules(replaces, Action::Blocked { unit }));
                 }
@@ -242,10 +235,23 @@ impl RateLimitYaml {
         Ok(replaces)
     }
 
-    /// `refunds: true` goes with a rate (its algorithm is checked as the rule is built).
+    /// `refunds: true` goes with a rate that counts (its algorithm is checked as the rule is
+    /// built).
     fn check_refunds(&self) -> Result<(), String> {
+        if !self.refunds {
+            return Ok(());
+        }
+        // envoy ratelimit reads a missing requests_per_unit as 0, which denies all.
+        let zero = self.requests_per_unit.is_none_or(|r| r.0 == 0);
+        if self.quota.is_none() && self.unit.is_some() && zero {
+            return Err(
+                "`refunds: true` gives back what a rate counted, and a limit of 0 \
+                        counts nothing"
+                    .to_owned(),
+            );
+        }
         let a_rate = matches!(self.quota, Some(QuotaYaml::Rate(_))) || self.unit.is_some();
-        if self.refunds && (self.unlimited || !a_rate) {
+        if self.unlimited || !a_rate {
             return Err(
                 "`refunds: true` gives back what a rate counted (negative hits): it \
                         goes with a rate counted by `sliding_log`; a `concurrent` limit's \
