@@ -71,6 +71,9 @@ struct Inner {
     request_overrides: Family<ResultLabels, Counter>,
     connections_cut: Family<ReasonLabels, Counter>,
     unmatched: Family<UnmatchedLabels, Counter>,
+    /// `unmatched`'s one series for domains the config does not have, held so that a request
+    /// to one costs no lookup by label.
+    unknown_domain: Counter,
     global_shadow_mode: Counter,
     descriptor_hits: Family<DescriptorLabels, HitCounter>,
     /// envoy ratelimit's names too, when asked ([`Metrics::with_envoy_names`]).
@@ -300,6 +303,12 @@ impl Metrics {
              client), or in a domain the config does not have (unknown_domain)",
             unmatched.clone(),
         );
+        let unknown_domain = unmatched
+            .get_or_create(&UnmatchedLabels {
+                domain: String::new(),
+                reason: "unknown_domain",
+            })
+            .clone();
         let global_shadow_mode = Counter::default();
         registry.register(
             "global_shadow_mode",
@@ -363,6 +372,7 @@ impl Metrics {
                 request_overrides,
                 connections_cut,
                 unmatched,
+                unknown_domain,
                 global_shadow_mode,
                 descriptor_hits,
                 envoy,
@@ -477,11 +487,7 @@ impl Metrics {
 
     /// `n` descriptors of a domain the config does not have.
     pub(crate) fn unknown_domain(&self, n: u64) {
-        let labels = UnmatchedLabels {
-            domain: String::new(),
-            reason: "unknown_domain",
-        };
-        self.inner.unmatched.get_or_create(&labels).inc_by(n);
+        self.inner.unknown_domain.inc_by(n);
     }
 
     /// A request over a limit answered OK by the global shadow mode.

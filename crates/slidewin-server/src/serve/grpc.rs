@@ -113,6 +113,7 @@ where
         let activity = Arc::new(Activity::new(limits.request_timeout / 2, self.cap));
         let calls_seen = Arc::clone(&activity);
         let (calls, health, watches) = (self.calls, self.health, self.watches);
+        let deadlines = Deadlines::of(&limits);
         let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
             // A health call is not a call in flight: a watch lasts, and a probe is answered
             // however full the service is.
@@ -122,10 +123,11 @@ where
             let (calls, health, watches) = (calls.clone(), health.clone(), Arc::clone(&watches));
             async move {
                 let (answer, held) = match call {
-                    None => health_answer(health, &watches, request, limits).await,
+                    // Boxed: a call's task holds its future, and a health call's is the larger.
+                    None => Box::pin(health_answer(health, &watches, request, deadlines)).await,
                     Some(call) if placed => {
                         let bodies = Arc::clone(&call.activity.cap.bodies);
-                        let answer = answer(calls, request, limits, bodies).await;
+                        let answer = answer(calls, request, deadlines, bodies).await;
                         (answer, Held::Call { _place: call })
                     }
                     Some(call) => {
@@ -222,7 +224,7 @@ async fn health_answer<H>(
     mut health: H,
     watches: &Arc<Semaphore>,
     request: http::Request<Incoming>,
-    limits: ConnectionLimits,
+    deadlines: Deadlines,
 ) -> (GrpcAnswer, Held)
 where
     H: tower::Service<http::Request<Incoming>, Response = GrpcAnswer, Error = Infallible>,
@@ -242,7 +244,7 @@ where
     } else {
         Held::Nothing
     };
-    let timeout = limits.request_timeout;
+    let timeout = deadlines.request;
     // tonic-health's server is always ready; a Watch answers its head once it has read the
     // request, and streams after.
     match tokio::time::timeout(timeout, health.call(request)).await {
@@ -255,21 +257,40 @@ where
     }
 }
 
+/// What a call's future needs of the [`ConnectionLimits`]: each call's task holds it, so it
+/// holds no more.
+#[derive(Clone, Copy)]
+struct Deadlines {
+    /// Its message is due within this (the header read timeout).
+    message: Duration,
+    /// Its answer is due within this (the request timeout).
+    request: Duration,
+}
+
+impl Deadlines {
+    fn of(limits: &ConnectionLimits) -> Deadlines {
+        Deadlines {
+            message: limits.header_read_timeout,
+            request: limits.request_timeout,
+        }
+    }
+}
+
 /// `request`'s answer by `calls`, its message due within the header read timeout, and the
 /// answer within the request timeout or the client's own sooner `grpc-timeout`.
 async fn answer<S>(
     mut calls: S,
     request: http::Request<Incoming>,
-    limits: ConnectionLimits,
+    deadlines: Deadlines,
     bodies: Arc<BodyBytes>,
 ) -> GrpcAnswer
 where
     S: tower::Service<GrpcRequest, Response = GrpcAnswer, Error = Infallible>,
 {
-    let timeout = limits.request_timeout;
+    let timeout = deadlines.request;
     // The client's own deadline, when sooner: it will not wait longer.
     let theirs = client_deadline(request.headers()).filter(|&t| t < timeout);
-    let within = limits.header_read_timeout;
+    let within = deadlines.message;
     let request = request.map(|body| FirstMessage::new(body, within, bodies));
     // The service is always ready (`Rls`: a function of the request).
     match tokio::time::timeout(theirs.unwrap_or(timeout), calls.call(request)).await {

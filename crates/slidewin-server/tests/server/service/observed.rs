@@ -56,9 +56,18 @@ descriptors:
 /// Issue 31: a descriptor that matches no rule is answered OK, as envoy ratelimit answers it,
 /// and counted, so that a typo in the config or the client shows: by domain when the config
 /// has the domain, and without the domain's text (which clients choose) when it does not.
+/// The unknown domains' series is there before the first (its counter is held, not looked up).
 #[tokio::test]
 async fn issue_31_descriptors_that_match_no_rule_are_counted() {
     let running = start(Memory::new(), CONFIG, true).await;
+    // Shown from the start, at 0, so that a rate over it has a first point.
+    let (_, _, metrics) = running.http("GET", "/metrics", "").await;
+    assert!(
+        metrics.contains(
+            r#"slidewin_descriptors_unmatched_total{domain="",reason="unknown_domain"} 0"#
+        ),
+        "{metrics}"
+    );
     for (domain, key) in [("api", "clinet"), ("api", "client"), ("apii", "client")] {
         let body = format!(
             r#"{{"domain":"{domain}","descriptors":[{{"entries":[{{"key":"{key}","value":"v"}}]}},{{"entries":[{{"key":"nope","value":"v"}}]}}]}}"#
