@@ -23,7 +23,9 @@ use tonic::codec::{DecodeBuf, EncodeBuf};
 use super::Endpoints;
 use crate::config::Unit;
 use crate::engine::Bounds;
-use crate::engine::{Code, LimitOverride, RateLimitRequest, RequestDescriptor, RequestError};
+use crate::engine::{
+    Code, LimitOverride, RateLimitRequest, RateLimitResponse, RequestDescriptor, RequestError,
+};
 use crate::serve::GrpcRequest;
 use slidewin_store::Backend;
 
@@ -182,37 +184,7 @@ impl<B: Backend> RateLimitService for Grpc<B> {
         request: tonic::Request<PbRequest>,
     ) -> Result<tonic::Response<PbResponse>, Status> {
         let traceparent = crate::engine::traceparent(request.metadata().as_ref());
-        let request = request.into_inner();
-        let mut descriptors = Vec::with_capacity(request.descriptors.len());
-        for (i, d) in request.descriptors.into_iter().enumerate() {
-            let limit = match d.limit {
-                None => None,
-                Some(limit) => Some(LimitOverride {
-                    requests_per_unit: limit.requests_per_unit,
-                    unit: unit_of_pb(limit.unit).ok_or_else(|| {
-                        Status::invalid_argument(format!(
-                            "descriptor {i}'s limit has unit {}: it needs a known unit",
-                            limit.unit
-                        ))
-                    })?,
-                }),
-            };
-            descriptors.push(RequestDescriptor {
-                entries: d
-                    .entries
-                    .into_iter()
-                    .map(|e| super::json::entry(e.key, e.value))
-                    .collect(),
-                hits_addend: d.hits_addend.map(|h| h.value),
-                limit,
-                is_negative_hits: d.is_negative_hits,
-            });
-        }
-        let ours = RateLimitRequest {
-            domain: request.domain,
-            hits_addend: u64::from(request.hits_addend),
-            descriptors,
-        };
+        let ours = request_of_pb(request.into_inner())?;
         let response = self
             .service
             .engine()
@@ -222,36 +194,75 @@ impl<B: Backend> RateLimitService for Grpc<B> {
                 RequestError::Unavailable { .. } => Status::unavailable(e.to_string()),
                 _ => Status::invalid_argument(e.to_string()),
             })?;
-        Ok(tonic::Response::new(PbResponse {
-            overall_code: pb_code(response.overall_code),
-            statuses: response
-                .statuses
-                .iter()
-                .map(|s| PbStatus {
-                    code: pb_code(s.code),
-                    current_limit: s.current_limit.as_ref().map(|l| PbLimit {
-                        name: l.name.clone(),
-                        requests_per_unit: l.requests_per_unit,
-                        unit: pb_unit(l.unit),
-                    }),
-                    limit_remaining: s.limit_remaining,
-                    duration_until_reset: s.duration_until_reset.map(|d| PbDuration {
-                        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-                        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
-                    }),
-                    ..Default::default()
-                })
+        Ok(tonic::Response::new(pb_response(response)))
+    }
+}
+
+/// The engine's request for Envoy's; a descriptor's limit must name a known unit.
+fn request_of_pb(request: PbRequest) -> Result<RateLimitRequest, Status> {
+    let mut descriptors = Vec::with_capacity(request.descriptors.len());
+    for (i, d) in request.descriptors.into_iter().enumerate() {
+        let limit = match d.limit {
+            None => None,
+            Some(limit) => Some(LimitOverride {
+                requests_per_unit: limit.requests_per_unit,
+                unit: unit_of_pb(limit.unit).ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "descriptor {i}'s limit has unit {}: it needs a known unit",
+                        limit.unit
+                    ))
+                })?,
+            }),
+        };
+        descriptors.push(RequestDescriptor {
+            entries: d
+                .entries
+                .into_iter()
+                .map(|e| super::json::entry(e.key, e.value))
                 .collect(),
-            response_headers_to_add: response
-                .headers
-                .iter()
-                .map(|(name, value)| PbHeader {
-                    key: name.as_str().to_owned(),
-                    value: value.to_str().unwrap_or_default().to_owned(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }))
+            hits_addend: d.hits_addend.map(|h| h.value),
+            limit,
+            is_negative_hits: d.is_negative_hits,
+        });
+    }
+    Ok(RateLimitRequest {
+        domain: request.domain,
+        hits_addend: u64::from(request.hits_addend),
+        descriptors,
+    })
+}
+
+/// Envoy's answer for the engine's (the limits' names moved, not copied).
+fn pb_response(response: RateLimitResponse) -> PbResponse {
+    PbResponse {
+        overall_code: pb_code(response.overall_code),
+        statuses: response
+            .statuses
+            .into_iter()
+            .map(|s| PbStatus {
+                code: pb_code(s.code),
+                current_limit: s.current_limit.map(|l| PbLimit {
+                    name: l.name,
+                    requests_per_unit: l.requests_per_unit,
+                    unit: pb_unit(l.unit),
+                }),
+                limit_remaining: s.limit_remaining,
+                duration_until_reset: s.duration_until_reset.map(|d| PbDuration {
+                    seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                    nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+                }),
+                ..Default::default()
+            })
+            .collect(),
+        response_headers_to_add: response
+            .headers
+            .iter()
+            .map(|(name, value)| PbHeader {
+                key: name.as_str().to_owned(),
+                value: value.to_str().unwrap_or_default().to_owned(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
     }
 }
