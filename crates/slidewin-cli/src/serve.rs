@@ -300,86 +300,53 @@ pub(crate) fn run(args: ServeArgs, warnings: Vec<String>) -> ExitCode {
     for warning in warnings {
         tracing::warn!("envoy ratelimit's environment: {warning}");
     }
+    let options = match options(args) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("slidewin serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let served = runtime.block_on(slidewin_server::run(options));
+    telemetry.shutdown();
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("slidewin serve: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The service's options as `args` say, the files they name read; an error says which
+/// argument is wrong.
+fn options(args: ServeArgs) -> Result<RunOptions, String> {
     let admin_token = match (&args.admin_token, &args.admin_token_file) {
         (Some(token), _) => AdminToken::new(token).map(Some),
         (None, Some(path)) => AdminToken::from_file(path).map(Some),
         (None, None) => Ok(None),
-    };
-    let admin_token = match admin_token {
-        Ok(token) => token,
-        Err(e) => {
-            eprintln!("slidewin serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let redis_tls = match redis_tls(
+    }
+    .map_err(|e| e.to_string())?;
+    let redis_tls = redis_tls(
         args.redis_ca.as_deref(),
         args.redis_cert.as_deref().zip(args.redis_key.as_deref()),
-    ) {
-        Ok(tls) => tls,
-        Err(e) => {
-            eprintln!("slidewin serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let answers = match answers(&args) {
-        Ok(answers) => answers,
-        Err(e) => {
-            eprintln!("slidewin serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let metrics = match args
+    )?;
+    let answers = answers(&args)?;
+    let metrics = args
         .metrics_addr
         .map(|addr| MetricsListener::new(addr, &args.metrics_path))
-    {
-        Some(Err(e)) => {
-            eprintln!("slidewin serve: --metrics-path: {e}");
-            return ExitCode::from(2);
-        }
-        listener => listener.transpose().ok().flatten(),
-    };
-    let backend = match (
-        args.redis,
-        args.redis_cluster.is_empty(),
-        args.redis_sentinel.split_first(),
-    ) {
-        (Some(url), _, _) => BackendChoice::Redis(url),
-        (None, false, _) => BackendChoice::RedisCluster(args.redis_cluster),
-        (None, true, Some((master, sentinels))) => BackendChoice::RedisSentinel {
-            master: master.clone(),
-            sentinels: sentinels.to_vec(),
-            auth: args.redis_primary_auth,
-        },
-        (None, true, None) => BackendChoice::Memory,
-    };
-    let options = RunOptions {
+        .transpose()
+        .map_err(|e| format!("--metrics-path: {e}"))?;
+    let serve = serve_options(&args, metrics);
+    Ok(RunOptions {
         config: args.config,
-        serve: ServeOptions {
-            grpc_addr: args.grpc_addr,
-            http_addr: args.http_addr,
-            admin: !args.no_admin,
-            admin_addr: args.admin_addr,
-            metrics,
-            limits: ConnectionLimits {
-                max_connections: args.max_connections,
-                max_calls_in_flight: args.max_calls_in_flight,
-                drain_delay: args.drain_delay,
-                drain_timeout: args.drain_timeout,
-                max_connection_age: args.grpc_max_connection_age,
-                ..ConnectionLimits::default()
-            },
-            tls: match (args.tls_cert, args.tls_key) {
-                (Some(cert), Some(key)) => Some(TlsFiles {
-                    cert,
-                    key,
-                    client_ca: args.tls_client_ca,
-                    only_grpc: args.tls_only_grpc,
-                }),
-                _ => None,
-            },
-        },
-        backend,
+        serve,
+        backend: backend(
+            args.redis,
+            args.redis_cluster,
+            &args.redis_sentinel,
+            args.redis_primary_auth,
+        ),
         failure_policy: match args.failure_policy {
             Policy::Open => FailurePolicy::Open,
             Policy::Closed => FailurePolicy::Closed,
@@ -400,15 +367,54 @@ pub(crate) fn run(args: ServeArgs, warnings: Vec<String>) -> ExitCode {
         },
         admin_token,
         admin_hosts: args.admin_hosts,
-    };
-    let served = runtime.block_on(slidewin_server::run(options));
-    telemetry.shutdown();
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("slidewin serve: {e}");
-            ExitCode::FAILURE
-        }
+    })
+}
+
+/// The listeners as `args` say: addresses, connection limits and TLS.
+fn serve_options(args: &ServeArgs, metrics: Option<MetricsListener>) -> ServeOptions {
+    ServeOptions {
+        grpc_addr: args.grpc_addr,
+        http_addr: args.http_addr,
+        admin: !args.no_admin,
+        admin_addr: args.admin_addr,
+        metrics,
+        limits: ConnectionLimits {
+            max_connections: args.max_connections,
+            max_calls_in_flight: args.max_calls_in_flight,
+            drain_delay: args.drain_delay,
+            drain_timeout: args.drain_timeout,
+            max_connection_age: args.grpc_max_connection_age,
+            ..ConnectionLimits::default()
+        },
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: args.tls_client_ca.clone(),
+                only_grpc: args.tls_only_grpc,
+            }),
+            _ => None,
+        },
+    }
+}
+
+/// The backend `--redis`, `--redis-cluster` or `--redis-sentinel` names (in that order of
+/// precedence), else memory.
+fn backend(
+    redis: Option<String>,
+    cluster: Vec<String>,
+    sentinel: &[String],
+    primary_auth: Option<String>,
+) -> BackendChoice {
+    match (redis, cluster.is_empty(), sentinel.split_first()) {
+        (Some(url), _, _) => BackendChoice::Redis(url),
+        (None, false, _) => BackendChoice::RedisCluster(cluster),
+        (None, true, Some((master, sentinels))) => BackendChoice::RedisSentinel {
+            master: master.clone(),
+            sentinels: sentinels.to_vec(),
+            auth: primary_auth,
+        },
+        (None, true, None) => BackendChoice::Memory,
     }
 }
 

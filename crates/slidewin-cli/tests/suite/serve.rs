@@ -247,6 +247,28 @@ fn issue_33_a_short_partition_key_secret_stops_the_start() {
     assert!(err.contains("at least 16"), "{err}");
 }
 
+/// A `--metrics-path` that is no path, or an admin token file that cannot be read, stops the
+/// start with status 2 before anything listens, naming what is wrong.
+#[test]
+fn a_bad_metrics_path_or_admin_token_file_stops_the_start_naming_it() {
+    let out = serve_command()
+        .args(["--metrics-addr", "127.0.0.1:0", "--metrics-path", "metrics"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--metrics-path"), "{err}");
+    assert!(err.contains("must start with /"), "{err}");
+
+    let out = serve_command()
+        .args(["--admin-token-file", "/nonexistent/slidewin/token"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/slidewin/token"), "{err}");
+}
+
 /// `text` in a file `name` of a fresh directory of its own (`test` names it).
 fn config_file(test: &str, name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("slidewin-cli-{test}-{}", std::process::id()));
