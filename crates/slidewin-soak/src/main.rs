@@ -42,22 +42,22 @@ mod leases;
 mod report;
 mod server;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use slidewin_test_support::redis::RedisServer;
 
-use crate::client::{config_version, grpc_client, http_call, http_client, http_load, nanos};
-use crate::flood::{FLOOD_GRACE, FLOOD_TASKS, Flood, KEY_CAP, flood_client};
+use crate::client::Record;
+use crate::client::{Http, config_version, grpc_client, http_call, http_client, http_load, nanos};
+use crate::flood::{FLOOD_GRACE, FLOOD_TASKS, Flood, flood_client};
+use crate::leases::LeaseRecord;
 use crate::leases::{LEASE_CLIENTS, lease_client};
 use crate::report::{Report, report};
-use crate::server::{
-    Reload, Server, Store, invalid_config, replace_file, rss_kib, signal, valid_config,
-};
+use crate::server::{Server, Store, rss_kib, signal, valid_config};
+use tokio::task::JoinHandle;
 
 /// A client's deadline: an answer later than this is a hang.
 const DEADLINE: Duration = Duration::from_secs(2);
@@ -146,7 +146,6 @@ async fn main() -> ExitCode {
 }
 
 /// Runs the soak; `Ok(false)` when a promise was broken.
-#[allow(clippy::too_many_lines)]
 async fn soak(args: Args) -> Result<bool, String> {
     let dir = std::env::temp_dir().join(format!("slidewin-soak-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -154,72 +153,14 @@ async fn soak(args: Args) -> Result<bool, String> {
     std::fs::write(&config, valid_config(0)).map_err(|e| e.to_string())?;
     let log = dir.join("serve.log");
 
-    let mut store = match args.backend {
+    let store = match args.backend {
         Backend::Memory => Store::None,
         Backend::Redis => Store::One(RedisServer::start()),
         Backend::Cluster => Store::cluster(),
     };
-    let mut command = Command::new(&args.slidewin);
-    command
-        .arg("serve")
-        .arg("--config")
-        .arg(&config)
-        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .args(["--max-keys", &KEY_CAP.to_string()])
-        .args(["--failure-policy", &args.policy]);
-    match &store {
-        Store::None => {}
-        Store::One(server) => {
-            command.args(["--redis", &server.url()]);
-        }
-        Store::Cluster { cluster, .. } => {
-            // URLs: `--redis-cluster`'s help says host:port, but the service's cluster
-            // client takes only redis:// URLs (it says `Redis URL did not parse` to host:port).
-            let seeds: Vec<String> = cluster.urls();
-            command.args(["--redis-cluster", &seeds.join(",")]);
-        }
-    }
-    let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log_file)
-        .spawn()
-        .map_err(|e| format!("{}: {e}", args.slidewin.display()))?;
-    let pid = child.id();
-    let stdout = child.stdout.take().ok_or("the child's output")?;
-    let mut server = Server { child };
-    // Its output says where it listens; read it on a thread, and keep draining it.
-    let (grpc, http) = {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let (mut grpc, mut http) = (None, None);
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(rest) = line.trim().strip_prefix("Envoy RLS gRPC") {
-                    grpc = Some(rest.trim().to_owned());
-                }
-                if let Some(rest) = line.trim().strip_prefix("dashboard") {
-                    http = Some(
-                        rest.trim()
-                            .trim_start_matches("http://")
-                            .trim_end_matches('/')
-                            .to_owned(),
-                    );
-                }
-                if let (Some(g), Some(h)) = (&grpc, &http) {
-                    let _ = tx.send((g.clone(), h.clone()));
-                    grpc = None;
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(30)).map_err(|_| {
-            format!(
-                "slidewin serve did not say where it listens; its log: {}",
-                log.display()
-            )
-        })?
-    };
+    let (mut server, grpc, http) =
+        server::start(&args.slidewin, &config, &log, &args.policy, &store)?;
+    let pid = server.child.id();
     println!(
         "slidewin-soak: {} s, {:?} backend, failure policy {}; slidewin serve pid {pid}, gRPC {grpc}, HTTP {http}; log {}",
         args.seconds,
@@ -233,173 +174,36 @@ async fn soak(args: Args) -> Result<bool, String> {
     let base = Instant::now();
     let total = args.seconds * SECOND;
     let stop = Arc::new(AtomicBool::new(false));
-    let mut clients = Vec::new();
-    for i in 0..GRPC_STREAMS {
-        clients.push(tokio::spawn(grpc_client(
-            grpc.clone(),
-            base,
-            stop.clone(),
-            0x9e37_79b9_7f4a_7c15 ^ ((u64::try_from(i).unwrap_or(0) + 1) * 0x1000_0001),
-        )));
-    }
-    for i in 0..HTTP_CLIENTS {
-        clients.push(tokio::spawn(http_load(
-            http.clone(),
-            base,
-            stop.clone(),
-            0x2545_f491_4f6c_dd1d ^ ((u64::try_from(i).unwrap_or(0) + 1) * 0x3000_0007),
-        )));
-    }
-    // The leases' clients, half by gRPC, half by HTTP.
-    let mut lease_clients = Vec::new();
-    for i in 0..LEASE_CLIENTS {
-        let grpc = i.is_multiple_of(2).then(|| grpc.clone());
-        lease_clients.push(tokio::spawn(lease_client(
-            grpc,
-            http.clone(),
-            base,
-            stop.clone(),
-            0x5851_f42d_4c95_7f2d ^ ((u64::try_from(i).unwrap_or(0) + 1) * 0x2000_0003),
-        )));
-    }
-    // The flood: from 2 s on, distinct keys until ten times the cap were decided.
     let flood_start = 2 * SECOND;
     let flood = Arc::new(Flood::new());
-    for _ in 0..FLOOD_TASKS {
-        let (grpc, stop, flood) = (grpc.clone(), stop.clone(), flood.clone());
-        clients.push(tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_nanos(flood_start)).await;
-            flood_client(grpc, base, stop, flood, pid).await
-        }));
-    }
-    // The RSS, each second.
-    let rss = Arc::new(Mutex::new(Vec::<(u64, u64)>::new()));
-    let sampler = {
-        let (rss, stop) = (rss.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            while !stop.load(Ordering::Relaxed) {
-                tick.tick().await;
-                if let Some(kib) = rss_kib(pid) {
-                    rss.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push((nanos(base), kib));
-                }
-            }
-        })
-    };
+    let Load {
+        clients,
+        lease_clients,
+    } = load(&grpc, &http, base, &stop, (&flood, flood_start, pid));
+    let (rss, sampler) = sample_rss(pid, base, stop.clone());
     // The reloads: every 5 s, valid and invalid in turn, the 2nd and 3rd with a SIGHUP too.
-    let reloader = {
-        let (http, config) = (http.clone(), config.clone());
-        tokio::spawn(async move {
-            let client = http_client();
-            let mut reloads = Vec::new();
-            let mut version = first_version;
-            let mut n: u32 = 1;
-            while u64::from(n) * 5 * SECOND + 3 * SECOND < total {
-                tokio::time::sleep_until((base + Duration::from_secs(u64::from(n) * 5)).into())
-                    .await;
-                let valid = n.is_multiple_of(2);
-                let text = if valid {
-                    valid_config(n)
-                } else {
-                    invalid_config(n)
-                };
-                let at = nanos(base);
-                if let Err(e) = replace_file(&config, &text) {
-                    return Err(format!("writing the config: {e}"));
-                }
-                let sighup = n == 2 || n == 3;
-                if sighup {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    signal(pid, "HUP")?;
-                }
-                tokio::time::sleep(Duration::from_millis(1500)).await;
-                let after = config_version(&client, &http).await?;
-                reloads.push(Reload {
-                    at,
-                    valid,
-                    sighup,
-                    before: version,
-                    after,
-                });
-                version = after;
-                n += 1;
-            }
-            Ok(reloads)
-        })
-    };
-    // The faults: Redis killed at a third and two thirds of the run. A single Redis stays down
-    // `DOWN` and is restarted, empty; a cluster's master is failed over to its replica (the
-    // second time, the first master, back as a replica, takes over again).
-    let mut outages: Vec<(u64, u64)> = Vec::new();
-    if args.backend != Backend::Memory {
-        for k in 1..=2 {
-            tokio::time::sleep_until((base + Duration::from_nanos(total * k / 3)).into()).await;
-            let killed_at = nanos(base);
-            store.kill();
-            if args.backend == Backend::Redis {
-                tokio::time::sleep(DOWN).await;
-            }
-            // Recovering blocks until Redis serves again: the end of the outage.
-            store = tokio::task::spawn_blocking(move || {
-                store.recover();
-                store
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-            outages.push((killed_at, nanos(base)));
-            store = tokio::task::spawn_blocking(move || {
-                store.rejoin();
-                store
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        }
-    }
+    let reloader = tokio::spawn(server::reloads(
+        http.clone(),
+        config.clone(),
+        base,
+        total,
+        first_version,
+        pid,
+    ));
+    let (store, outages) = faults(args.backend, store, base, total).await?;
     tokio::time::sleep_until((base + Duration::from_nanos(total)).into()).await;
     // On a slow machine the flood may still be short of its keys: the load goes on until it
     // has them, within a bound (past it, the memory promise fails, saying how far it got).
     let flood_deadline = base + Duration::from_nanos(total) + FLOOD_GRACE;
     let _ = tokio::time::timeout_at(flood_deadline.into(), flood.reached()).await;
-    let metrics = http_call(
-        &admin,
-        hyper::Method::GET,
-        &format!("http://{http}/metrics"),
-        String::new(),
-    )
-    .await
-    .map(|(_, _, body)| body)
-    .unwrap_or_default();
-    let refusals = metrics
-        .lines()
-        .find(|l| l.starts_with("slidewin_key_cap_refusals_total"))
-        .and_then(|l| l.split_whitespace().last())
-        .unwrap_or("?")
-        .to_owned();
+    let refusals = key_cap_refusals(&admin, &http).await;
 
     // SIGTERM, the load still running. Every check sent before this moment must be decided.
     let sigterm_at = nanos(base);
-    signal(pid, "TERM")?;
-    let exit = loop {
-        match server.child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if nanos(base) - sigterm_at > 15 * SECOND => break None,
-            Ok(None) => tokio::time::sleep(Duration::from_millis(5)).await,
-            Err(e) => return Err(e.to_string()),
-        }
-    };
+    let exit = terminate(&mut server, pid, base, sigterm_at).await?;
     let exited_at = nanos(base);
     stop.store(true, Ordering::Relaxed);
-    let mut records = Vec::new();
-    for client in clients {
-        records.extend(client.await.map_err(|e| e.to_string())?);
-    }
-    let mut lease_records = Vec::new();
-    for client in lease_clients {
-        lease_records.extend(client.await.map_err(|e| e.to_string())?);
-    }
-    records.extend(lease_records.iter().map(leases::LeaseRecord::as_record));
+    let (records, lease_records) = records_of(clients, lease_clients).await?;
     let _ = sampler.await;
     let reloads = reloader.await.map_err(|e| e.to_string())??;
     drop(store);
@@ -426,4 +230,182 @@ async fn soak(args: Args) -> Result<bool, String> {
         println!("slidewin serve's log is kept: {}", log.display());
     }
     Ok(verdict)
+}
+
+/// `slidewin_key_cap_refusals_total` as `/metrics` on `http` says it now; `?` when it cannot.
+async fn key_cap_refusals(admin: &Http, http: &str) -> String {
+    let metrics = http_call(
+        admin,
+        hyper::Method::GET,
+        &format!("http://{http}/metrics"),
+        String::new(),
+    )
+    .await
+    .map(|(_, _, body)| body)
+    .unwrap_or_default();
+    metrics
+        .lines()
+        .find(|l| l.starts_with("slidewin_key_cap_refusals_total"))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap_or("?")
+        .to_owned()
+}
+
+/// Every client's records once they ended (the leases' also as checks), and the leases'.
+async fn records_of(
+    clients: Vec<JoinHandle<Vec<Record>>>,
+    lease_clients: Vec<JoinHandle<Vec<LeaseRecord>>>,
+) -> Result<(Vec<Record>, Vec<LeaseRecord>), String> {
+    let mut records = Vec::new();
+    for client in clients {
+        records.extend(client.await.map_err(|e| e.to_string())?);
+    }
+    let mut lease_records = Vec::new();
+    for client in lease_clients {
+        lease_records.extend(client.await.map_err(|e| e.to_string())?);
+    }
+    records.extend(lease_records.iter().map(LeaseRecord::as_record));
+    Ok((records, lease_records))
+}
+
+/// The load's tasks, each giving its records when it ends.
+struct Load {
+    /// The gRPC and HTTP clients' and the flood's.
+    clients: Vec<JoinHandle<Vec<Record>>>,
+    /// The leases' clients'.
+    lease_clients: Vec<JoinHandle<Vec<LeaseRecord>>>,
+}
+
+/// The load on `grpc` and `http` from `base` until `stop`: the gRPC streams, the HTTP
+/// clients, the leases' clients (half by gRPC, half by HTTP) and the flood (its progress, when
+/// it starts, and the child's pid, whose memory it watches).
+fn load(
+    grpc: &str,
+    http: &str,
+    base: Instant,
+    stop: &Arc<AtomicBool>,
+    flood: (&Arc<Flood>, u64, u32),
+) -> Load {
+    let mut clients = Vec::new();
+    for i in 0..GRPC_STREAMS {
+        clients.push(tokio::spawn(grpc_client(
+            grpc.to_owned(),
+            base,
+            Arc::clone(stop),
+            0x9e37_79b9_7f4a_7c15 ^ ((u64::try_from(i).unwrap_or(0) + 1) * 0x1000_0001),
+        )));
+    }
+    for i in 0..HTTP_CLIENTS {
+        clients.push(tokio::spawn(http_load(
+            http.to_owned(),
+            base,
+            Arc::clone(stop),
+            0x2545_f491_4f6c_dd1d ^ ((u64::try_from(i).unwrap_or(0) + 1) * 0x3000_0007),
+        )));
+    }
+    // The leases' clients, half by gRPC, half by HTTP.
+    let mut lease_clients = Vec::new();
+    for i in 0..LEASE_CLIENTS {
+        let grpc = i.is_multiple_of(2).then(|| grpc.to_owned());
+        lease_clients.push(tokio::spawn(lease_client(
+            grpc,
+            http.to_owned(),
+            base,
+            Arc::clone(stop),
+            0x5851_f42d_4c95_7f2d ^ ((u64::try_from(i).unwrap_or(0) + 1) * 0x2000_0003),
+        )));
+    }
+    // The flood: from `flood_start` on, distinct keys until ten times the cap were decided.
+    let (flood, flood_start, pid) = flood;
+    for _ in 0..FLOOD_TASKS {
+        let (grpc, stop, flood) = (grpc.to_owned(), Arc::clone(stop), Arc::clone(flood));
+        clients.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_nanos(flood_start)).await;
+            flood_client(grpc, base, stop, flood, pid).await
+        }));
+    }
+    Load {
+        clients,
+        lease_clients,
+    }
+}
+
+/// Resident memory samples: (nanoseconds since the start, KiB).
+type RssSamples = Arc<Mutex<Vec<(u64, u64)>>>;
+
+/// The child's resident memory, sampled each second until `stop`.
+fn sample_rss(pid: u32, base: Instant, stop: Arc<AtomicBool>) -> (RssSamples, JoinHandle<()>) {
+    let rss = Arc::new(Mutex::new(Vec::<(u64, u64)>::new()));
+    let samples = Arc::clone(&rss);
+    let sampler = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        while !stop.load(Ordering::Relaxed) {
+            tick.tick().await;
+            if let Some(kib) = rss_kib(pid) {
+                samples
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((nanos(base), kib));
+            }
+        }
+    });
+    (rss, sampler)
+}
+
+/// The faults: Redis killed at a third and two thirds of the run. A single Redis stays down
+/// `DOWN` and is restarted, empty; a cluster's master is failed over to its replica (the
+/// second time, the first master, back as a replica, takes over again). The store as it
+/// ends, and each outage's (kill, return) times.
+async fn faults(
+    backend: Backend,
+    mut store: Store,
+    base: Instant,
+    total: u64,
+) -> Result<(Store, Vec<(u64, u64)>), String> {
+    let mut outages: Vec<(u64, u64)> = Vec::new();
+    if backend == Backend::Memory {
+        return Ok((store, outages));
+    }
+    for k in 1..=2 {
+        tokio::time::sleep_until((base + Duration::from_nanos(total * k / 3)).into()).await;
+        let killed_at = nanos(base);
+        store.kill();
+        if backend == Backend::Redis {
+            tokio::time::sleep(DOWN).await;
+        }
+        // Recovering blocks until Redis serves again: the end of the outage.
+        store = tokio::task::spawn_blocking(move || {
+            store.recover();
+            store
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        outages.push((killed_at, nanos(base)));
+        store = tokio::task::spawn_blocking(move || {
+            store.rejoin();
+            store
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    Ok((store, outages))
+}
+
+/// SIGTERM to the child, sent at `sigterm_at`; its exit status, or `None` when it still ran
+/// 15 s after.
+async fn terminate(
+    server: &mut Server,
+    pid: u32,
+    base: Instant,
+    sigterm_at: u64,
+) -> Result<Option<std::process::ExitStatus>, String> {
+    signal(pid, "TERM")?;
+    loop {
+        match server.child.try_wait() {
+            Ok(Some(status)) => return Ok(Some(status)),
+            Ok(None) if nanos(base) - sigterm_at > 15 * SECOND => return Ok(None),
+            Ok(None) => tokio::time::sleep(Duration::from_millis(5)).await,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }

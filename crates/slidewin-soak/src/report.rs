@@ -57,15 +57,98 @@ fn never_reached(said: &str) -> bool {
         || said.contains("operation was canceled: connection closed")
 }
 
-/// Prints the table; true when every promise held.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn report(r: &Report<'_>) -> bool {
-    let mut rows: Vec<(&str, bool, String)> = Vec::new();
-    let before_term = |rec: &&Record| rec.send < r.sigterm_at;
+/// A promise: what it says, whether it held, and the figures that show it.
+type Row = (&'static str, bool, String);
 
-    // 1. Windows. Admissions are the non-degraded OKs of the hot and cold keys; each backend
-    // epoch (a Redis restart empties it; a failover may lose the killed master's last writes,
-    // which its replica had not yet received) is checked apart, by answer time.
+/// Prints the table; true when every promise held.
+pub(crate) fn report(r: &Report<'_>) -> bool {
+    let rows = [
+        windows_row(r),
+        lease_row(r),
+        answers_row(r),
+        policy_row(r),
+        flood_row(r),
+        stop_row(r),
+        reloads_row(r),
+    ];
+    println!();
+    println!("{:<70} {:<6} figures", "promise", "result");
+    for (promise, ok, figures) in &rows {
+        println!(
+            "{promise:<70} {:<6} {figures}",
+            if *ok { "PASS" } else { "FAIL" }
+        );
+    }
+    print_totals(r);
+    let ok = rows.iter().all(|row| row.1);
+    println!(
+        "\nslidewin-soak: {}",
+        if ok {
+            "every promise held"
+        } else {
+            "a promise was BROKEN"
+        }
+    );
+    ok
+}
+
+/// The checks made by kind and outcome, the errors by kind, and the memory samples.
+fn print_totals(r: &Report<'_>) {
+    let count = |via: Via| r.records.iter().filter(|rec| rec.via == via).count();
+    println!();
+    println!(
+        "checks made: {} ({} gRPC, {} HTTP, {} flood, {} leases), {} admitted, {} over limit",
+        r.records.len(),
+        count(Via::Grpc),
+        count(Via::Http),
+        count(Via::Flood),
+        count(Via::Lease),
+        r.records
+            .iter()
+            .filter(|rec| rec.decision == Decision::Ok)
+            .count(),
+        r.records
+            .iter()
+            .filter(|rec| rec.decision == Decision::Over)
+            .count()
+    );
+    let mut kinds: BTreeMap<String, (usize, usize, &str)> = BTreeMap::new();
+    for rec in r.records {
+        let (kind, said) = match &rec.decision {
+            Decision::Error(kind, said) => (kind.as_str(), said.as_str()),
+            Decision::Timeout => ("timeout", ""),
+            _ => continue,
+        };
+        let entry = kinds.entry(kind.to_owned()).or_insert((0, 0, said));
+        if rec.send < r.sigterm_at {
+            entry.0 += 1;
+        } else {
+            entry.1 += 1;
+        }
+    }
+    if kinds.is_empty() {
+        println!("errors: none");
+    }
+    for (kind, (before, after, said)) in &kinds {
+        println!("errors: {kind}: {before} before SIGTERM, {after} after; e.g. {said:?}");
+    }
+    let peak = r.rss.iter().map(|s| s.1).max().unwrap_or(0);
+    println!(
+        "peak RSS: {:.1} MiB; samples (s:MiB): {}",
+        peak as f64 / 1024.0,
+        r.rss
+            .iter()
+            .map(|(t, k)| format!("{}:{}", t / SECOND, k / 1024))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
+/// Promise 1, windows: none admitted more than its limit. Admissions are the non-degraded OKs of
+/// the hot and cold keys; each backend epoch (a Redis restart empties it; a failover may lose the
+/// killed master's last writes, which its replica had not yet received) is checked apart, by answer
+/// time.
+fn windows_row(r: &Report<'_>) -> Row {
     let epoch_of = |answer: u64| r.outages.iter().filter(|o| o.1 <= answer).count();
     let mut logs: HashMap<(u32, usize), Vec<Admission>> = HashMap::new();
     for rec in r.records {
@@ -92,7 +175,7 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
     }
     let windows_ok = worst.values().all(|(limit, w, _)| w.certain <= *limit);
     let admitted: usize = logs.values().map(Vec::len).sum();
-    rows.push((
+    (
         "no window admitted more than its limit",
         windows_ok,
         worst
@@ -109,12 +192,13 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
             .chain(std::iter::once(format!("{admitted} admissions checked")))
             .collect::<Vec<_>>()
             .join("; "),
-    ));
+    )
+}
 
-    rows.push(lease_row(r));
-
-    // 2. Answers: before the SIGTERM, every check got a decision or an error that says what
-    // failed, none past the deadline.
+/// Promise 2, answers: before the SIGTERM, every check got a decision or an error that says what
+/// failed, none past the deadline.
+fn answers_row(r: &Report<'_>) -> Row {
+    let before_term = |rec: &&Record| rec.send < r.sigterm_at;
     let sent: Vec<&Record> = r.records.iter().filter(before_term).collect();
     let timeouts = sent
         .iter()
@@ -129,7 +213,7 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
         .map(|rec| rec.answer - rec.send)
         .max()
         .unwrap_or(0);
-    rows.push((
+    (
         "every check answered, none past its deadline",
         timeouts == 0 && mute == 0,
         format!(
@@ -138,127 +222,161 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
             DEADLINE.as_secs(),
             millis(slowest)
         ),
-    ));
+    )
+}
 
-    // 3. The failure policy: checks sent and answered while Redis was down are degraded and
-    // decided by the policy (open: admitted; closed: denied), and no degraded answer anywhere
-    // is other than the policy's; after its return (a single Redis restarted, a cluster's
-    // replica serving the lost master's slots), the last degraded answer is within a second.
-    if r.backend != Backend::Memory {
-        let policy_code = if r.policy == "open" {
-            Decision::Ok
-        } else {
-            Decision::Over
-        };
-        // With a cluster, one master of three is down: only its slots' keys are degraded, the
-        // others are decided as usual. Every check inside must still be a decision, and every
-        // degraded one the policy's. A denial Redis gave before the outage is kept until its
-        // wait ends (issue 32) and answered as it was, exact: OVER_LIMIT, not degraded, for a
-        // key Redis had denied before the kill.
-        let (mut down, mut by_policy, mut wrong, mut late, mut kept) = (0, 0, 0, 0, 0);
-        // The lease clients' share of `wrong`: a release the store could not take is answered
-        // UNAVAILABLE (503), not by the policy (see `lease_row`).
-        let mut wrong_leases = 0;
-        let mut recoveries = Vec::new();
-        for (i, &(killed, ready)) in r.outages.iter().enumerate() {
-            // Up from `ready` until the next kill: a check answered degraded in that time, sent
-            // after the return, is the service not yet back.
-            let next = r.outages.get(i + 1).map_or(r.sigterm_at, |o| o.0);
-            let mut recovery = 0;
-            let denied_before: std::collections::HashSet<u32> = r
-                .records
-                .iter()
-                .filter(|rec| {
-                    rec.answer < killed && !rec.degraded && rec.decision == Decision::Over
-                })
-                .map(|rec| rec.key)
-                .collect();
-            for rec in r.records {
-                if rec.send >= killed && rec.answer <= ready {
-                    down += 1;
-                    if rec.degraded && rec.decision == policy_code {
-                        by_policy += 1;
-                    } else if !rec.degraded
-                        && rec.decision == Decision::Over
-                        && denied_before.contains(&rec.key)
-                    {
-                        kept += 1;
-                    } else if rec.degraded
-                        || r.backend == Backend::Redis
-                        || !matches!(rec.decision, Decision::Ok | Decision::Over)
-                    {
-                        wrong += 1;
-                        wrong_leases += usize::from(rec.via == Via::Lease);
-                    }
-                }
-                if rec.send >= ready && rec.answer < next && rec.degraded {
-                    recovery = recovery.max(rec.answer - ready);
-                    if rec.send >= ready + SECOND {
-                        late += 1;
-                    }
-                }
-            }
-            recoveries.push(recovery);
-        }
-        let recovery = recoveries.iter().copied().max().unwrap_or(0);
-        let policy = if r.policy == "open" {
-            "OK"
-        } else {
-            "OVER_LIMIT"
-        };
-        let outside = r
-            .records
-            .iter()
-            .filter(|rec| rec.degraded && r.outages.first().is_none_or(|o| rec.answer < o.0))
-            .count();
-        let against = r
-            .records
-            .iter()
-            .filter(|rec| rec.degraded && rec.decision != policy_code)
-            .count();
-        rows.push((
-            "failure policy while Redis was down, exact within 1 s of its return",
-            down > 0
-                && by_policy > 0
-                && wrong == 0
-                && against == 0
-                && recovery <= SECOND
-                && late == 0
-                && outside == 0,
-            format!(
-                "outages of {}; {by_policy}/{down} checks inside them degraded and {policy}, {kept} denials kept from before it, {wrong} none of those nor (cluster: a live master's) decision ({wrong_leases} of them the leases' clients'); {against} degraded answers not {policy} in the whole run; recovery {} (last degraded answer after each return); {late} degraded sent 1 s after a return; {outside} degraded before any kill",
-                r.outages
-                    .iter()
-                    .map(|&(killed, ready)| millis(ready - killed))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                recoveries
-                    .iter()
-                    .map(|&n| millis(n))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
-    } else {
+/// Promise 3, the failure policy: checks sent and answered while Redis was down are degraded and
+/// decided by the policy (open: admitted; closed: denied), and no degraded answer anywhere is other
+/// than the policy's; after its return (a single Redis restarted, a cluster's replica serving the
+/// lost master's slots), the last degraded answer is within a second. On memory, nothing is
+/// degraded.
+fn policy_row(r: &Report<'_>) -> Row {
+    if r.backend == Backend::Memory {
         let degraded = r.records.iter().filter(|rec| rec.degraded).count();
-        rows.push((
+        return (
             "nothing degraded (memory: no backend to lose)",
             degraded == 0,
             format!("{degraded} degraded answers"),
-        ));
+        );
     }
+    let policy_code = if r.policy == "open" {
+        Decision::Ok
+    } else {
+        Decision::Over
+    };
+    let Outages {
+        down,
+        by_policy,
+        kept,
+        wrong,
+        wrong_leases,
+        late,
+        recoveries,
+    } = outages(r, &policy_code);
+    let recovery = recoveries.iter().copied().max().unwrap_or(0);
+    let policy = if r.policy == "open" {
+        "OK"
+    } else {
+        "OVER_LIMIT"
+    };
+    let outside = r
+        .records
+        .iter()
+        .filter(|rec| rec.degraded && r.outages.first().is_none_or(|o| rec.answer < o.0))
+        .count();
+    let against = r
+        .records
+        .iter()
+        .filter(|rec| rec.degraded && rec.decision != policy_code)
+        .count();
+    (
+        "failure policy while Redis was down, exact within 1 s of its return",
+        down > 0
+            && by_policy > 0
+            && wrong == 0
+            && against == 0
+            && recovery <= SECOND
+            && late == 0
+            && outside == 0,
+        format!(
+            "outages of {}; {by_policy}/{down} checks inside them degraded and {policy}, {kept} denials kept from before it, {wrong} none of those nor (cluster: a live master's) decision ({wrong_leases} of them the leases' clients'); {against} degraded answers not {policy} in the whole run; recovery {} (last degraded answer after each return); {late} degraded sent 1 s after a return; {outside} degraded before any kill",
+            r.outages
+                .iter()
+                .map(|&(killed, ready)| millis(ready - killed))
+                .collect::<Vec<_>>()
+                .join(", "),
+            recoveries
+                .iter()
+                .map(|&n| millis(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )
+}
 
-    // 4. Memory under the flood: ten times the cap in keys, and resident memory as flat while
-    // the keys from 5x to 10x the cap were decided as from 1x to 5x (see `flood`).
+/// What the checks made while the backend was down, and after each return, showed.
+#[derive(Default)]
+struct Outages {
+    /// Checks sent and answered inside an outage.
+    down: usize,
+    /// Of those, degraded and decided by the policy.
+    by_policy: usize,
+    /// Of those, denials Redis gave before the outage, kept and answered as they were.
+    kept: usize,
+    /// Of those, none of the above nor (a cluster's live master's) decision.
+    wrong: usize,
+    /// The lease clients' share of `wrong`: a release the store could not take is answered
+    /// UNAVAILABLE (503), not by the policy (see `lease_row`).
+    wrong_leases: usize,
+    /// Degraded answers to checks sent a second or more after a return.
+    late: usize,
+    /// After each return, when the last degraded answer came.
+    recoveries: Vec<u64>,
+}
+
+/// The checks of each outage in `r` against the policy's answer, `policy_code`.
+fn outages(r: &Report<'_>, policy_code: &Decision) -> Outages {
+    // With a cluster, one master of three is down: only its slots' keys are degraded, the
+    // others are decided as usual. Every check inside must still be a decision, and every
+    // degraded one the policy's. A denial Redis gave before the outage is kept until its
+    // wait ends (issue 32) and answered as it was, exact: OVER_LIMIT, not degraded, for a
+    // key Redis had denied before the kill.
+    let mut o = Outages::default();
+    for (i, &(killed, ready)) in r.outages.iter().enumerate() {
+        // Up from `ready` until the next kill: a check answered degraded in that time, sent
+        // after the return, is the service not yet back.
+        let next = r.outages.get(i + 1).map_or(r.sigterm_at, |o| o.0);
+        let mut recovery = 0;
+        let denied_before: std::collections::HashSet<u32> = r
+            .records
+            .iter()
+            .filter(|rec| rec.answer < killed && !rec.degraded && rec.decision == Decision::Over)
+            .map(|rec| rec.key)
+            .collect();
+        for rec in r.records {
+            if rec.send >= killed && rec.answer <= ready {
+                o.down += 1;
+                if rec.degraded && rec.decision == *policy_code {
+                    o.by_policy += 1;
+                } else if !rec.degraded
+                    && rec.decision == Decision::Over
+                    && denied_before.contains(&rec.key)
+                {
+                    o.kept += 1;
+                } else if rec.degraded
+                    || r.backend == Backend::Redis
+                    || !matches!(rec.decision, Decision::Ok | Decision::Over)
+                {
+                    o.wrong += 1;
+                    o.wrong_leases += usize::from(rec.via == Via::Lease);
+                }
+            }
+            if rec.send >= ready && rec.answer < next && rec.degraded {
+                recovery = recovery.max(rec.answer - ready);
+                if rec.send >= ready + SECOND {
+                    o.late += 1;
+                }
+            }
+        }
+        o.recoveries.push(recovery);
+    }
+    o
+}
+
+/// Promise 4, memory under the flood: ten times the cap in keys, and resident memory as flat while
+/// the keys from 5x to 10x the cap were decided as from 1x to 5x (see `flood`).
+fn flood_row(r: &Report<'_>) -> Row {
     let peak = r.rss.iter().map(|s| s.1).max().unwrap_or(0);
     let (flood_ok, flood_figures) = flood::memory_row(&r.flood, r.refusals, peak);
-    rows.push((
+    (
         "resident memory flat under the flood",
         flood_ok,
         flood_figures,
-    ));
+    )
+}
 
-    // 5. Shutdown: exit 0, and every check in flight at the SIGTERM decided.
+/// Promise 5, shutdown: exit 0, every check in flight at the SIGTERM decided.
+fn stop_row(r: &Report<'_>) -> Row {
     let in_flight: Vec<&Record> = r
         .records
         .iter()
@@ -303,7 +421,7 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
         .iter()
         .filter(|rec| rec.send >= r.sigterm_at)
         .count();
-    rows.push((
+    (
         "SIGTERM let in-flight checks finish, exit 0",
         r.exit_ok && undecided == 0,
         format!(
@@ -314,9 +432,11 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
             RACE / 1_000_000,
             Duration::from_nanos(earliest).as_secs_f64() * 1000.0
         ),
-    ));
+    )
+}
 
-    // 6. Reloads: the version moves on each valid one and only on those.
+/// Promise 6, reloads: the version moves on each valid one and only on those.
+fn reloads_row(r: &Report<'_>) -> Row {
     let wrong: Vec<String> = r
         .reloads
         .iter()
@@ -333,7 +453,7 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
         })
         .collect();
     let valid = r.reloads.iter().filter(|l| l.valid).count();
-    rows.push((
+    (
         "invalid reloads changed nothing, valid ones took",
         !r.reloads.is_empty() && wrong.is_empty(),
         format!(
@@ -351,78 +471,11 @@ pub(crate) fn report(r: &Report<'_>) -> bool {
                 format!("; wrong: {}", wrong.join(", "))
             }
         ),
-    ));
-
-    println!();
-    println!("{:<70} {:<6} figures", "promise", "result");
-    for (promise, ok, figures) in &rows {
-        println!(
-            "{promise:<70} {:<6} {figures}",
-            if *ok { "PASS" } else { "FAIL" }
-        );
-    }
-    let count = |via: Via| r.records.iter().filter(|rec| rec.via == via).count();
-    println!();
-    println!(
-        "checks made: {} ({} gRPC, {} HTTP, {} flood, {} leases), {} admitted, {} over limit",
-        r.records.len(),
-        count(Via::Grpc),
-        count(Via::Http),
-        count(Via::Flood),
-        count(Via::Lease),
-        r.records
-            .iter()
-            .filter(|rec| rec.decision == Decision::Ok)
-            .count(),
-        r.records
-            .iter()
-            .filter(|rec| rec.decision == Decision::Over)
-            .count()
-    );
-    let mut kinds: BTreeMap<String, (usize, usize, &str)> = BTreeMap::new();
-    for rec in r.records {
-        let (kind, said) = match &rec.decision {
-            Decision::Error(kind, said) => (kind.as_str(), said.as_str()),
-            Decision::Timeout => ("timeout", ""),
-            _ => continue,
-        };
-        let entry = kinds.entry(kind.to_owned()).or_insert((0, 0, said));
-        if rec.send < r.sigterm_at {
-            entry.0 += 1;
-        } else {
-            entry.1 += 1;
-        }
-    }
-    if kinds.is_empty() {
-        println!("errors: none");
-    }
-    for (kind, (before, after, said)) in &kinds {
-        println!("errors: {kind}: {before} before SIGTERM, {after} after; e.g. {said:?}");
-    }
-    println!(
-        "peak RSS: {:.1} MiB; samples (s:MiB): {}",
-        peak as f64 / 1024.0,
-        r.rss
-            .iter()
-            .map(|(t, k)| format!("{}:{}", t / SECOND, k / 1024))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let ok = rows.iter().all(|row| row.1);
-    println!(
-        "\nslidewin-soak: {}",
-        if ok {
-            "every promise held"
-        } else {
-            "a promise was BROKEN"
-        }
-    );
-    ok
+    )
 }
 
-/// 1b. Leases (issue 33): no key held more than its units, and no unit outlived its lease,
-/// each bound computed as `lease_check` says. Dead holders must have been there to test
-/// expiry.
+/// Promise 1b, leases (issue 33): no key held more than its units, and no unit outlived its lease,
+/// each bound computed as `lease_check` says. Dead holders must have been there to test expiry.
 fn lease_row(r: &Report<'_>) -> (&'static str, bool, String) {
     let (_, limit, lease) = LEASE;
     let l = check_leases(r.leases, r.outages, limit, lease * SECOND);

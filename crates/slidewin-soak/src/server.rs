@@ -2,14 +2,16 @@
 //! generations, replaced by a rename), signals, its memory, and the Redis it uses, killed and
 //! brought back ([`Store`]).
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use slidewin_test_support::redis::{RedisCluster, RedisServer};
 
+use crate::client::{config_version, http_client, nanos};
 use crate::leases::LEASE;
-use crate::{COLD, HOT};
+use crate::{COLD, HOT, SECOND};
 
 /// The config in force: `generation` only changes a comment, so a valid reload keeps every
 /// rule and its counts.
@@ -86,6 +88,123 @@ pub(crate) struct Reload {
     pub(crate) sighup: bool,
     pub(crate) before: u64,
     pub(crate) after: u64,
+}
+
+/// `slidewin serve` (the binary `slidewin`) started on `store` with the config file `config`
+/// and failure policy `policy`, its log in `log`; where it listens: gRPC, then HTTP.
+pub(crate) fn start(
+    slidewin: &Path,
+    config: &Path,
+    log: &Path,
+    policy: &str,
+    store: &Store,
+) -> Result<(Server, String, String), String> {
+    let mut command = Command::new(slidewin);
+    command
+        .arg("serve")
+        .arg("--config")
+        .arg(config)
+        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .args(["--max-keys", &crate::flood::KEY_CAP.to_string()])
+        .args(["--failure-policy", policy]);
+    match store {
+        Store::None => {}
+        Store::One(server) => {
+            command.args(["--redis", &server.url()]);
+        }
+        Store::Cluster { cluster, .. } => {
+            // URLs: `--redis-cluster`'s help says host:port, but the service's cluster
+            // client takes only redis:// URLs (it says `Redis URL did not parse` to host:port).
+            let seeds: Vec<String> = cluster.urls();
+            command.args(["--redis-cluster", &seeds.join(",")]);
+        }
+    }
+    let log_file = std::fs::File::create(log).map_err(|e| e.to_string())?;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_file)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", slidewin.display()))?;
+    let stdout = child.stdout.take().ok_or("the child's output")?;
+    let server = Server { child };
+    // Its output says where it listens; read it on a thread, and keep draining it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut grpc, mut http) = (None, None);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.trim().strip_prefix("Envoy RLS gRPC") {
+                grpc = Some(rest.trim().to_owned());
+            }
+            if let Some(rest) = line.trim().strip_prefix("dashboard") {
+                http = Some(
+                    rest.trim()
+                        .trim_start_matches("http://")
+                        .trim_end_matches('/')
+                        .to_owned(),
+                );
+            }
+            if let (Some(g), Some(h)) = (&grpc, &http) {
+                let _ = tx.send((g.clone(), h.clone()));
+                grpc = None;
+            }
+        }
+    });
+    let (grpc, http) = rx.recv_timeout(Duration::from_secs(30)).map_err(|_| {
+        format!(
+            "slidewin serve did not say where it listens; its log: {}",
+            log.display()
+        )
+    })?;
+    Ok((server, grpc, http))
+}
+
+/// The reloads, from `base` until 3 s before `total`: every 5 s, the config file replaced,
+/// valid and invalid in turn, the 2nd and 3rd with a SIGHUP to `pid` too; each with the
+/// config version before and 1.5 s after.
+pub(crate) async fn reloads(
+    http: String,
+    config: std::path::PathBuf,
+    base: Instant,
+    total: u64,
+    first_version: u64,
+    pid: u32,
+) -> Result<Vec<Reload>, String> {
+    let client = http_client();
+    let mut reloads = Vec::new();
+    let mut version = first_version;
+    let mut n: u32 = 1;
+    while u64::from(n) * 5 * SECOND + 3 * SECOND < total {
+        tokio::time::sleep_until((base + Duration::from_secs(u64::from(n) * 5)).into()).await;
+        let valid = n.is_multiple_of(2);
+        let text = if valid {
+            valid_config(n)
+        } else {
+            invalid_config(n)
+        };
+        let at = nanos(base);
+        if let Err(e) = replace_file(&config, &text) {
+            return Err(format!("writing the config: {e}"));
+        }
+        let sighup = n == 2 || n == 3;
+        if sighup {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            signal(pid, "HUP")?;
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let after = config_version(&client, &http).await?;
+        reloads.push(Reload {
+            at,
+            valid,
+            sighup,
+            before: version,
+            after,
+        });
+        version = after;
+        n += 1;
+    }
+    Ok(reloads)
 }
 
 /// The child, killed if the soak ends early.
