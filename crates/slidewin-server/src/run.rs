@@ -210,7 +210,32 @@ fn tuned(backend: slidewin_store::Redis, options: &RunOptions) -> slidewin_store
     }
 }
 
+/// Serves `config` on `backend` as `options` say, until SIGTERM or SIGINT (see [`serve`]).
 async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> Result<(), Error> {
+    let service = endpoints(backend, config, &options)?;
+    let listeners = Listeners::bind(&options.serve)
+        .await
+        .map_err(Error::io(""))?;
+    let _watch = if options.config.is_empty() {
+        // SIGHUP's default would end the process: with nothing to reload, it is only logged.
+        ignore_hangups();
+        None
+    } else {
+        Some(watch_config(&service)?)
+    };
+    let shutdown = shutdown_signal();
+    announce(&service, &listeners, &options)?;
+    serve(service, listeners, options.serve.admin, shutdown)
+        .await
+        .map_err(Error::io(""))
+}
+
+/// The engine and its endpoints, as `options` say.
+fn endpoints<B: Backend>(
+    backend: B,
+    config: Config,
+    options: &RunOptions,
+) -> Result<Endpoints<B>, Error> {
     let engine = Engine::new(
         backend,
         config,
@@ -232,22 +257,21 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
     if let Some(token) = &options.admin_token {
         service = service.with_admin_token(token.clone());
     }
-    let listeners = Listeners::bind(&options.serve)
-        .await
-        .map_err(Error::io(""))?;
+    Ok(service)
+}
+
+/// Where the service listens, what it serves and how to try it: in the log, and on stdout for
+/// the operator (and for tools that read the addresses from it).
+fn announce<B: Backend>(
+    service: &Endpoints<B>,
+    listeners: &Listeners,
+    options: &RunOptions,
+) -> Result<(), Error> {
     let (grpc, http) = (
         listeners.grpc_addr().map_err(Error::io(""))?,
         listeners.http_addr().map_err(Error::io(""))?,
     );
-    let _watch = if options.config.is_empty() {
-        // SIGHUP's default would end the process: with nothing to reload, it is only logged.
-        ignore_hangups();
-        None
-    } else {
-        Some(watch_config(&service)?)
-    };
     let backend = service.engine().backend();
-    let shutdown = shutdown_signal();
     tracing::info!(
         %grpc,
         %http,
@@ -308,9 +332,7 @@ async fn start<B: Backend>(backend: B, config: Config, options: RunOptions) -> R
     println!(
         "    curl -i {scheme}://{http}/json -H 'content-type: application/json' -d '{{\"domain\":\"example\",\"descriptors\":[{{\"entries\":[{{\"key\":\"client\",\"value\":\"ann\"}}]}}]}}'"
     );
-    serve(service, listeners, options.serve.admin, shutdown)
-        .await
-        .map_err(Error::io(""))
+    Ok(())
 }
 
 /// A cluster seed or a sentinel as redis-rs takes it: `host:port` (as `--redis-cluster` documents it) gets
