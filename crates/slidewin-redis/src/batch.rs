@@ -290,23 +290,7 @@ pub(crate) async fn answer_all(
     if calls.is_empty() {
         return Vec::new();
     }
-    // The checks of each node (all of them on a single node), and how a call names its keys.
-    let (keys, groups) = match connection {
-        Connection::Single(..) | Connection::Sentinel(_) => {
-            (Keys::Declared, vec![(0..calls.len()).collect()])
-        }
-        Connection::Cluster(_, nodes) => {
-            let map = nodes.map();
-            let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();
-            for (index, call) in calls.iter().enumerate() {
-                per_node
-                    .entry(Nodes::group(&map, call.tag()))
-                    .or_default()
-                    .push(index);
-            }
-            (Keys::Undeclared, per_node.into_values().collect::<Vec<_>>())
-        }
-    };
+    let (keys, groups) = node_groups(connection, &calls);
     // Where a group's pipeline goes on a cluster: its first key's node.
     let to = |members: &[usize]| calls[members[0]].tag();
     let mut answers: Vec<Option<Result<Decisions, RedisError>>> = vec![None; calls.len()];
@@ -348,38 +332,7 @@ pub(crate) async fn answer_all(
         }
     }
     if !elsewhere.is_empty() {
-        if let Connection::Cluster(cluster, nodes) = connection {
-            nodes.refresh_soon(cluster.clone());
-        }
-        // Each key's checks one after the other, in their order (a key's checks answer as if
-        // made in turn); different keys at once.
-        elsewhere.sort_unstable();
-        let mut per_key: HashMap<&str, Vec<(usize, Call)>> = HashMap::new();
-        for index in elsewhere {
-            let call = &calls[index];
-            per_key
-                .entry(call.tag())
-                .or_default()
-                .push((index, call.clone()));
-        }
-        let mut again = JoinSet::new();
-        for checks in per_key.into_values() {
-            let connection = connection.clone();
-            again.spawn(async move {
-                let mut answered = Vec::with_capacity(checks.len());
-                for (index, call) in checks {
-                    answered.push((index, alone(connection.clone(), &call, timeout).await));
-                }
-                answered
-            });
-        }
-        while let Some(done) = again.join_next().await {
-            if let Ok(answered) = done {
-                for (index, answer) in answered {
-                    answers[index] = Some(answer);
-                }
-            }
-        }
+        again_alone(connection, &calls, elsewhere, timeout, &mut answers).await;
     }
     answers
         .into_iter()
@@ -393,6 +346,69 @@ pub(crate) async fn answer_all(
             })
         })
         .collect()
+}
+
+/// The calls of each node (all of them on a single node), by index, and how a call names its
+/// keys.
+fn node_groups(connection: &Connection, calls: &[Call]) -> (Keys, Vec<Vec<usize>>) {
+    match connection {
+        Connection::Single(..) | Connection::Sentinel(_) => {
+            (Keys::Declared, vec![(0..calls.len()).collect()])
+        }
+        Connection::Cluster(_, nodes) => {
+            let map = nodes.map();
+            let mut per_node: HashMap<u32, Vec<usize>> = HashMap::new();
+            for (index, call) in calls.iter().enumerate() {
+                per_node
+                    .entry(Nodes::group(&map, call.tag()))
+                    .or_default()
+                    .push(index);
+            }
+            (Keys::Undeclared, per_node.into_values().collect::<Vec<_>>())
+        }
+    }
+}
+
+/// Sends again `elsewhere`, the calls a node found not to be its own, each alone, to the node
+/// the cluster's map names now, into `answers`: each key's calls one after the other, in their
+/// order (a key's checks answer as if made in turn); different keys at once.
+async fn again_alone(
+    connection: &Connection,
+    calls: &[Call],
+    mut elsewhere: Vec<usize>,
+    timeout: Duration,
+    answers: &mut [Option<Result<Decisions, RedisError>>],
+) {
+    if let Connection::Cluster(cluster, nodes) = connection {
+        nodes.refresh_soon(cluster.clone());
+    }
+    elsewhere.sort_unstable();
+    let mut per_key: HashMap<&str, Vec<(usize, Call)>> = HashMap::new();
+    for index in elsewhere {
+        let call = &calls[index];
+        per_key
+            .entry(call.tag())
+            .or_default()
+            .push((index, call.clone()));
+    }
+    let mut again = JoinSet::new();
+    for checks in per_key.into_values() {
+        let connection = connection.clone();
+        again.spawn(async move {
+            let mut answered = Vec::with_capacity(checks.len());
+            for (index, call) in checks {
+                answered.push((index, alone(connection.clone(), &call, timeout).await));
+            }
+            answered
+        });
+    }
+    while let Some(done) = again.join_next().await {
+        if let Ok(answered) = done {
+            for (index, answer) in answered {
+                answers[index] = Some(answer);
+            }
+        }
+    }
 }
 
 /// The script calls for `members` of `calls`, `most` calls each, each with the indices of its
