@@ -9,21 +9,21 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use slidewin_store::BackendState;
 
+mod backend;
 mod envoy;
 mod labels;
 mod limits;
+mod rules;
 mod saturating;
 
-pub(crate) use envoy::Hits;
-use envoy::{EnvoyNames, EnvoyRuleLabels};
-use saturating::HitCounter;
+use backend::BackendSeries;
+use envoy::EnvoyNames;
+use limits::LimitSeries;
+use rules::RuleFamilies;
+pub(crate) use rules::{LazyRuleMetrics, RuleMetrics};
 
-use labels::{
-    DescriptorLabels, LimitLabels, ListenerLabels, ReasonLabels, ResultLabels, RuleLabels,
-    StateLabels, TopLabels, UnmatchedLabels,
-};
+use labels::{ListenerLabels, ReasonLabels, ResultLabels, UnmatchedLabels};
 
 /// A rule of a limit as the gauges show it: its name, how many it admits, over what span.
 pub(crate) struct LimitShown {
@@ -48,23 +48,10 @@ pub struct Metrics {
 #[derive(Debug)]
 struct Inner {
     registry: Registry,
-    total_hits: Family<RuleLabels, HitCounter>,
-    over_limit: Family<RuleLabels, HitCounter>,
-    near_limit: Family<RuleLabels, HitCounter>,
-    within_limit: Family<RuleLabels, HitCounter>,
-    shadow_mode: Family<RuleLabels, HitCounter>,
-    released: Family<RuleLabels, HitCounter>,
-    kept: Family<RuleLabels, HitCounter>,
-    charged: Family<RuleLabels, HitCounter>,
+    rules: RuleFamilies,
     config_loads: Family<ResultLabels, Counter>,
     config_version: Gauge,
-    backend_state: Family<StateLabels, Gauge>,
-    backend_errors: Counter,
-    key_cap_refusals: Counter,
-    memory_refusals: Counter,
-    denials_answered: Counter,
-    memory_bytes: Gauge,
-    memory_max_bytes: Gauge,
+    backend: BackendSeries,
     decision_seconds: Histogram,
     calls_in_flight: Gauge,
     calls_shed: Family<ListenerLabels, Counter>,
@@ -75,56 +62,9 @@ struct Inner {
     /// to one costs no lookup by label.
     unknown_domain: Counter,
     global_shadow_mode: Counter,
-    descriptor_hits: Family<DescriptorLabels, HitCounter>,
     /// envoy ratelimit's names too, when asked ([`Metrics::with_envoy_names`]).
     envoy: Option<EnvoyNames>,
-    limit: Family<LimitLabels, Gauge>,
-    top_denied: Family<TopLabels, Gauge>,
-    /// Held while the top's series are replaced, so that two scrapes do not mix theirs.
-    top_lock: std::sync::Mutex<()>,
-    window_seconds: Family<LimitLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
-}
-
-/// One rule's counters, as envoy ratelimit names them; in hits (a request's `hits_addend`).
-#[derive(Clone, Debug)]
-pub(crate) struct RuleMetrics {
-    pub(crate) total_hits: Hits,
-    pub(crate) over_limit: Hits,
-    pub(crate) near_limit: Hits,
-    pub(crate) within_limit: Hits,
-    pub(crate) shadow_mode: Hits,
-    pub(crate) released: Hits,
-    pub(crate) kept: Hits,
-    pub(crate) charged: Hits,
-}
-
-/// A rule's counters, made at its first hit: a rule that sees none holds no series (five
-/// series a rule were most of what an idle rule held), and its series appear with its first
-/// hit, as envoy ratelimit's stats do.
-pub(crate) struct LazyRuleMetrics {
-    metrics: Metrics,
-    made: std::sync::OnceLock<RuleMetrics>,
-}
-
-impl LazyRuleMetrics {
-    /// Whether its series have been made (the limit has been hit).
-    pub(crate) fn is_made(&self) -> bool {
-        self.made.get().is_some()
-    }
-
-    /// Its counters, `domain`, `name` and `path` naming them if they are made now, and its
-    /// gauges set then from `limits`.
-    #[inline]
-    pub(crate) fn get(
-        &self,
-        (domain, name, path): (&str, &str, &str),
-        limits: impl FnOnce() -> Vec<LimitShown>,
-    ) -> &RuleMetrics {
-        self.made.get_or_init(|| {
-            self.metrics.set_limits(domain, name, &limits());
-            self.metrics.rule(domain, name, path)
-        })
-    }
+    limits: LimitSeries,
 }
 
 impl Default for Metrics {
@@ -160,53 +100,7 @@ impl Metrics {
 
     fn make(envoy: Option<EnvoyNames>) -> Metrics {
         let mut registry = Registry::with_prefix("slidewin");
-        let family = Family::<RuleLabels, HitCounter>::default;
-        let (total_hits, over_limit, near_limit, within_limit, shadow_mode, released) =
-            (family(), family(), family(), family(), family(), family());
-        let (kept, charged) = (family(), family());
-        registry.register(
-            "rate_limit_total_hits",
-            "Hits checked against a rule",
-            total_hits.clone(),
-        );
-        registry.register(
-            "rate_limit_over_limit",
-            "Hits over a rule's limit (shadow mode's included)",
-            over_limit.clone(),
-        );
-        registry.register(
-            "rate_limit_near_limit",
-            "Hits admitted past 80% of a rule's limit",
-            near_limit.clone(),
-        );
-        registry.register(
-            "rate_limit_within_limit",
-            "Hits admitted by a rule",
-            within_limit.clone(),
-        );
-        registry.register(
-            "rate_limit_shadow_mode",
-            "Hits over a rule's limit that shadow mode admitted",
-            shadow_mode.clone(),
-        );
-        registry.register(
-            "rate_limit_released",
-            "Units a rule gave back on negative hits (is_negative_hits): its leases, when the \
-             requests holding them ended, and its logs that refund (`refunds: true`)",
-            released.clone(),
-        );
-        registry.register(
-            "rate_limit_kept",
-            "Negative hits (is_negative_hits) sent to a rule that gives nothing back: it has \
-             neither leases nor `refunds: true`, so what it counted stays spent",
-            kept.clone(),
-        );
-        registry.register(
-            "rate_limit_charged",
-            "Units charged to a rule after the response (`after_response: true`), past its \
-             limit too",
-            charged.clone(),
-        );
+        let rules = RuleFamilies::register(&mut registry);
         let config_loads = Family::<ResultLabels, Counter>::default();
         registry.register(
             "config_loads",
@@ -219,50 +113,7 @@ impl Metrics {
             "The version of the config in force",
             config_version.clone(),
         );
-        let backend_state = Family::<StateLabels, Gauge>::default();
-        registry.register(
-            "backend_state",
-            "1 for the backend's state: up, down (Redis circuit open) or probing (half-open)",
-            backend_state.clone(),
-        );
-        let backend_errors = Counter::default();
-        registry.register(
-            "backend_errors",
-            "Checks the backend failed (answered by the failure policy, or an error)",
-            backend_errors.clone(),
-        );
-        let key_cap_refusals = Counter::default();
-        registry.register(
-            "key_cap_refusals",
-            "New keys refused because a rule held its cap of keys",
-            key_cap_refusals.clone(),
-        );
-        let memory_refusals = Counter::default();
-        registry.register(
-            "memory_refusals",
-            "New keys, or admissions that would grow a sliding log, refused because the memory \
-             backend's budget (--max-memory) was spent",
-            memory_refusals.clone(),
-        );
-        let denials_answered = Counter::default();
-        registry.register(
-            "denied_cache_answers",
-            "One-unit checks answered with a denial Redis gave that still held, without asking \
-             Redis",
-            denials_answered.clone(),
-        );
-        let memory_bytes = Gauge::default();
-        registry.register(
-            "memory_bytes",
-            "Bytes the memory backend's keys hold, on its budget",
-            memory_bytes.clone(),
-        );
-        let memory_max_bytes = Gauge::default();
-        registry.register(
-            "memory_max_bytes",
-            "The memory backend's budget (--max-memory), in bytes",
-            memory_max_bytes.clone(),
-        );
+        let backend = BackendSeries::register(&mut registry);
         let decision_seconds = Histogram::new(exponential_buckets(1e-6, 2.0, 24));
         registry.register(
             "decision_seconds",
@@ -315,57 +166,14 @@ impl Metrics {
             "Requests over a limit answered OK because the global shadow mode is on",
             global_shadow_mode.clone(),
         );
-        let descriptor_hits = Family::<DescriptorLabels, HitCounter>::default();
-        registry.register(
-            "rate_limit_descriptor_hits",
-            "A limit's hits per descriptor, by result (within_limit, over_limit, shadow_mode), \
-             where its config asks with detailed_metric or value_to_metric; at most 100 \
-             descriptors a limit, the others as descriptor=\"_other\"",
-            descriptor_hits.clone(),
-        );
-        let limit = Family::<LimitLabels, Gauge>::default();
-        registry.register(
-            "rate_limit_limit",
-            "What each rule of a limit admits in its window (0 for a blocked limit), from the \
-             limit's first hit; with slidewin_rate_limit_window_seconds, the rate that \
-             utilization is measured against",
-            limit.clone(),
-        );
-        let window_seconds =
-            Family::<LimitLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        registry.register(
-            "rate_limit_window_seconds",
-            "The span of each rule of a limit, in seconds, from the limit's first hit",
-            window_seconds.clone(),
-        );
-        let top_denied = Family::<TopLabels, Gauge>::default();
-        registry.register(
-            "top_denied_keys",
-            "The keys denied most in the last minute (at most 10 series, rank 1 the most), \
-             their denials estimated never below the truth: who was limited, and by which \
-             limit, without a label per key",
-            top_denied.clone(),
-        );
+        let limits = LimitSeries::register(&mut registry);
         Metrics {
             inner: Arc::new(Inner {
                 registry,
-                total_hits,
-                over_limit,
-                near_limit,
-                within_limit,
-                shadow_mode,
-                released,
-                kept,
-                charged,
+                rules,
                 config_loads,
                 config_version,
-                backend_state,
-                backend_errors,
-                key_cap_refusals,
-                memory_refusals,
-                denials_answered,
-                memory_bytes,
-                memory_max_bytes,
+                backend,
                 decision_seconds,
                 calls_in_flight,
                 calls_shed,
@@ -374,71 +182,9 @@ impl Metrics {
                 unmatched,
                 unknown_domain,
                 global_shadow_mode,
-                descriptor_hits,
+                limits,
                 envoy,
-                limit,
-                top_denied,
-                top_lock: std::sync::Mutex::new(()),
-                window_seconds,
             }),
-        }
-    }
-
-    /// A rule's counters, made at its first hit.
-    pub(crate) fn lazy_rule(&self) -> LazyRuleMetrics {
-        LazyRuleMetrics {
-            metrics: self.clone(),
-            made: std::sync::OnceLock::new(),
-        }
-    }
-
-    pub(crate) fn rule(&self, domain: &str, name: &str, path: &str) -> RuleMetrics {
-        let labels = RuleLabels {
-            domain: domain.to_owned(),
-            rule: name.to_owned(),
-        };
-        let envoy_labels = EnvoyRuleLabels::of(domain, path);
-        let envoy = |i: usize| {
-            self.inner
-                .envoy
-                .as_ref()
-                .map(|names| names.hits[i].get_or_create_owned(&envoy_labels))
-        };
-        let inner = &self.inner;
-        RuleMetrics {
-            total_hits: Hits::new(inner.total_hits.get_or_create_owned(&labels), envoy(0)),
-            over_limit: Hits::new(inner.over_limit.get_or_create_owned(&labels), envoy(1)),
-            near_limit: Hits::new(inner.near_limit.get_or_create_owned(&labels), envoy(2)),
-            within_limit: Hits::new(inner.within_limit.get_or_create_owned(&labels), envoy(3)),
-            shadow_mode: Hits::new(inner.shadow_mode.get_or_create_owned(&labels), envoy(4)),
-            released: Hits::new(inner.released.get_or_create_owned(&labels), None),
-            kept: Hits::new(inner.kept.get_or_create_owned(&labels), None),
-            charged: Hits::new(inner.charged.get_or_create_owned(&labels), None),
-        }
-    }
-
-    pub(crate) fn forget_rule(&self, domain: &str, name: &str, path: &str) {
-        if let Some(names) = &self.inner.envoy {
-            let labels = EnvoyRuleLabels::of(domain, path);
-            for family in &names.hits {
-                family.remove(&labels);
-            }
-        }
-        let labels = RuleLabels {
-            domain: domain.to_owned(),
-            rule: name.to_owned(),
-        };
-        for family in [
-            &self.inner.total_hits,
-            &self.inner.over_limit,
-            &self.inner.near_limit,
-            &self.inner.within_limit,
-            &self.inner.shadow_mode,
-            &self.inner.released,
-            &self.inner.kept,
-            &self.inner.charged,
-        ] {
-            family.remove(&labels);
         }
     }
 
@@ -465,17 +211,6 @@ impl Metrics {
             .set(i64::try_from(version).unwrap_or(i64::MAX));
     }
 
-    pub(crate) fn set_backend_state(&self, state: BackendState) {
-        for known in [BackendState::Up, BackendState::Down, BackendState::Probing] {
-            let value = i64::from(known == state);
-            let known = known.as_str();
-            self.inner
-                .backend_state
-                .get_or_create(&StateLabels { state: known })
-                .set(value);
-        }
-    }
-
     /// `n` descriptors of `domain`, a domain of the config, that matched no rule.
     pub(crate) fn no_rule(&self, domain: &str, n: u64) {
         let labels = UnmatchedLabels {
@@ -493,37 +228,6 @@ impl Metrics {
     /// A request over a limit answered OK by the global shadow mode.
     pub(crate) fn global_shadow_mode(&self) {
         self.inner.global_shadow_mode.inc();
-    }
-
-    pub(crate) fn backend_error(&self) {
-        self.inner.backend_errors.inc();
-    }
-
-    pub(crate) fn backend_errors(&self) -> u64 {
-        self.inner.backend_errors.get()
-    }
-
-    pub(crate) fn key_cap_refusal(&self) {
-        self.inner.key_cap_refusals.inc();
-    }
-
-    pub(crate) fn memory_refusal(&self) {
-        self.inner.memory_refusals.inc();
-    }
-
-    /// The backend's count of checks answered from the denials it kept, as it stands now.
-    pub(crate) fn set_denials_answered(&self, total: u64) {
-        self.inner
-            .denials_answered
-            .inner()
-            .fetch_max(total, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The memory backend's budget: what its keys hold now, of `max` bytes.
-    pub(crate) fn set_memory(&self, used: usize, max: usize) {
-        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.inner.memory_bytes.set(gauge(used));
-        self.inner.memory_max_bytes.set(gauge(max));
     }
 
     /// The gauge of calls in flight, which the cap on them counts in.
