@@ -390,11 +390,13 @@ impl<B: Backend> Engine<B> {
             let hits = descriptor.hits_addend.unwrap_or(request_hits);
             let span = spans::descriptor(span, &rule.shown, hits);
             let asked = (request.domain.as_str(), descriptor.entries.as_slice());
+            // Reports and releases are boxed: their futures are the larger, and every check's
+            // future would otherwise hold room for them (copied as the request's future moves).
             let checked = if rule.after_response {
                 let hits = (hits, descriptor.is_negative_hits);
-                self.report(rule, asked, shared, hits, now, &span).await?
+                Box::pin(self.report(rule, asked, shared, hits, now, &span)).await?
             } else if descriptor.is_negative_hits {
-                self.release(rule, asked, shared, hits, now, &span).await?
+                Box::pin(self.release(rule, asked, shared, hits, now, &span)).await?
             } else {
                 self.check(rule, asked, shared, hits, now, &span).await?
             };
