@@ -371,25 +371,35 @@ pub async fn serve<B: Backend>(
         GrpcConnections::new(Rls::new(service), health, limits, Arc::clone(&cap)),
         phase_rx,
     );
-    tokio::spawn(async move {
-        shutdown.await;
-        tracing::info!(
-            delay = ?limits.drain_delay,
-            drain = ?limits.drain_timeout,
-            "shutting down: health fails; after the delay, no new connections, and the calls \
-             in flight may finish within the drain"
-        );
-        draining.drain();
-        // Health fails first, while the listeners still answer: a load balancer stops
-        // sending before the connections close.
-        tokio::time::sleep(limits.drain_delay).await;
-        let _ = phase_tx.send(Phase::Draining);
-        tokio::time::sleep(limits.drain_timeout).await;
-        let _ = phase_tx.send(Phase::Cut);
-    });
+    tokio::spawn(stop_in_phases(shutdown, draining, limits, phase_tx));
     tokio::join!(http, grpc, others);
     reporting.abort();
     Ok(())
+}
+
+/// The stop, once `shutdown` completes: health fails at once (`draining`), then after the
+/// drain delay the listeners take no new connection ([`Phase::Draining`]), and after the drain
+/// timeout the connections still open are cut ([`Phase::Cut`]).
+async fn stop_in_phases<B: Backend>(
+    shutdown: impl Future<Output = ()>,
+    draining: Endpoints<B>,
+    limits: ConnectionLimits,
+    phase_tx: watch::Sender<Phase>,
+) {
+    shutdown.await;
+    tracing::info!(
+        delay = ?limits.drain_delay,
+        drain = ?limits.drain_timeout,
+        "shutting down: health fails; after the delay, no new connections, and the calls \
+         in flight may finish within the drain"
+    );
+    draining.drain();
+    // Health fails first, while the listeners still answer: a load balancer stops
+    // sending before the connections close.
+    tokio::time::sleep(limits.drain_delay).await;
+    let _ = phase_tx.send(Phase::Draining);
+    tokio::time::sleep(limits.drain_timeout).await;
+    let _ = phase_tx.send(Phase::Cut);
 }
 
 /// Where the service is in its stop.
