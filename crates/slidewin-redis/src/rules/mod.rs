@@ -503,24 +503,7 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
             call.key_arg(index, &mut cmd, &mut buffer);
         }
     }
-    // The distinct rules, in order of first use; a batch has few (a linear search is cheapest).
-    let mut rules: Vec<&[u64; 5]> = Vec::new();
-    let mut each: Vec<(i64, i64)> = Vec::with_capacity(checks);
-    for call in calls {
-        for index in 0..call.len() {
-            let params = call.params(index);
-            let index = match rules.iter().position(|r| *r == params) {
-                Some(found) => found + 1,
-                None => {
-                    rules.push(params);
-                    rules.len()
-                }
-            };
-            // At most a batch's length: far below i64::MAX.
-            let index = i64::try_from(index).unwrap_or(i64::MAX);
-            each.push((call.signed_cost(), if call.commit { index } else { -index }));
-        }
-    }
+    let (rules, each) = rule_indices(calls, checks);
     let timed = calls.iter().any(|c| c.now.is_some());
     let shared = match each.split_first() {
         Some((first, rest)) if rest.iter().all(|check| check == first) => Some(*first),
@@ -550,8 +533,43 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
             }
         }
     }
-    // The groups: none when every call has one rule, else each check's group size (0 after the
-    // first of its group). A release's rules are each alone: nothing is all or nothing there.
+    push_groups(&mut cmd, calls);
+    cmd.arg(5);
+    for rule in rules {
+        for param in rule {
+            cmd.arg(*param);
+        }
+    }
+    cmd
+}
+
+/// The distinct rules of `calls` (`checks` checks in all), in order of first use, and each
+/// check's cost and rule: the rule's place among them from 1, negative for a peek. A batch
+/// has few rules: a linear search is cheapest.
+fn rule_indices<'a>(calls: &[&'a Call], checks: usize) -> (Vec<&'a [u64; 5]>, Vec<(i64, i64)>) {
+    let mut rules: Vec<&[u64; 5]> = Vec::new();
+    let mut each: Vec<(i64, i64)> = Vec::with_capacity(checks);
+    for call in calls {
+        for index in 0..call.len() {
+            let params = call.params(index);
+            let index = match rules.iter().position(|r| *r == params) {
+                Some(found) => found + 1,
+                None => {
+                    rules.push(params);
+                    rules.len()
+                }
+            };
+            // At most a batch's length: far below i64::MAX.
+            let index = i64::try_from(index).unwrap_or(i64::MAX);
+            each.push((call.signed_cost(), if call.commit { index } else { -index }));
+        }
+    }
+    (rules, each)
+}
+
+/// The groups: none when every call has one rule, else each check's group size (0 after the
+/// first of its group). A release's rules are each alone: nothing is all or nothing there.
+fn push_groups(cmd: &mut redis::Cmd, calls: &[&Call]) {
     if calls.iter().all(|c| c.len() == 1) {
         cmd.arg(0);
     } else {
@@ -569,13 +587,6 @@ pub(crate) fn script_call(calls: &[&Call], keys: Keys) -> redis::Cmd {
             }
         }
     }
-    cmd.arg(5);
-    for rule in rules {
-        for param in rule {
-            cmd.arg(*param);
-        }
-    }
-    cmd
 }
 
 /// Writes `{prefix:key}`.
