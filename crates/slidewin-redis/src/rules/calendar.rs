@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use slidewin::limit::{CalendarQuota, Kind, Rule};
 use slidewin::{ConfigError, Moment};
 
-use super::{Call, EXACT, Rules, What, number};
+use super::call::What;
+use super::{Call, EXACT, Rules, number};
 
 /// The latest window end sent: the last of Lua's exact integers (the window that holds the end
 /// of the timeline ends there, long after [`RedisLimiter::MAX_TIME`](crate::RedisLimiter)).
